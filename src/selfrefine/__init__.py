@@ -1,0 +1,77 @@
+"""selfrefine: Self-Refine (Madaan et al., NeurIPS 2023) as a library, CLI and engine.
+
+One model drafts an answer, writes actionable feedback on it and refines it with the
+history of earlier drafts and feedback, until a stop rule holds::
+
+    from selfrefine import SelfRefine
+    engine = SelfRefine("commongen", model="embedded", max_iterations=2)
+    result = engine.run("dog, frisbee, catch, throw")
+    print(result.output, result.stop_reason)
+"""
+
+from .backends import Backend, CompletionRequest, CompletionResponse, FakeBackend, get_backend
+from .config import RefineConfig
+from .errors import (
+    BackendError,
+    ConfigError,
+    FeedbackParseError,
+    InputError,
+    ParseError,
+    SelfRefineError,
+    TaskError,
+    TaskFileError,
+    TemplateError,
+    TransientBackendError,
+)
+from .loop import SelfRefine, refine
+from .records import (
+    CallRecord,
+    DecisionStep,
+    DraftStep,
+    Feedback,
+    FeedbackStep,
+    Iteration,
+    ResultStep,
+    RunResult,
+    StopReason,
+    Usage,
+)
+from .task import Task
+from .taskfile import load_task
+from .tasks import get_task
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "CallRecord",
+    "CompletionRequest",
+    "CompletionResponse",
+    "ConfigError",
+    "DecisionStep",
+    "DraftStep",
+    "FakeBackend",
+    "Feedback",
+    "FeedbackParseError",
+    "FeedbackStep",
+    "InputError",
+    "Iteration",
+    "ParseError",
+    "RefineConfig",
+    "ResultStep",
+    "RunResult",
+    "SelfRefine",
+    "SelfRefineError",
+    "StopReason",
+    "Task",
+    "TaskError",
+    "TaskFileError",
+    "TemplateError",
+    "TransientBackendError",
+    "Usage",
+    "get_backend",
+    "get_task",
+    "load_task",
+    "refine",
+]

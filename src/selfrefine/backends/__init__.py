@@ -1,0 +1,15 @@
+"""Model backends behind one async contract (see :mod:`selfrefine.backends.base`)."""
+
+from .base import Backend, CompletionRequest, CompletionResponse
+from .fake import FakeBackend
+from .registry import DEFAULT_MODEL, get_backend, schemes
+
+__all__ = [
+    "Backend",
+    "CompletionRequest",
+    "CompletionResponse",
+    "DEFAULT_MODEL",
+    "FakeBackend",
+    "get_backend",
+    "schemes",
+]

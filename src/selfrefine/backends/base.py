@@ -1,0 +1,77 @@
+"""The backend contract: one async method taking a typed request, returning a typed response.
+
+A backend turns a rendered prompt into text. It knows nothing about Self-Refine: the loop
+tells it which role is calling (so a backend can keep a warm cache per role) and whether
+the answer must follow a JSON schema (constrained decoding where the engine supports it).
+
+Backends raise :class:`~selfrefine.errors.TransientBackendError` for failures worth
+retrying (connection, 429, 5xx, timeouts) and other :class:`BackendError`s otherwise; the
+loop owns the retry policy so every attempt is recorded the same way for all backends.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from ..records import Role
+
+
+class CompletionRequest(BaseModel):
+    role: Role
+    prompt: str  # the user turn (chat) or the whole prompt (completion endpoints)
+    system: str | None = None
+    max_tokens: int = 300
+    temperature: float = 0.0
+    seed: int | None = None
+    stop: list[str] = Field(default_factory=list)
+    json_schema: dict[str, Any] | None = None  # constrain output where supported
+
+
+class CompletionResponse(BaseModel):
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model: str = ""
+    finish_reason: str | None = None
+
+
+class Backend(abc.ABC):
+    """Subclass this (or register an entry point in ``selfrefine.backends``) to add models."""
+
+    #: how many requests this backend can usefully serve at once
+    max_concurrency: int = 1
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @abc.abstractmethod
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        """Answer one request. Must be safe to call from concurrent tasks."""
+
+    async def aclose(self) -> None:
+        """Release connections or native resources. Safe to call twice."""
+
+    def describe(self) -> str:
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+def chat_messages(request: CompletionRequest) -> list[dict[str, str]]:
+    """The request as OpenAI-style chat messages: optional system, then the prompt."""
+    messages = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    messages.append({"role": "user", "content": request.prompt})
+    return messages
+
+
+def flat_prompt(request: CompletionRequest) -> str:
+    """The request as one text for completion endpoints; system text comes first."""
+    if request.system:
+        return f"{request.system}\n\n{request.prompt}"
+    return request.prompt

@@ -1,0 +1,165 @@
+"""Any OpenAI-compatible server through the official ``openai`` SDK.
+
+Covers OpenAI itself, vLLM, SGLang, Ollama, llama.cpp's ``llama-server`` and
+``python -m llama_cpp.server``. The SDK's own retries are switched off: the loop retries
+transient failures itself so that every attempt is recorded alike for all backends.
+
+Constrained output: the standard ``response_format={"type": "json_schema", ...}`` is sent
+first; servers that only know the older ``{"type": "json_object", "schema": ...}`` form
+(``llama_cpp.server``) refuse it (400/422, or a 500 naming response_format), and the
+backend then switches to that form for good.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import BackendError, ConfigError, ModelNotFoundError, TransientBackendError
+from .base import Backend, CompletionRequest, CompletionResponse, chat_messages, flat_prompt
+
+PLACEHOLDER_KEY = "sk-no-key-required"  # the SDK refuses an empty key, local servers ignore it
+
+
+class OpenAIBackend(Backend):
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api: str = "chat",
+        timeout: float = 600.0,
+        concurrency: int = 4,
+        json_format: str = "auto",
+    ) -> None:
+        super().__init__(f"openai:{model}")
+        if not model:
+            raise ConfigError("openai: needs a model name, e.g. --model openai:gpt-4o-mini")
+        if api not in ("chat", "completion"):
+            raise ConfigError(f"api must be 'chat' or 'completion', not {api!r}")
+        if json_format not in ("auto", "json_schema", "json_object", "off"):
+            raise ConfigError("json_format must be auto, json_schema, json_object or off")
+        try:
+            import openai
+        except ImportError:
+            raise BackendError("the openai package is not installed: pip install openai") from None
+        self.model = model
+        self.api = api
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            if self.base_url is None:
+                raise ConfigError(
+                    "OPENAI_API_KEY is not set; export it, or point --base-url at a local "
+                    "OpenAI-compatible server (no key needed there)"
+                )
+            key = PLACEHOLDER_KEY
+        self.max_concurrency = max(1, int(concurrency))
+        self.json_format = json_format
+        self._client = openai.AsyncOpenAI(
+            api_key=key, base_url=self.base_url, max_retries=0, timeout=float(timeout)
+        )
+
+    def describe(self) -> str:
+        where = self.base_url or "api.openai.com"
+        return f"{self.name} ({self.api} endpoint at {where})"
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        import openai
+
+        try:
+            if self.api == "completion":
+                return await self._completion(request)
+            return await self._chat(request)
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            raise TransientBackendError(f"{self.name}: cannot reach server: {exc}") from exc
+        except openai.RateLimitError as exc:
+            raise TransientBackendError(f"{self.name}: rate limited (429)") from exc
+        except openai.AuthenticationError as exc:
+            raise BackendError(f"{self.name}: authentication failed; check OPENAI_API_KEY") from exc
+        except openai.NotFoundError as exc:
+            raise ModelNotFoundError(f"{self.name}: not found on the server: {_message(exc)}") from exc
+        except openai.APIStatusError as exc:
+            if exc.status_code >= 500 or exc.status_code in (408, 409):
+                raise TransientBackendError(
+                    f"{self.name}: server error {exc.status_code}: {_message(exc)}"
+                ) from exc
+            raise BackendError(f"{self.name}: request refused ({exc.status_code}): {_message(exc)}") from exc
+
+    async def _chat(self, request: CompletionRequest) -> CompletionResponse:
+        import openai
+
+        kwargs = self._sampling(request)
+        fmt = self._response_format(request)
+        if fmt is not None:
+            kwargs["response_format"] = fmt
+        try:
+            resp = await self._client.chat.completions.create(
+                model=self.model, messages=chat_messages(request), **kwargs
+            )
+        except openai.APIStatusError as exc:
+            if not self._schema_form_refused(fmt, exc):
+                raise
+            self.json_format = "json_object"  # an older server: use its schema form from now on
+            kwargs["response_format"] = self._response_format(request)
+            resp = await self._client.chat.completions.create(
+                model=self.model, messages=chat_messages(request), **kwargs
+            )
+        choice = resp.choices[0]
+        return self._response(choice.message.content or "", resp, choice.finish_reason)
+
+    async def _completion(self, request: CompletionRequest) -> CompletionResponse:
+        resp = await self._client.completions.create(
+            model=self.model, prompt=flat_prompt(request), **self._sampling(request)
+        )
+        choice = resp.choices[0]
+        return self._response(choice.text or "", resp, choice.finish_reason)
+
+    def _schema_form_refused(self, fmt: dict[str, Any] | None, exc: Any) -> bool:
+        """Did a server refuse the standard json_schema form? (llama_cpp.server says 500.)"""
+        if fmt is None or self.json_format != "auto" or fmt.get("type") != "json_schema":
+            return False
+        return exc.status_code in (400, 422) or "response_format" in _message(exc)
+
+    def _sampling(self, request: CompletionRequest) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"max_tokens": request.max_tokens, "temperature": request.temperature}
+        if request.seed is not None:
+            kwargs["seed"] = request.seed
+        if request.stop:
+            kwargs["stop"] = request.stop[:4]  # the API caps stop sequences at 4
+        return kwargs
+
+    def _response_format(self, request: CompletionRequest) -> dict[str, Any] | None:
+        if request.json_schema is None or self.json_format == "off":
+            return None
+        if self.json_format == "json_object":
+            return {"type": "json_object", "schema": request.json_schema}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": "feedback", "schema": request.json_schema, "strict": True},
+        }
+
+    def _response(self, text: str, resp: Any, finish_reason: str | None) -> CompletionResponse:
+        usage = getattr(resp, "usage", None)
+        return CompletionResponse(
+            text=text,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            model=getattr(resp, "model", None) or self.name,
+            finish_reason=finish_reason,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:300]
+        if isinstance(err, str):
+            return err[:300]
+    return str(getattr(exc, "message", exc))[:300]

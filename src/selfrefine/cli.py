@@ -1,0 +1,218 @@
+"""The ``selfrefine`` command line: thin commands over the library."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .backends.registry import DEFAULT_MODEL, schemes
+from .config import RefineConfig
+from .display import StepPrinter
+from .errors import InputError, SelfRefineError
+from .loop import SelfRefine
+from .records import ResultStep, RunResult, StopReason
+from .tasks import get_task, task_names
+
+MAX_INPUT_BYTES = 10_000_000
+
+
+class Group(click.Group):
+    """Turns library errors into one clear line and an exit code; --debug shows tracebacks."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SelfRefineError as exc:
+            if _debug(ctx):
+                traceback.print_exc()
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+
+
+def _debug(ctx: click.Context) -> bool:
+    return bool((ctx.obj or {}).get("debug")) or os.environ.get("SELFREFINE_DEBUG") == "1"
+
+
+@click.group(cls=Group)
+@click.version_option(__version__, prog_name="selfrefine")
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Self-Refine: draft, critique and refine with one LLM until a stop rule holds."""
+    ctx.ensure_object(dict)["debug"] = debug
+
+
+def _options(pairs: tuple[str, ...], base_url: str | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--option")
+        out[key.strip()] = value.strip()
+    if base_url:
+        out["base_url"] = base_url
+    return out
+
+
+def _backend_spec(spec: str | None, options: dict[str, str]) -> Any:
+    from .backends.registry import get_backend
+
+    if spec is None:
+        return None
+    scheme = spec.partition(":")[0]
+    opts = dict(options)
+    if scheme != "openai":
+        opts.pop("base_url", None)  # --base-url only concerns OpenAI-compatible servers
+    return get_backend(spec, **opts)
+
+
+def _read_input(text: str | None, input_file: Path | None) -> str:
+    if text is not None and input_file is not None:
+        raise click.UsageError("give INPUT or --input-file, not both")
+    if input_file is not None:
+        try:
+            if input_file.stat().st_size > MAX_INPUT_BYTES:
+                raise InputError(f"input file {input_file} is larger than {MAX_INPUT_BYTES:,} bytes")
+            return input_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read input file {input_file}: {exc}") from None
+    if text is not None and text != "-":
+        return text
+    if text is None and sys.stdin.isatty():
+        raise click.UsageError("no input: give INPUT, --input-file PATH, or pipe it on stdin")
+    return sys.stdin.read(MAX_INPUT_BYTES + 1)
+
+
+@cli.command()
+@click.argument("task")
+@click.argument("input", required=False)
+@click.option("--input-file", "-f", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Read the input from a file.")
+@click.option("--model", "-m", default=DEFAULT_MODEL, envvar="SELFREFINE_MODEL", show_default=True,
+              help="embedded | gguf:PATH | openai:NAME | fake[:REPLIES.json]")
+@click.option("--feedback-model", help="A different model for the feedback role.")
+@click.option("--refine-model", help="A different model for the refine role.")
+@click.option("--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server.")
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+              help="Backend option, e.g. -o n_ctx=8192, -o api=completion, -o concurrency=8.")
+@click.option("--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4).")
+@click.option("--history", type=click.Choice(["full", "last", "none"]), default="full", show_default=True)
+@click.option("--select", type=click.Choice(["last", "best"]), default="last", show_default=True)
+@click.option("--feedback-mode", type=click.Choice(["actionable", "generic", "none"]), default="actionable", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--temperature", type=click.FloatRange(min=0), help="Sampling temperature for every role.")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per call.")
+@click.option("--score-threshold", type=float, help="Stop once the feedback score reaches this.")
+@click.option("--stop-contains", multiple=True, help="Stop when the feedback contains this text.")
+@click.option("--budget-tokens", type=click.IntRange(min=1), help="Stop after this many tokens in total.")
+@click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds.")
+@click.option("--no-constrain", is_flag=True, help="Do not constrain feedback to the task's JSON schema.")
+@click.option("--reference", help="Reference answer, for the task's metric.")
+@click.option("--record-prompts", is_flag=True, help="Keep every prompt in the result.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run result as one JSON object.")
+def run(task: str, input: str | None, input_file: Path | None, model: str, feedback_model: str | None,
+        refine_model: str | None, base_url: str | None, options: tuple[str, ...], max_iters: int | None,
+        history: str, select: str, feedback_mode: str, seed: int, temperature: float | None,
+        max_tokens: int | None, score_threshold: float | None, stop_contains: tuple[str, ...],
+        budget_tokens: int | None, budget_seconds: float | None, no_constrain: bool,
+        reference: str | None, record_prompts: bool, as_json: bool) -> None:
+    """Run Self-Refine on one INPUT with TASK (a built-in name or a YAML task file).
+
+    INPUT may also come from --input-file or stdin ('-' or omitted).
+
+    \b
+    Examples:
+      selfrefine run commongen "dog, frisbee, catch, throw"
+      selfrefine run gsm8k "A pen costs 3 dollars. How much do 4 pens cost?" --reference 12
+      selfrefine run examples/haiku.yaml "autumn rain" --model openai:gpt-4o-mini
+    """
+    the_task = get_task(task)
+    text = _read_input(input, input_file)
+    config = RefineConfig.build(
+        max_iterations=max_iters, history=history, select=select, feedback_mode=feedback_mode,
+        seed=seed, temperature=temperature, max_tokens=max_tokens, score_threshold=score_threshold,
+        stop_contains=list(stop_contains), max_total_tokens=budget_tokens, max_seconds=budget_seconds,
+        constrained=not no_constrain, record_prompts=record_prompts,
+    )
+    the_task.prepare_input(text)  # fail on bad input before loading any model
+    opts = _options(options, base_url)
+    engine = SelfRefine(
+        the_task,
+        _backend_spec(model, opts),
+        feedback_model=_backend_spec(feedback_model, opts),
+        refine_model=_backend_spec(refine_model, opts),
+        config=config,
+    )
+    show = None if as_json else StepPrinter()
+    result = asyncio.run(_drive(engine, text, reference, show))
+    if as_json:
+        click.echo(result.model_dump_json())
+    if result.stop_reason is StopReason.ERROR:
+        raise click.ClickException(f"the run stopped on an error (finished drafts kept): {result.error}")
+
+
+async def _drive(engine: SelfRefine, text: str, reference: str | None, show: StepPrinter | None) -> RunResult:
+    result = None
+    try:
+        async for step in engine.astream(text, reference):
+            if show is not None:
+                show(step)
+            if isinstance(step, ResultStep):
+                result = step.result
+    finally:
+        await engine.aclose()
+    assert result is not None
+    return result
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def tasks(as_json: bool) -> None:
+    """List the built-in tasks with their stop rules and metrics."""
+    rows = [get_task(name).summary() for name in task_names()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("task", "description", "stop rule", "metric", title="built-in tasks")
+    for row in rows:
+        table.add_row(row["name"], row["description"], row["stop"], row["metric"])
+    Console().print(table)
+    click.echo("Any other task: give the path of a YAML task file (see README).")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def models(as_json: bool) -> None:
+    """List the model backends and whether the embedded model is installed."""
+    from .backends.embedded import default_model_path
+
+    try:
+        default = str(default_model_path())
+    except SelfRefineError as exc:
+        default = f"not installed: {exc}"
+    rows = [{"model": s.usage, "description": s.help} for s in schemes().values()]
+    if as_json:
+        click.echo(json.dumps({"models": rows, "embedded_file": default}, indent=2))
+        return
+    table = Table("model", "description", title="model backends")
+    for row in rows:
+        table.add_row(row["model"], row["description"])
+    Console().print(table)
+    click.echo(f"embedded model file: {default}")
+
+
+def main() -> None:
+    cli(prog_name="selfrefine")
+

@@ -1,0 +1,64 @@
+"""Run options of the Self-Refine loop."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+
+History = Literal["full", "last", "none"]
+Select = Literal["last", "best"]
+FeedbackMode = Literal["actionable", "generic", "none"]
+
+
+class RefineConfig(BaseModel):
+    """Every knob of one run. Defaults follow the paper.
+
+    history:
+      ``full`` – the refiner sees every earlier draft and feedback (paper default);
+      ``last`` – only the previous draft/feedback pair besides the current one;
+      ``none`` – only the current draft and its feedback (as the reference code does for
+      code optimisation and readability).
+    select: ``last`` returns the final draft (paper default); ``best`` the draft with the
+      highest feedback score, ties going to the later draft.
+    feedback_mode: ``actionable`` – the task's own critic; ``generic`` – a fixed
+      "improve it" message instead of a critic call; ``none`` – refine without feedback.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_iterations: int | None = Field(default=None, ge=0, description="refinements; None: the task's default or 4")
+    history: History = "full"
+    select: Select = "last"
+    feedback_mode: FeedbackMode = "actionable"
+    stop_on_feedback: bool = True  # honour the task's stop signal in the feedback
+    stop_contains: list[str] = Field(default_factory=list)  # extra stop phrases
+    score_threshold: float | None = None  # None: the task's default threshold, if any
+    stop_on_no_change: bool = True
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    max_seconds: float | None = Field(default=None, gt=0)
+    seed: int | None = 0
+    temperature: float | None = Field(default=None, ge=0)  # overrides the task for all roles
+    max_tokens: int | None = Field(default=None, gt=0)  # overrides the task for all roles
+    constrained: bool = True  # send the task's JSON schema for feedback where supported
+    parse_retries: int = Field(default=2, ge=0)
+    backend_retries: int = Field(default=4, ge=0)
+    retry_base_delay: float = Field(default=1.0, ge=0)
+    retry_max_delay: float = Field(default=30.0, ge=0)
+    record_prompts: bool = False
+
+    @classmethod
+    def build(cls, **values: object) -> "RefineConfig":
+        """Like the constructor, but a bad value is a ConfigError naming the option."""
+        try:
+            return cls(**{k: v for k, v in values.items() if v is not None or k in _NULLABLE})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "config"
+            raise ConfigError(f"invalid option {where}: {first['msg']}") from None
+
+
+_NULLABLE: frozenset[str] = frozenset()
+DEFAULT_MAX_ITERATIONS = 4

@@ -1,0 +1,79 @@
+"""Live terminal rendering of a run's steps with rich."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.text import Text
+
+from .records import CallStep, DecisionStep, DraftStep, FeedbackStep, ResultStep, RunResult, Step
+
+
+class StepPrinter:
+    """Prints each step as it arrives: draft panels, feedback panels, decisions, summary."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console or Console(highlight=False)
+
+    def __call__(self, step: Step) -> None:
+        if isinstance(step, DraftStep):
+            self._draft(step)
+        elif isinstance(step, FeedbackStep):
+            self._feedback(step)
+        elif isinstance(step, DecisionStep):
+            self._decision(step)
+        elif isinstance(step, CallStep):
+            call = step.call
+            self.console.print(
+                f"[dim]  {call.role} call (iteration {call.iteration}, attempt {call.attempt}) "
+                f"failed: {escape(call.error or '')}[/dim]"
+            )
+        elif isinstance(step, ResultStep):
+            self.summary(step.result)
+
+    def _draft(self, step: DraftStep) -> None:
+        role = "generate" if step.iteration == 0 else "refine"
+        cost = ""
+        if step.call is not None:
+            cost = f"{step.call.prompt_tokens}+{step.call.completion_tokens} tokens, {step.call.seconds:.1f}s"
+        self.console.print(
+            Panel(Text(step.draft), title=f"draft {step.iteration} ({role})", subtitle=cost, border_style="cyan")
+        )
+
+    def _feedback(self, step: FeedbackStep) -> None:
+        fb = step.feedback
+        if fb.source == "none":
+            self.console.print("[dim]  (no feedback: ablation mode 'none')[/dim]")
+            return
+        notes = []
+        if fb.total is not None:
+            notes.append(f"score {fb.total:g}")
+        if fb.stop is not None:
+            notes.append(f"stop signal: {'yes' if fb.stop else 'no'}")
+        if fb.parse_error:
+            notes.append(f"unparsed: {fb.parse_error}")
+        title = f"feedback {step.iteration}" + (" (generic)" if fb.source == "generic" else "")
+        self.console.print(Panel(Text(fb.text), title=title, subtitle=", ".join(notes), border_style="yellow"))
+
+    def _decision(self, step: DecisionStep) -> None:
+        if step.stop:
+            reason = step.reason.value if step.reason else "stop"
+            self.console.print(f"[bold red]■ stop[/bold red]: {reason} — {escape(step.detail)}")
+        else:
+            self.console.print("[green]→ refine[/green]")
+
+    def summary(self, result: RunResult) -> None:
+        u = result.usage
+        self.console.rule("result")
+        if result.output is not None:
+            self.console.print(Panel(Text(result.output), title=f"output (draft {result.selected})", border_style="green"))
+        if result.answer is not None:
+            self.console.print(f"answer: [bold]{escape(result.answer)}[/bold]")
+        if result.metric is not None:
+            self.console.print(f"metric: {result.metric:.3g}")
+        self.console.print(
+            f"stop reason: [bold]{result.stop_reason.value}[/bold]; {len(result.iterations)} draft(s); "
+            f"{u.calls} calls, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, "
+            f"{u.seconds:.1f}s in model calls"
+        )

@@ -1,0 +1,74 @@
+"""One error hierarchy for the whole package.
+
+Every error the library raises on purpose is a :class:`SelfRefineError`; its message is
+written for the person at the keyboard and, where possible, says how to fix the problem.
+The CLI prints ``str(error)`` on one line and exits non-zero (``--debug`` shows tracebacks).
+"""
+
+from __future__ import annotations
+
+
+class SelfRefineError(Exception):
+    """Base class of every error raised on purpose by selfrefine."""
+
+    exit_code = 1
+
+
+class ConfigError(SelfRefineError):
+    """An option or combination of options is invalid."""
+
+    exit_code = 2
+
+
+class InputError(SelfRefineError):
+    """The input given to a task is empty, too large or malformed."""
+
+    exit_code = 2
+
+
+class TaskError(SelfRefineError):
+    """A task is unknown or its definition is broken."""
+
+    exit_code = 2
+
+
+class TaskFileError(TaskError):
+    """A YAML task file is missing, unreadable or invalid."""
+
+
+class TemplateError(TaskError):
+    """A prompt template failed to parse or to render."""
+
+
+class BackendError(SelfRefineError):
+    """A model backend failed in a way retries cannot fix."""
+
+
+class ModelNotFoundError(BackendError):
+    """A model spec names a backend or file that does not exist."""
+
+    exit_code = 2
+
+
+class TransientBackendError(BackendError):
+    """A backend failure worth retrying: connection, rate limit, 5xx, timeout."""
+
+
+class UnsupportedFeatureError(BackendError):
+    """The backend cannot honour a request option (e.g. constrained output)."""
+
+
+class ParseError(SelfRefineError):
+    """Model output could not be parsed into what the task needs."""
+
+
+class FeedbackParseError(ParseError):
+    """Feedback text could not be parsed into the task's fields."""
+
+
+class DraftParseError(ParseError):
+    """A generated or refined draft is empty or lacks what the task needs."""
+
+
+class BudgetExceeded(SelfRefineError):
+    """Raised internally when a token or time budget runs out mid-call."""

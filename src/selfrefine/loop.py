@@ -1,0 +1,437 @@
+"""The Self-Refine loop: generate → feedback → stop? → refine → feedback → …
+
+The core is async and backend-agnostic and is exposed as a stream of typed steps
+(:mod:`selfrefine.records`); :meth:`SelfRefine.run` is the sync convenience wrapper.
+
+Robustness rules implemented here:
+- transient backend errors are retried with exponential backoff and never reach a prompt;
+- an unparsable draft or feedback is re-requested at that step only (resampled with a new
+  seed), never by restarting the example; after the retries the raw text is kept and the
+  feedback carries ``parse_error``;
+- a fatal backend error or an exhausted budget ends the run with the drafts so far kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .backends.base import Backend, CompletionRequest, CompletionResponse
+from .backends.registry import get_backend
+from .config import DEFAULT_MAX_ITERATIONS, RefineConfig
+from .errors import BackendError, ConfigError, ParseError, TransientBackendError
+from .records import (
+    ROLES,
+    CallRecord,
+    CallStep,
+    DecisionStep,
+    DraftStep,
+    Feedback,
+    FeedbackStep,
+    Iteration,
+    ResultStep,
+    Role,
+    RunResult,
+    Step,
+    StopReason,
+    Usage,
+)
+from .task import Task
+
+T = TypeVar("T")
+
+
+class _BudgetExceeded(Exception):
+    def __init__(self, reason: StopReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+@dataclass
+class _Run:
+    input: str
+    reference: Any
+    started: float = field(default_factory=time.monotonic)
+    iterations: list[Iteration] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    unreported: list[CallRecord] = field(default_factory=list)  # failed calls not yet streamed
+
+    def tokens(self) -> int:
+        return sum(c.prompt_tokens + c.completion_tokens for c in self.calls)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+class SelfRefine:
+    """One task on one or more backends. Reusable across inputs; close it when done.
+
+    ``model`` serves every role unless ``feedback_model``/``refine_model`` name a different
+    backend for that role (e.g. a cheap critic and a larger refiner).
+    """
+
+    def __init__(
+        self,
+        task: Task | str,
+        model: Backend | str | None = None,
+        *,
+        feedback_model: Backend | str | None = None,
+        refine_model: Backend | str | None = None,
+        config: RefineConfig | None = None,
+        **options: Any,
+    ) -> None:
+        from .tasks import get_task
+
+        self.task = get_task(task) if isinstance(task, str) else task
+        if config is not None and options:
+            raise ConfigError("pass either config= or keyword options, not both")
+        self.config = config or RefineConfig.build(**options)
+        base = get_backend(model)
+        self.backends: dict[str, Backend] = {
+            "generate": base,
+            "feedback": get_backend(feedback_model) if feedback_model is not None else base,
+            "refine": get_backend(refine_model) if refine_model is not None else base,
+        }
+        self._semaphores: dict[tuple[int, int], asyncio.Semaphore] = {}
+
+    # -- public API ----------------------------------------------------------------------
+
+    @property
+    def max_iterations(self) -> int:
+        if self.config.max_iterations is not None:
+            return self.config.max_iterations
+        return self.task.max_iterations if self.task.max_iterations is not None else DEFAULT_MAX_ITERATIONS
+
+    async def arun(self, input: str, reference: Any = None) -> RunResult:
+        result = None
+        async for step in self.astream(input, reference):
+            if isinstance(step, ResultStep):
+                result = step.result
+        assert result is not None
+        return result
+
+    def run(self, input: str, reference: Any = None) -> RunResult:
+        """Sync wrapper around :meth:`arun` (not usable inside a running event loop)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(input, reference))
+        raise ConfigError("SelfRefine.run() was called inside an event loop; use `await arun()`")
+
+    async def astream(self, input: str, reference: Any = None) -> AsyncIterator[Step]:
+        """Run the loop, yielding each draft, feedback and decision as it happens."""
+        text = self.task.prepare_input(input)
+        run = _Run(input=text, reference=reference)
+        stop, error = StopReason.ERROR, None
+        try:
+            async for step in self._steps(run):
+                if isinstance(step, DecisionStep) and step.stop:
+                    stop = step.reason or StopReason.MAX_ITERATIONS
+                yield step
+        except _BudgetExceeded as exc:
+            stop = exc.reason
+            yield from_decision(run, stop, str(exc))
+        except BackendError as exc:
+            stop, error = StopReason.ERROR, str(exc)
+            yield from_decision(run, stop, error)
+        for call in _drain(run):
+            yield CallStep(call=call)
+        yield ResultStep(result=await self._result(run, stop, error))
+
+    async def aclose(self) -> None:
+        for backend in {id(b): b for b in self.backends.values()}.values():
+            await backend.aclose()
+
+    def close(self) -> None:
+        asyncio.run(self.aclose())
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def _steps(self, run: _Run) -> AsyncIterator[Step]:
+        prompt = self.task.render("generate", run.input)
+        draft, call = await self._draft(run, "generate", 0, prompt)
+        run.iterations.append(Iteration(index=0, draft=draft))
+        for c in _drain(run):
+            yield CallStep(call=c)
+        yield DraftStep(iteration=0, draft=draft, call=call)
+        t = 0
+        while True:
+            feedback = await self._feedback(run, t)
+            run.iterations[t].feedback = feedback
+            for c in _drain(run):
+                yield CallStep(call=c)
+            yield FeedbackStep(iteration=t, feedback=feedback)
+            decision = self._decide(run, t, feedback)
+            yield decision
+            if decision.stop:
+                return
+            previous = run.iterations[t].draft
+            draft, call = await self._draft(run, "refine", t + 1, self._refine_prompt(run, t))
+            t += 1
+            run.iterations.append(Iteration(index=t, draft=draft))
+            for c in _drain(run):
+                yield CallStep(call=c)
+            yield DraftStep(iteration=t, draft=draft, call=call)
+            if self.config.stop_on_no_change and _same(draft, previous):
+                yield DecisionStep(
+                    iteration=t, stop=True, reason=StopReason.NO_CHANGE, detail="the refinement changed nothing"
+                )
+                return
+
+    def _decide(self, run: _Run, t: int, feedback: Feedback) -> DecisionStep:
+        cfg = self.config
+
+        def stop(reason: StopReason, detail: str) -> DecisionStep:
+            return DecisionStep(iteration=t, stop=True, reason=reason, detail=detail)
+
+        if cfg.stop_on_feedback and feedback.stop:
+            return stop(StopReason.FEEDBACK, "the feedback says the draft is done")
+        low = feedback.text.lower()
+        hit = next((s for s in cfg.stop_contains if s and s.lower() in low), None)
+        if hit is not None:
+            return stop(StopReason.FEEDBACK, f"the feedback contains {hit!r}")
+        threshold = cfg.score_threshold if cfg.score_threshold is not None else self.task.score_threshold
+        if threshold is not None and feedback.total is not None and feedback.total >= threshold:
+            return stop(StopReason.SCORE, f"score {feedback.total:g} >= {threshold:g}")
+        if t >= self.max_iterations:
+            return stop(StopReason.MAX_ITERATIONS, f"reached {self.max_iterations} refinement(s)")
+        if cfg.max_total_tokens is not None and run.tokens() >= cfg.max_total_tokens:
+            return stop(StopReason.TOKEN_BUDGET, f"{run.tokens()} tokens used of {cfg.max_total_tokens}")
+        if cfg.max_seconds is not None and run.elapsed() >= cfg.max_seconds:
+            return stop(StopReason.TIME_BUDGET, f"{run.elapsed():.1f}s used of {cfg.max_seconds:g}s")
+        return DecisionStep(iteration=t, stop=False, detail="refine")
+
+    # -- prompts ---------------------------------------------------------------------------
+
+    def _history(self, run: _Run, t: int) -> list[dict[str, str]]:
+        """Earlier {draft, feedback} pairs before draft t, per the history policy."""
+        policy = self.config.history
+        if policy == "none" or t == 0:
+            return []
+        earlier = run.iterations[:t] if policy == "full" else run.iterations[t - 1 : t]
+        return [{"draft": it.draft, "feedback": it.feedback.text if it.feedback else ""} for it in earlier]
+
+    def _refine_prompt(self, run: _Run, t: int) -> str:
+        current = run.iterations[t]
+        role = "refine"
+        if self.config.feedback_mode == "none" and "refine_nofeedback" in self.task.templates:
+            role = "refine_nofeedback"
+        return self.task.render(
+            role,
+            run.input,
+            draft=current.draft,
+            feedback=current.feedback.text if current.feedback else "",
+            history=self._history(run, t),
+            iteration=t,
+        )
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def _draft(self, run: _Run, role: Role, t: int, prompt: str) -> tuple[str, CallRecord]:
+        draft, call, error = await self._parsed_call(run, role, t, prompt, None, self.task.parse_draft)
+        return (draft if error is None else _raw(call)), call
+
+    async def _feedback(self, run: _Run, t: int) -> Feedback:
+        mode = self.config.feedback_mode
+        if mode == "generic":
+            return Feedback(text=self.task.generic_feedback, source="generic")
+        if mode == "none":
+            return Feedback(text="", source="none")
+        draft = run.iterations[t].draft
+        prompt = self.task.render(
+            "feedback", run.input, draft=draft, history=self._history(run, t), iteration=t
+        )
+        schema = self.task.feedback_schema if self.config.constrained else None
+
+        def parse(text: str) -> Feedback:
+            return self.task.parse_feedback(text, input=run.input, draft=draft)
+
+        feedback, call, error = await self._parsed_call(run, "feedback", t, prompt, schema, parse)
+        if error is None:
+            return feedback
+        raw = _raw(call)
+        return Feedback(text=raw, stop=self.task.contains_stop(raw), parse_error=error)
+
+    async def _parsed_call(
+        self,
+        run: _Run,
+        role: Role,
+        t: int,
+        prompt: str,
+        schema: dict[str, Any] | None,
+        parse: Callable[[str], T],
+    ) -> tuple[Any, CallRecord, str | None]:
+        """Call, parse; on a parse error re-ask this step only. Returns (value, call, error)."""
+        error = None
+        for attempt in range(1, self.config.parse_retries + 2):
+            request = self._request(role, prompt, schema, attempt)
+            response, call = await self._call(run, role, t, request)
+            try:
+                return parse(response.text), call, None
+            except ParseError as exc:
+                error = str(exc)
+                call.error = f"parse: {error}"
+                run.unreported.append(call)
+        return None, call, error
+
+    def _request(self, role: Role, prompt: str, schema: dict[str, Any] | None, attempt: int) -> CompletionRequest:
+        cfg, task = self.config, self.task
+        temperature = cfg.temperature if cfg.temperature is not None else task.temperature[role]
+        seed = cfg.seed
+        if attempt > 1:  # a parse retry must resample, or a deterministic model repeats itself
+            temperature = max(temperature, 0.7)
+            seed = (seed or 0) + attempt - 1
+        return CompletionRequest(
+            role=role,
+            prompt=prompt,
+            system=task.system,
+            max_tokens=cfg.max_tokens or task.max_tokens[role],
+            temperature=temperature,
+            seed=seed,
+            stop=task.stop_sequences[role],
+            json_schema=schema,
+        )
+
+    async def _call(self, run: _Run, role: Role, t: int, request: CompletionRequest) -> tuple[CompletionResponse, CallRecord]:
+        """One logical call with transient-error retries, budgets and accounting."""
+        cfg = self.config
+        backend = self.backends[role]
+        for attempt in range(1, cfg.backend_retries + 2):
+            self._check_budgets(run)
+            call = CallRecord(role=role, iteration=t, attempt=attempt, model=backend.name)
+            if cfg.record_prompts:
+                call.prompt = request.prompt
+            start = time.perf_counter()
+            try:
+                response = await self._send(run, backend, request)
+            except (TransientBackendError, BackendError, _BudgetExceeded) as exc:
+                call.ok, call.error = False, str(exc)
+                call.seconds = round(time.perf_counter() - start, 6)
+                run.calls.append(call)
+                run.unreported.append(call)
+                if isinstance(exc, TransientBackendError) and attempt <= cfg.backend_retries:
+                    await asyncio.sleep(self._backoff(attempt, run))
+                    continue
+                if isinstance(exc, TransientBackendError):
+                    raise BackendError(f"{backend.name} failed {attempt} times; last error: {exc}") from exc
+                raise
+            call.seconds = round(time.perf_counter() - start, 6)
+            call.prompt_tokens, call.completion_tokens = response.prompt_tokens, response.completion_tokens
+            call.response = response.text
+            run.calls.append(call)
+            return response, call
+        raise AssertionError("unreachable")
+
+    async def _send(self, run: _Run, backend: Backend, request: CompletionRequest) -> CompletionResponse:
+        remaining = None
+        if self.config.max_seconds is not None:
+            remaining = self.config.max_seconds - run.elapsed()
+        async with self._semaphore(backend):
+            try:
+                return await asyncio.wait_for(backend.complete(request), remaining)
+            except asyncio.TimeoutError:
+                if remaining is None:  # the backend's own timeout surfaced as asyncio's
+                    raise TransientBackendError(f"{backend.name}: request timed out") from None
+                raise _BudgetExceeded(StopReason.TIME_BUDGET, f"time budget of {self.config.max_seconds:g}s ran out") from None
+
+    def _check_budgets(self, run: _Run) -> None:
+        cfg = self.config
+        if cfg.max_total_tokens is not None and run.tokens() >= cfg.max_total_tokens:
+            raise _BudgetExceeded(StopReason.TOKEN_BUDGET, f"token budget of {cfg.max_total_tokens} is used up")
+        if cfg.max_seconds is not None and run.elapsed() >= cfg.max_seconds:
+            raise _BudgetExceeded(StopReason.TIME_BUDGET, f"time budget of {cfg.max_seconds:g}s ran out")
+
+    def _backoff(self, attempt: int, run: _Run) -> float:
+        cfg = self.config
+        delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2 ** (attempt - 1))
+        delay *= random.uniform(0.5, 1.0)  # jitter so concurrent runs do not retry in lockstep
+        if cfg.max_seconds is not None:
+            delay = max(0.0, min(delay, cfg.max_seconds - run.elapsed()))
+        return delay
+
+    def _semaphore(self, backend: Backend) -> asyncio.Semaphore:
+        # one limit per backend and event loop (the sync wrapper makes a new loop per call)
+        key = (id(backend), id(asyncio.get_running_loop()))
+        if key not in self._semaphores:
+            self._semaphores[key] = asyncio.Semaphore(max(1, backend.max_concurrency))
+        return self._semaphores[key]
+
+    # -- result ----------------------------------------------------------------------------
+
+    async def _result(self, run: _Run, stop: StopReason, error: str | None) -> RunResult:
+        selected = select_index(run.iterations, self.config.select)
+        output = run.iterations[selected].draft if selected is not None else None
+        metric = answer = None
+        if output is not None:
+            metric, answer = await asyncio.to_thread(self._evaluate, run, output)
+        config = self.config.model_dump(mode="json")
+        config["models"] = {role: self.backends[role].name for role in ROLES}
+        config["max_iterations"] = self.max_iterations
+        return RunResult(
+            task=self.task.name,
+            input=run.input,
+            iterations=run.iterations,
+            output=output,
+            selected=selected,
+            stop_reason=stop,
+            error=error,
+            calls=run.calls,
+            usage=Usage.of(run.calls),
+            config=config,
+            metric=metric,
+            answer=answer,
+        )
+
+    def _evaluate(self, run: _Run, output: str) -> tuple[float | None, str | None]:
+        metric = answer = None
+        try:  # a broken metric or answer hook must not lose the finished run
+            metric = self.task.metric(run.input, output, run.reference)
+        except Exception:
+            pass
+        try:
+            answer = self.task.answer(output)
+        except Exception:
+            pass
+        return metric, answer
+
+
+def select_index(iterations: list[Iteration], policy: str) -> int | None:
+    """Index of the returned draft: the last, or the best-scored (ties → later)."""
+    if not iterations:
+        return None
+    if policy == "best":
+        scored = [(it.feedback.total, it.index) for it in iterations if it.feedback and it.feedback.total is not None]
+        if scored:
+            return max(scored)[1]
+    return iterations[-1].index
+
+
+def from_decision(run: _Run, reason: StopReason, detail: str) -> DecisionStep:
+    t = run.iterations[-1].index if run.iterations else 0
+    return DecisionStep(iteration=t, stop=True, reason=reason, detail=detail)
+
+
+def _drain(run: _Run) -> list[CallRecord]:
+    calls, run.unreported = run.unreported, []
+    return calls
+
+
+def _raw(call: CallRecord) -> str:
+    return (call.response or "").strip()
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
+
+
+def refine(task: Task | str, input: str, model: Backend | str | None = None, **options: Any) -> RunResult:
+    """One-shot sync helper: ``refine("commongen", "dog, ball, park")``."""
+    engine = SelfRefine(task, model, **options)
+    try:
+        return engine.run(input)
+    finally:
+        engine.close()

@@ -1,0 +1,151 @@
+"""Typed records of a Self-Refine run: calls, feedback, iterations, steps and the result.
+
+Everything that crosses a module boundary is one of these pydantic models, so a run
+serialises to JSON and back without loss (``RunResult.model_dump_json`` /
+``RunResult.model_validate_json``).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal, Union
+
+from pydantic import BaseModel, Field
+
+Role = Literal["generate", "feedback", "refine"]
+ROLES: tuple[Role, ...] = ("generate", "feedback", "refine")
+
+
+class StopReason(str, Enum):
+    """Why the loop ended. Exactly one reason is reported per run."""
+
+    FEEDBACK = "feedback"  # the feedback carried the task's stop signal
+    SCORE = "score_threshold"  # the feedback score reached the threshold
+    MAX_ITERATIONS = "max_iterations"  # the refinement cap was reached
+    NO_CHANGE = "no_change"  # a refinement returned the same draft
+    TOKEN_BUDGET = "token_budget"  # total tokens reached the budget
+    TIME_BUDGET = "time_budget"  # wall time reached the budget
+    ERROR = "error"  # a backend failed after its retries; finished drafts are kept
+
+
+class CallRecord(BaseModel):
+    """One model call (including failed attempts and retries)."""
+
+    role: Role
+    iteration: int
+    attempt: int = 1
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    ok: bool = True
+    error: str | None = None
+    prompt: str | None = None  # filled only with RefineConfig.record_prompts
+    response: str | None = None
+
+
+class Usage(BaseModel):
+    """Totals over a run's calls."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    @classmethod
+    def of(cls, calls: list[CallRecord]) -> "Usage":
+        return cls(
+            calls=len(calls),
+            prompt_tokens=sum(c.prompt_tokens for c in calls),
+            completion_tokens=sum(c.completion_tokens for c in calls),
+            seconds=round(sum(c.seconds for c in calls), 6),
+        )
+
+
+class Feedback(BaseModel):
+    """A critique of one draft: the raw text plus whatever the task parsed out of it."""
+
+    text: str
+    scores: dict[str, float] = Field(default_factory=dict)  # per-aspect scores
+    total: float | None = None  # drives "best" selection and score thresholds
+    stop: bool | None = None  # the task's stop signal; None when unknown
+    fields: dict[str, str | list[str]] = Field(default_factory=dict)  # other parsed parts
+    source: Literal["model", "generic", "none"] = "model"
+    parse_error: str | None = None  # set when every parse attempt failed
+
+    def __str__(self) -> str:  # templates and displays see the raw text
+        return self.text
+
+
+class Iteration(BaseModel):
+    """Draft y_t and the feedback fb_t on it (None when the loop stopped before feedback)."""
+
+    index: int
+    draft: str
+    feedback: Feedback | None = None
+
+
+class RunResult(BaseModel):
+    """Everything about one Self-Refine run; serialises to JSON and back."""
+
+    task: str
+    input: str
+    iterations: list[Iteration] = Field(default_factory=list)
+    output: str | None = None
+    answer: str | None = None  # derived final answer (e.g. the value a program returns)
+    selected: int | None = None  # index of the iteration whose draft is `output`
+    stop_reason: StopReason
+    error: str | None = None
+    calls: list[CallRecord] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    config: dict[str, object] = Field(default_factory=dict)
+    metric: float | None = None  # the task's metric on `output`, when a reference was given
+
+    @property
+    def drafts(self) -> list[str]:
+        return [it.draft for it in self.iterations]
+
+
+# --- the loop as a stream of typed steps (smolagents-style) -------------------------
+
+
+class DraftStep(BaseModel):
+    kind: Literal["draft"] = "draft"
+    iteration: int
+    draft: str
+    call: CallRecord | None = None
+
+
+class FeedbackStep(BaseModel):
+    kind: Literal["feedback"] = "feedback"
+    iteration: int
+    feedback: Feedback
+
+
+class DecisionStep(BaseModel):
+    """What the loop decided after a feedback: refine again, or stop and why."""
+
+    kind: Literal["decision"] = "decision"
+    iteration: int
+    stop: bool
+    reason: StopReason | None = None
+    detail: str = ""
+
+
+class CallStep(BaseModel):
+    """A call that failed and will be retried (or gave up); successful calls ride on steps."""
+
+    kind: Literal["call"] = "call"
+    call: CallRecord
+
+
+class ResultStep(BaseModel):
+    kind: Literal["result"] = "result"
+    result: RunResult
+
+
+Step = Union[DraftStep, FeedbackStep, DecisionStep, CallStep, ResultStep]

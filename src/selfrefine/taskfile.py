@@ -1,0 +1,137 @@
+"""User tasks as YAML files, no Python needed.
+
+Example (``examples/haiku.yaml``)::
+
+    name: haiku
+    description: a haiku about a topic
+    generate: |
+      Write a haiku about {{ input }}.
+    feedback: |
+      Haiku: {{ draft }}
+      List concrete problems, then end with "Score: N/10".
+    refine: |
+      Topic: {{ input }}
+      {% for h in history %}Earlier haiku: {{ h.draft }}
+      Its critique: {{ h.feedback }}
+      {% endfor %}Haiku: {{ draft }}
+      Critique: {{ feedback }}
+      Write an improved haiku.
+    score: 'Score:\\s*(\\d+)'
+    stop:
+      contains: "no problems"
+      score_at_least: 9
+    max_iterations: 3
+
+Every problem is reported as one message naming the file and the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import TaskError, TaskFileError
+from .task import Task
+
+MAX_TASK_FILE_BYTES = 1_000_000
+
+
+class StopSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    contains: str | list[str] | None = None
+    score_at_least: float | None = None
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1)
+    description: str = ""
+    generate: str
+    feedback: str
+    refine: str
+    refine_nofeedback: str | None = None
+    system: str | None = None
+    score: str | None = None
+    stop: StopSpec | None = None
+    max_iterations: int | None = Field(default=None, ge=0)
+    generic_feedback: str | None = None
+    temperature: float | dict[str, float] | None = None
+    max_tokens: int | dict[str, int] | None = None
+    feedback_schema: dict[str, Any] | None = None
+    stop_sequences: list[str] | dict[str, list[str]] | None = None
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and validate a YAML task file; raise TaskFileError naming what is wrong."""
+    p = Path(path).expanduser()
+    data = _read_yaml(p)
+    try:
+        spec = TaskSpec.model_validate(data)
+    except ValidationError as exc:
+        raise TaskFileError(f"task file {p}: {_describe(exc)}") from None
+    try:
+        return task_from_spec(spec)
+    except TaskError as exc:
+        raise TaskFileError(f"task file {p}: {exc}") from None
+
+
+def task_from_spec(spec: TaskSpec) -> Task:
+    stop = spec.stop or StopSpec()
+    contains = [stop.contains] if isinstance(stop.contains, str) else (stop.contains or [])
+    return Task(
+        spec.name,
+        generate=spec.generate,
+        feedback=spec.feedback,
+        refine=spec.refine,
+        refine_nofeedback=spec.refine_nofeedback,
+        description=spec.description,
+        system=spec.system,
+        score=spec.score,
+        stop_contains=contains,
+        score_threshold=stop.score_at_least,
+        max_iterations=spec.max_iterations,
+        generic_feedback=spec.generic_feedback,
+        temperature=spec.temperature,
+        max_tokens=spec.max_tokens,
+        feedback_schema=spec.feedback_schema,
+        stop_sequences=spec.stop_sequences,
+    )
+
+
+def _read_yaml(p: Path) -> dict[str, Any]:
+    try:
+        if p.stat().st_size > MAX_TASK_FILE_BYTES:
+            raise TaskFileError(f"task file {p} is larger than {MAX_TASK_FILE_BYTES:,} bytes")
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TaskFileError(f"task file not found: {p}") from None
+    except IsADirectoryError:
+        raise TaskFileError(f"task file {p} is a directory") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskFileError(f"cannot read task file {p}: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise TaskFileError(f"task file {p} is not valid YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise TaskFileError(f"task file {p} must be a YAML mapping with keys name, generate, feedback, refine")
+    return data
+
+
+def _describe(exc: ValidationError) -> str:
+    messages = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "missing":
+            messages.append(f"missing key {key!r}")
+        elif err["type"] == "extra_forbidden":
+            messages.append(f"unknown key {key!r} (known: {', '.join(TaskSpec.model_fields)})")
+        else:
+            messages.append(f"key {key!r}: {err['msg']}")
+    return "; ".join(dict.fromkeys(messages))

@@ -1,0 +1,49 @@
+"""Built-in tasks and task lookup (built-in name, plugin entry point or YAML file path)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+from ..errors import TaskError
+from ..task import Task
+from .commongen import CommonGen
+from .gsm8k import GSM8K
+
+BUILTIN_TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (CommonGen, GSM8K)}
+
+
+def plugin_tasks() -> dict[str, importlib.metadata.EntryPoint]:
+    """Tasks registered by other packages under the entry-point group ``selfrefine.tasks``."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group="selfrefine.tasks")}
+
+
+def task_names() -> list[str]:
+    return sorted({*BUILTIN_TASKS, *plugin_tasks()})
+
+
+def _looks_like_path(spec: str) -> bool:
+    return spec.endswith((".yaml", ".yml")) or "/" in spec or "\\" in spec or Path(spec).is_file()
+
+
+def get_task(spec: str | Task) -> Task:
+    """A Task from a built-in name, a plugin name or the path of a YAML task file."""
+    if isinstance(spec, Task):
+        return spec
+    if spec in BUILTIN_TASKS:
+        return BUILTIN_TASKS[spec]()
+    plugins = plugin_tasks()
+    if spec in plugins:
+        obj = plugins[spec].load()
+        return obj() if isinstance(obj, type) else obj
+    if _looks_like_path(spec):
+        from ..taskfile import load_task
+
+        return load_task(spec)
+    raise TaskError(
+        f"unknown task {spec!r}; built-in tasks: {', '.join(task_names())}, "
+        "or give the path of a YAML task file"
+    )
+
+
+__all__ = ["BUILTIN_TASKS", "CommonGen", "GSM8K", "get_task", "task_names"]

@@ -1,0 +1,156 @@
+"""Constrained generation (CommonGen-Hard style): one sentence that uses every concept.
+
+Feedback names the missing concepts and any commonsense problem, "NONE" when fine; the
+loop stops when both are NONE. Feedback is constrained to a small JSON object where the
+backend supports it, and a plain "Missing: …/Commonsense: …" text form is parsed too.
+The metric is concept coverage computed by code, never taken from the model's feedback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..errors import FeedbackParseError, InputError
+from ..records import Feedback
+from ..task import Task
+
+FEEDBACK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        # length caps keep a tiny model from rambling past max_tokens and cutting the JSON
+        "missing_concepts": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 30},
+        "commonsense": {"type": "string", "maxLength": 200},
+    },
+    "required": ["missing_concepts", "commonsense"],
+}
+
+_WORD = re.compile(r"[a-z]+")
+_NONE = {"", "none", "none.", "n/a", "no", "nothing"}
+
+
+def parse_concepts(text: str) -> list[str]:
+    """Concepts from "a, b, c", "a b c" or a JSON list; lower-cased, de-duplicated."""
+    text = text.strip()
+    items: list[str]
+    if text.startswith("["):
+        try:
+            items = [str(x) for x in json.loads(text)]
+        except (ValueError, TypeError):
+            raise InputError("concepts look like a JSON list but do not parse") from None
+    else:
+        items = re.split(r"[,\n;]+" if re.search(r"[,\n;]", text) else r"\s+", text)
+    concepts = [c.strip().lower() for c in items if c.strip()]
+    return list(dict.fromkeys(concepts))
+
+
+def _forms(concept: str) -> set[str]:
+    """Common inflections of a concept word (a light stand-in for lemmatisation)."""
+    w = concept.lower()
+    forms = {w, w + "s", w + "es", w + "ed", w + "d", w + "ing", w + "er", w + "ers"}
+    if w.endswith("e"):
+        forms |= {w[:-1] + "ing", w[:-1] + "er"}
+    if w.endswith("y") and len(w) > 2:
+        forms |= {w[:-1] + "ies", w[:-1] + "ied"}
+    if len(w) > 2 and w[-1] not in "aeiouwxy" and w[-2] in "aeiou" and w[-3] not in "aeiou":
+        forms |= {w + w[-1] + "ing", w + w[-1] + "ed", w + w[-1] + "er"}
+    return forms
+
+
+def concept_coverage(concepts: list[str], sentence: str) -> float:
+    """Share of concepts whose word (or a common inflection) appears in the sentence."""
+    if not concepts:
+        return 0.0
+    words = set(_WORD.findall(sentence.lower()))
+    text = " ".join(_WORD.findall(sentence.lower()))
+    hit = 0
+    for concept in concepts:
+        parts = _WORD.findall(concept.lower())
+        if len(parts) > 1:  # multi-word concept: require the phrase
+            hit += f" {' '.join(parts)} " in f" {text} "
+        elif parts:
+            hit += bool(_forms(parts[0]) & words)
+    return hit / len(concepts)
+
+
+def missing_concepts(concepts: list[str], sentence: str) -> list[str]:
+    return [c for c in concepts if concept_coverage([c], sentence) == 0.0]
+
+
+class CommonGen(Task):
+    name = "commongen"
+    description = "Constrained generation: one sentence that uses every concept (CommonGen-Hard)"
+    prompt_dir = "commongen"
+    metric_name = "concept coverage (code)"
+    stop_description = "feedback reports no missing concept and no commonsense problem"
+    extra_variables = frozenset({"concepts"})
+    default_generic_feedback = "Improve the sentence."
+    default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}  # the paper's text-task default
+    default_max_tokens = {"generate": 60, "feedback": 160, "refine": 60}
+    default_feedback_schema = FEEDBACK_SCHEMA
+    default_stop_sequences = {role: ["\nConcepts:"] for role in ("generate", "feedback", "refine")}
+
+    def prepare_input(self, text: str) -> str:
+        text = super().prepare_input(text)
+        concepts = parse_concepts(text)
+        if not concepts:
+            raise InputError("commongen needs at least one concept, e.g. 'dog, frisbee, catch'")
+        return ", ".join(concepts)
+
+    def context(self, input: str) -> dict[str, Any]:
+        return {"concepts": parse_concepts(input)}
+
+    def parse_draft(self, text: str) -> str:
+        text = re.sub(r"^\s*(improved sentence|sentence)\s*:\s*", "", text.strip(), flags=re.I)
+        first = text.strip().splitlines()[0].strip() if text.strip() else ""
+        return super().parse_draft(first)
+
+    def parse_feedback(self, text: str, *, input: str, draft: str) -> Feedback:
+        raw = text.strip()
+        if not raw:
+            raise FeedbackParseError("the model returned empty feedback")
+        missing, commonsense = _parse_json(raw) or _parse_lines(raw)
+        concepts = parse_concepts(input)
+        missing = [m for m in missing if m.strip().lower() not in _NONE]
+        known_missing = [m for m in missing if m.strip().lower() in concepts]
+        sensible = commonsense.strip().lower() in _NONE
+        return Feedback(
+            text=raw,
+            stop=not missing and sensible,
+            # the critic's own view of coverage: drives "best" selection, not the metric
+            total=round(1 - len(known_missing) / len(concepts), 4) if concepts else None,
+            fields={"missing_concepts": missing, "commonsense": commonsense.strip()},
+        )
+
+    def metric(self, input: str, output: str, reference: Any = None) -> float:
+        return concept_coverage(parse_concepts(input), output)
+
+
+def _parse_json(raw: str) -> tuple[list[str], str] | None:
+    start, end = raw.find("{"), raw.rfind("}")
+    if start < 0:
+        return None
+    if end <= start:
+        raise FeedbackParseError("feedback JSON is cut off (raise max_tokens for the feedback role)")
+    try:
+        data = json.loads(raw[start : end + 1])
+    except ValueError:
+        raise FeedbackParseError("feedback JSON does not parse") from None
+    if not isinstance(data, dict) or "missing_concepts" not in data:
+        raise FeedbackParseError("feedback JSON lacks 'missing_concepts'")
+    missing = data.get("missing_concepts")
+    if isinstance(missing, str):
+        missing = [m for m in re.split(r"[,;]", missing)]
+    if not isinstance(missing, list):
+        raise FeedbackParseError("'missing_concepts' must be a list")
+    return [str(m).strip() for m in missing if str(m).strip()], str(data.get("commonsense", ""))
+
+
+def _parse_lines(raw: str) -> tuple[list[str], str]:
+    miss = re.search(r"(?:concepts?\s+)?missing(?:\s+concepts?)?\s*:\s*(.*)", raw, re.I)
+    sense = re.search(r"commonsense(?:\s+problems?)?\s*:\s*(.*)", raw, re.I)
+    if miss is None and sense is None:
+        raise FeedbackParseError("feedback names neither missing concepts nor commonsense problems")
+    missing = [m.strip() for m in re.split(r"[,;]", miss.group(1))] if miss else []
+    return [m for m in missing if m], sense.group(1) if sense else ""

@@ -1,0 +1,96 @@
+"""Math reasoning (GSM8K) as program-of-thought: the model writes ``solution()``.
+
+The feedback reviews the code line by line and ends with "# it is correct" (stop) or
+"# it is wrong". The answer comes from running ``solution()`` in a sandboxed subprocess
+with a timeout; the metric compares it with the reference number.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from ..errors import DraftParseError, FeedbackParseError
+from ..records import Feedback
+from ..sandbox import run_python
+from ..task import Task
+
+_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|$)", re.S | re.I)
+_VERDICT = re.compile(r"\bit(?:\s+is|'s)\s+(not\s+correct|incorrect|correct|wrong)", re.I)
+
+
+def extract_code(text: str) -> str:
+    """The ``solution()`` function (with imports before it) from a model reply."""
+    fenced = _FENCE.findall(text)
+    if fenced:
+        text = next((block for block in fenced if "def solution" in block), fenced[0])
+    lines = text.strip("\n").splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("def solution")), None)
+    if start is None:
+        raise DraftParseError("the draft has no `def solution():`")
+    head = [ln for ln in lines[:start] if ln.startswith(("import ", "from "))]
+    body = [lines[start]]
+    for line in lines[start + 1 :]:
+        if line.strip() and not line[0].isspace():
+            break  # the function ended: drop trailing prose or a next "Question:"
+        body.append(line)
+    code = "\n".join(head + body).rstrip()
+    if len(body) < 2:
+        raise DraftParseError("`solution()` has no body")
+    return code
+
+
+def to_number(value: Any) -> float | None:
+    try:
+        text = str(value).strip().replace(",", "").replace("$", "")
+        number = float(text)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+class GSM8K(Task):
+    name = "gsm8k"
+    description = "Math word problems solved as Python programs (program-of-thought, GSM8K)"
+    prompt_dir = "gsm8k"
+    metric_name = "solve rate (execution)"
+    stop_description = "feedback says '# it is correct'"
+    default_generic_feedback = "# Improve the code so that it returns the right answer."
+    default_stop_contains = ("it is correct",)
+    default_max_tokens = {"generate": 200, "feedback": 200, "refine": 200}
+    default_stop_sequences = {
+        "generate": ["\nQuestion:", "\n# Review"],
+        "feedback": ["\nQuestion:", "\ndef solution"],
+        "refine": ["\nQuestion:", "\n# Review"],
+    }
+    timeout = 5.0
+
+    def parse_draft(self, text: str) -> str:
+        return extract_code(text)
+
+    def parse_feedback(self, text: str, *, input: str, draft: str) -> Feedback:
+        raw = text.strip()
+        if not raw:
+            raise FeedbackParseError("the model returned an empty review")
+        verdicts = _VERDICT.findall(raw)
+        stop = verdicts[-1].lower() == "correct" if verdicts else False
+        return Feedback(text=raw, stop=stop, fields={"verdict": verdicts[-1].lower() if verdicts else ""})
+
+    def contains_stop(self, text: str) -> bool | None:
+        verdicts = _VERDICT.findall(text)
+        return bool(verdicts) and verdicts[-1].lower() == "correct"
+
+    def answer(self, output: str) -> str | None:
+        """Run ``solution()`` and return its value, or None when it fails."""
+        result = run_python(output, call="solution", timeout=self.timeout)
+        return result.value if result.ok else None
+
+    def metric(self, input: str, output: str, reference: Any = None) -> float | None:
+        if reference is None:
+            return None
+        target = to_number(reference)
+        got = to_number(self.answer(output))
+        if target is None or got is None:
+            return 0.0
+        return float(abs(got - target) <= 1e-4 * max(1.0, abs(target)))

@@ -1,0 +1,108 @@
+"""YAML task files: loading, running with the fake model, and validation errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from selfrefine import FakeBackend, SelfRefine, StopReason, Task, TaskError, TaskFileError, get_task, load_task
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+GOOD = """
+name: haiku
+description: a haiku about a topic
+generate: "Write a haiku about {{ input }}."
+feedback: "Critique: {{ draft }}"
+refine: |
+  {% for h in history %}OLD[{{ h.draft }}|{{ h.feedback }}]
+  {% endfor %}CUR[{{ draft }}|{{ feedback }}] about {{ input }}
+score: 'Score:\\s*(\\d+)'
+stop:
+  contains: "perfect"
+  score_at_least: 9
+max_iterations: 2
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "task.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_yaml_task_runs_with_its_stop_rules(tmp_path):
+    task = load_task(write(tmp_path, GOOD))
+    assert task.name == "haiku" and task.max_iterations == 2
+    backend = FakeBackend({"generate": ["h0"], "feedback": ["meh Score: 4", "Score: 9"], "refine": ["h1"]})
+    result = SelfRefine(task, backend).run("rain")
+    assert result.stop_reason is StopReason.SCORE and result.output == "h1"
+    assert "CUR[h0|meh Score: 4] about rain" in backend.prompts("refine")[0]
+
+
+def test_yaml_stop_contains(tmp_path):
+    task = load_task(write(tmp_path, GOOD))
+    backend = FakeBackend({"generate": ["h0"], "feedback": ["Perfect! Score: 5"]})
+    assert SelfRefine(task, backend).run("rain").stop_reason is StopReason.FEEDBACK
+
+
+def test_yaml_max_iterations_is_the_default_cap(tmp_path):
+    task = load_task(write(tmp_path, GOOD))
+    backend = FakeBackend({"generate": ["h0"], "refine": ["h1", "h2"]}, default="Score: 1")
+    result = SelfRefine(task, backend).run("rain")
+    assert result.stop_reason is StopReason.MAX_ITERATIONS and len(result.iterations) == 3
+
+
+def test_get_task_accepts_a_path(tmp_path):
+    assert get_task(str(write(tmp_path, GOOD))).name == "haiku"
+
+
+def test_shipped_example_task_files_load():
+    files = sorted(EXAMPLES.glob("*.yaml"))
+    assert files, "examples/*.yaml should exist"
+    for path in files:
+        assert isinstance(load_task(path), Task)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda t: t.replace('refine: |', 'refined: |'), "missing key 'refine'"),
+        (lambda t: t + "\ncolour: blue\n", "unknown key 'colour'"),
+        (lambda t: t.replace("Critique: {{ draft }}", "Critique: {{ draft }"), "'haiku/feedback' has a syntax error on line 1"),
+        (lambda t: t.replace("Critique: {{ draft }}", "Critique: {{ drafts }}"), "unknown variable(s) drafts"),
+        (lambda t: t.replace("'Score:\\s*(\\d+)'", "'Score: (\\d+'"), "score regex"),
+        (lambda t: t.replace("'Score:\\s*(\\d+)'", "'Score: \\d+'"), "needs a group"),
+        (lambda t: t.replace("max_iterations: 2", "max_iterations: -1"), "max_iterations"),
+        (lambda t: t.replace("score_at_least: 9", "score_at_least: high"), "stop.score_at_least"),
+        (lambda t: "- just\n- a list\n", "must be a YAML mapping"),
+        (lambda t: "name: [unclosed\n", "not valid YAML (line"),
+    ],
+)
+def test_task_file_errors_name_the_problem(tmp_path, edit, message):
+    path = write(tmp_path, edit(GOOD))
+    with pytest.raises(TaskFileError, match=re.escape(message)) as info:
+        load_task(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_and_directory_task_files(tmp_path):
+    with pytest.raises(TaskFileError, match="not found"):
+        load_task(tmp_path / "nope.yaml")
+    with pytest.raises(TaskFileError, match="directory"):
+        load_task(tmp_path)
+
+
+def test_python_task_api_validates_like_yaml():
+    with pytest.raises(TaskError, match="no 'refine' template"):
+        Task("t", generate="g", feedback="f")
+    with pytest.raises(TaskError, match="unknown variable"):
+        Task("t", generate="{{ nothing }}", feedback="f", refine="r")
+
+
+def test_templates_render_feedback_as_plain_text(tmp_path):
+    task = load_task(write(tmp_path, GOOD))
+    text = task.render("refine", "rain", draft="d", feedback="fb", history=[{"draft": "d0", "feedback": "f0"}])
+    assert "OLD[d0|f0]" in text and "CUR[d|fb]" in text

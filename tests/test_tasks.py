@@ -1,0 +1,141 @@
+"""Built-in tasks: input parsing, draft/feedback parsing, metrics and the sandbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from selfrefine import FeedbackParseError, InputError, TaskError, get_task
+from selfrefine.errors import DraftParseError
+from selfrefine.sandbox import run_python
+from selfrefine.tasks.commongen import concept_coverage, missing_concepts, parse_concepts
+from selfrefine.tasks.gsm8k import extract_code
+
+
+# --- commongen ------------------------------------------------------------------------------
+
+
+def test_concepts_parse_from_commas_spaces_and_json():
+    assert parse_concepts("Dog, frisbee ,catch, dog") == ["dog", "frisbee", "catch"]
+    assert parse_concepts("dog frisbee catch") == ["dog", "frisbee", "catch"]
+    assert parse_concepts('["ice cream", "cone"]') == ["ice cream", "cone"]
+
+
+def test_coverage_known_answers():
+    concepts = ["dog", "frisbee", "catch", "throw", "park"]
+    sentence = "The dog catches the frisbee."
+    assert concept_coverage(concepts, sentence) == pytest.approx(0.6)
+    assert missing_concepts(concepts, sentence) == ["throw", "park"]
+    assert concept_coverage(["run", "bake", "fly"], "She was running, baking and flies.") == 1.0
+    assert concept_coverage(["ice cream"], "I like ice and cream.") == 0.0
+    assert concept_coverage([], "anything") == 0.0
+
+
+def test_commongen_metric_is_code_not_feedback():
+    task = get_task("commongen")
+    assert task.metric("dog, ball", "A dog.") == 0.5
+
+
+def test_commongen_feedback_json_and_text_forms():
+    task = get_task("commongen")
+    fb = task.parse_feedback('{"missing_concepts": ["ball"], "commonsense": "NONE"}', input="dog, ball", draft="A dog.")
+    assert fb.stop is False and fb.fields["missing_concepts"] == ["ball"] and fb.total == 0.5
+    done = task.parse_feedback('{"missing_concepts": ["NONE"], "commonsense": "none"}', input="dog, ball", draft="x")
+    assert done.stop is True and done.total == 1.0
+    text = task.parse_feedback("Concepts missing: ball\nCommonsense: NONE", input="dog, ball", draft="x")
+    assert text.fields["missing_concepts"] == ["ball"] and text.stop is False
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ("", "empty"),
+        ('{"missing_concepts": ["ball"], "commonsense": "NO', "cut off"),
+        ('{"missing": []}', "lacks"),
+        ('{"missing_concepts": 3, "commonsense": ""}', "must be a list"),
+        ("looks fine to me", "neither"),
+    ],
+)
+def test_commongen_malformed_feedback(raw, message):
+    with pytest.raises(FeedbackParseError, match=message):
+        get_task("commongen").parse_feedback(raw, input="dog, ball", draft="x")
+
+
+def test_commongen_draft_takes_first_sentence_line():
+    task = get_task("commongen")
+    assert task.parse_draft("Improved sentence: A dog runs.\nConcepts: x") == "A dog runs."
+    with pytest.raises(DraftParseError):
+        task.parse_draft("   ")
+
+
+def test_commongen_rejects_empty_input():
+    with pytest.raises(InputError):
+        get_task("commongen").prepare_input(" , ; ")
+
+
+def test_input_size_limit():
+    with pytest.raises(InputError, match="limit"):
+        get_task("gsm8k").prepare_input("x" * 20_001)
+
+
+def test_unknown_task_lists_builtins():
+    with pytest.raises(TaskError, match="commongen, gsm8k"):
+        get_task("nope")
+
+
+# --- gsm8k ------------------------------------------------------------------------------------
+
+CODE = "def solution():\n    a = 3 * 4\n    return 20 - a"
+
+
+def test_extract_code_from_fences_and_trailing_text():
+    reply = f"Here you go:\n```python\nimport math\n{CODE}\n```\nHope it helps"
+    assert extract_code(reply) == f"import math\n{CODE}"
+    assert extract_code(f"{CODE}\nQuestion: next one") == CODE
+    with pytest.raises(DraftParseError, match="def solution"):
+        extract_code("print(42)")
+    with pytest.raises(DraftParseError, match="no body"):
+        extract_code("def solution():")
+
+
+def test_gsm8k_verdict_is_the_last_one():
+    task = get_task("gsm8k")
+    parse = task.parse_feedback
+    assert parse("# a = 3 is right\n# it is correct", input="q", draft=CODE).stop is True
+    assert parse("# it is correct? no.\n# it is wrong", input="q", draft=CODE).stop is False
+    assert parse("# it's not correct", input="q", draft=CODE).stop is False
+    assert parse("# looks odd", input="q", draft=CODE).stop is False
+    with pytest.raises(FeedbackParseError):
+        parse("  ", input="q", draft=CODE)
+
+
+def test_gsm8k_answer_and_metric_by_execution():
+    task = get_task("gsm8k")
+    assert task.answer(CODE) == "8"
+    assert task.metric("q", CODE, "8") == 1.0
+    assert task.metric("q", CODE, "8.0") == 1.0
+    assert task.metric("q", CODE, 9) == 0.0
+    assert task.metric("q", "def solution():\n    return 1/0", 8) == 0.0
+    assert task.metric("q", CODE) is None
+
+
+# --- sandbox ----------------------------------------------------------------------------------
+
+
+def test_sandbox_reports_errors_and_timeouts():
+    assert run_python("def solution():\n    return [1, 2]", call="solution").value == "[1, 2]"
+    bad = run_python("raise ValueError('nope')")
+    assert not bad.ok and "ValueError: nope" in bad.error
+    slow = run_python("while True:\n    pass", timeout=1)
+    assert slow.timed_out and not slow.ok
+
+
+def test_sandbox_runs_in_a_temp_dir_with_memory_limit(tmp_path):
+    where = run_python("import os\nprint(os.getcwd())")
+    assert "selfrefine-" in where.stdout
+    hog = run_python("x = bytearray(2 * 1024 ** 3)", memory_mb=256)
+    assert not hog.ok
+
+
+def test_sandbox_caps_output():
+    out = run_python("print('x' * 200000)", max_output=1000)
+    assert out.ok and len(out.stdout) < 1100 and out.stdout.endswith("[output truncated]")
