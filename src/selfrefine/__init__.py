@@ -35,6 +35,7 @@ from .records import (
     RunResult,
     StopReason,
     Usage,
+    Verification,
 )
 from .task import Task
 from .taskfile import load_task
@@ -70,6 +71,7 @@ __all__ = [
     "TemplateError",
     "TransientBackendError",
     "Usage",
+    "Verification",
     "get_backend",
     "get_task",
     "load_task",

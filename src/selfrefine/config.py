@@ -11,6 +11,7 @@ from .errors import ConfigError
 History = Literal["full", "last", "none"]
 Select = Literal["last", "best"]
 FeedbackMode = Literal["actionable", "generic", "none"]
+VerifierMode = Literal["self", "verifier", "hybrid"]
 
 
 class RefineConfig(BaseModel):
@@ -25,6 +26,9 @@ class RefineConfig(BaseModel):
       highest feedback score, ties going to the later draft.
     feedback_mode: ``actionable`` – the task's own critic; ``generic`` – a fixed
       "improve it" message instead of a critic call; ``none`` – refine without feedback.
+    verifier_mode (tasks that can check themselves, e.g. by running code):
+      ``self`` – the model's own critique only (paper); ``verifier`` – the task's tool
+      findings replace the critic call; ``hybrid`` – the critique plus the tool findings.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -33,6 +37,7 @@ class RefineConfig(BaseModel):
     history: History = "full"
     select: Select = "last"
     feedback_mode: FeedbackMode = "actionable"
+    verifier_mode: VerifierMode = "self"
     stop_on_feedback: bool = True  # honour the task's stop signal in the feedback
     stop_contains: list[str] = Field(default_factory=list)  # extra stop phrases
     score_threshold: float | None = None  # None: the task's default threshold, if any

@@ -90,6 +90,11 @@ class SelfRefine:
         if config is not None and options:
             raise ConfigError("pass either config= or keyword options, not both")
         self.config = config or RefineConfig.build(**options)
+        if self.config.verifier_mode != "self" and not self.task.has_verifier:
+            raise ConfigError(
+                f"task {self.task.name!r} has no verifier; use verifier_mode 'self' "
+                "or a task that checks itself"
+            )
         base = get_backend(model)
         self.backends: dict[str, Backend] = {
             "generate": base,
@@ -241,6 +246,28 @@ class SelfRefine:
             return Feedback(text=self.task.generic_feedback, source="generic")
         if mode == "none":
             return Feedback(text="", source="none")
+        verifier = self.config.verifier_mode
+        check = None
+        if verifier != "self":
+            draft = run.iterations[t].draft
+            check = await asyncio.to_thread(self.task.verify, run.input, draft)
+        if verifier == "verifier":
+            assert check is not None
+            return Feedback(text=check.text, stop=check.passed, total=check.score, source="verifier", verification=check)
+        critique = await self._critique(run, t)
+        if check is None:
+            return critique
+        # hybrid: the model's critique plus the tool findings; stop only if both agree
+        return critique.model_copy(
+            update={
+                "text": f"{critique.text}\n{check.text}".strip(),
+                "stop": bool(critique.stop) and check.passed is not False,
+                "source": "hybrid",
+                "verification": check,
+            }
+        )
+
+    async def _critique(self, run: _Run, t: int) -> Feedback:
         draft = run.iterations[t].draft
         prompt = self.task.render(
             "feedback", run.input, draft=draft, history=self._history(run, t), iteration=t

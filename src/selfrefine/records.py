@@ -74,11 +74,23 @@ class Feedback(BaseModel):
     total: float | None = None  # drives "best" selection and score thresholds
     stop: bool | None = None  # the task's stop signal; None when unknown
     fields: dict[str, str | list[str]] = Field(default_factory=dict)  # other parsed parts
-    source: Literal["model", "generic", "none"] = "model"
+    source: Literal["model", "generic", "none", "verifier", "hybrid"] = "model"
     parse_error: str | None = None  # set when every parse attempt failed
+    verification: "Verification | None" = None  # tool findings, in verifier/hybrid mode
 
     def __str__(self) -> str:  # templates and displays see the raw text
         return self.text
+
+
+class Verification(BaseModel):
+    """What a task's own checks (code, not the model) found in a draft."""
+
+    text: str  # findings as plain text for the refiner, e.g. "Missing concepts: ball"
+    passed: bool | None = None  # True: the checks found nothing left to fix
+    score: float | None = None  # e.g. concept coverage
+
+
+Feedback.model_rebuild()
 
 
 class Iteration(BaseModel):

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from .errors import FeedbackParseError, DraftParseError, InputError, TaskError
-from .records import Feedback
+from .records import Feedback, Verification
 from .templates import BASE_VARIABLES, Template, packaged_template
 
 TEMPLATE_ROLES = ("generate", "feedback", "refine", "refine_nofeedback")
@@ -171,6 +171,18 @@ class Task:
     def metric(self, input: str, output: str, reference: Any = None) -> float | None:
         """The task's quality measure of an output (None: the task has no metric)."""
         return None
+
+    def verify(self, input: str, draft: str) -> Verification | None:
+        """Tool findings on a draft (missing concepts, execution errors, failing tests).
+
+        Tasks that can check themselves override this; it drives ``verifier_mode``
+        ``verifier`` and ``hybrid``. It never sees the reference answer: feedback must not
+        leak the label. None: this task has no verifier."""
+        return None
+
+    @property
+    def has_verifier(self) -> bool:
+        return type(self).verify is not Task.verify
 
     def answer(self, output: str) -> str | None:
         """The final answer derived from an output, when it differs from the output itself
