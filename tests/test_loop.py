@@ -16,6 +16,7 @@ from selfrefine import (
     StopReason,
     TransientBackendError,
 )
+from selfrefine import get_task
 from selfrefine.records import CallStep, DecisionStep, DraftStep, FeedbackStep, ResultStep
 
 
@@ -325,3 +326,38 @@ def test_sync_run_inside_event_loop_says_use_arun(task):
 
     with pytest.raises(ConfigError, match="arun"):
         asyncio.run(inside())
+
+
+# --- verifier modes -----------------------------------------------------------------------
+
+
+def test_verifier_mode_replaces_the_critic_with_code_checks():
+    backend = fake(generate=["A dog runs."], refine=["A dog can catch a frisbee."])
+    result = run("commongen", backend, "dog, frisbee, catch", verifier_mode="verifier")
+    assert [c.role for c in result.calls] == ["generate", "refine"]
+    fb0, fb1 = (it.feedback for it in result.iterations)
+    assert fb0.source == "verifier" and "frisbee, catch" in fb0.text and fb0.stop is False
+    assert fb1.stop is True and result.stop_reason is StopReason.FEEDBACK
+    assert "Missing concepts (checked by code): frisbee, catch" in backend.prompts("refine")[0]
+
+
+def test_hybrid_mode_appends_findings_and_needs_both_to_stop():
+    backend = fake(generate=["A dog runs."], feedback=[FB_DONE, FB_DONE], refine=["A dog can catch a frisbee."])
+    result = run("commongen", backend, "dog, frisbee, catch", verifier_mode="hybrid")
+    fb0 = result.iterations[0].feedback
+    assert fb0.source == "hybrid" and fb0.text.startswith(FB_DONE) and "frisbee, catch" in fb0.text
+    assert fb0.stop is False  # the critic said done, the code check did not
+    assert result.iterations[1].feedback.stop is True and result.stop_reason is StopReason.FEEDBACK
+
+
+def test_verifier_mode_needs_a_task_with_a_verifier(task):
+    with pytest.raises(ConfigError, match="no verifier"):
+        SelfRefine(task, fake(), verifier_mode="hybrid")
+
+
+def test_gsm8k_verifier_reports_execution_errors():
+    task = get_task("gsm8k")
+    bad = task.verify("q", "def solution():\n    return 1 / 0")
+    assert bad.passed is False and "ZeroDivisionError" in bad.text
+    good = task.verify("q", "def solution():\n    return 2 + 2")
+    assert good.passed is True and "returned 4" in good.text

@@ -106,3 +106,12 @@ def test_templates_render_feedback_as_plain_text(tmp_path):
     task = load_task(write(tmp_path, GOOD))
     text = task.render("refine", "rain", draft="d", feedback="fb", history=[{"draft": "d0", "feedback": "f0"}])
     assert "OLD[d0|f0]" in text and "CUR[d|fb]" in text
+
+
+def test_yaml_history_and_select_defaults(tmp_path):
+    task = load_task(write(tmp_path, GOOD + "history: none\nselect: best\n"))
+    backend = FakeBackend({"generate": ["h0"], "feedback": ["Score: 5", "Score: 3", "Score: 1"], "refine": ["h1", "h2"]})
+    result = SelfRefine(task, backend).run("rain")
+    assert result.config["history"] == "none" and result.output == "h0"
+    with pytest.raises(TaskFileError, match="history"):
+        load_task(write(tmp_path, GOOD + "history: most\n"))

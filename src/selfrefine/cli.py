@@ -108,9 +108,13 @@ def _read_input(text: str | None, input_file: Path | None) -> str:
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
               help="Backend option, e.g. -o n_ctx=8192, -o api=completion, -o concurrency=8.")
 @click.option("--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4).")
-@click.option("--history", type=click.Choice(["full", "last", "none"]), default="full", show_default=True)
-@click.option("--select", type=click.Choice(["last", "best"]), default="last", show_default=True)
+@click.option("--history", type=click.Choice(["full", "last", "none"]),
+              help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's).")
+@click.option("--select", type=click.Choice(["last", "best"]),
+              help="Return the last draft or the best-scored one (default: the task's).")
 @click.option("--feedback-mode", type=click.Choice(["actionable", "generic", "none"]), default="actionable", show_default=True)
+@click.option("--verifier-mode", type=click.Choice(["self", "verifier", "hybrid"]), default="self", show_default=True,
+              help="Feedback from the model (self), the task's own checks (verifier), or both (hybrid).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--temperature", type=click.FloatRange(min=0), help="Sampling temperature for every role.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per call.")
@@ -124,7 +128,7 @@ def _read_input(text: str | None, input_file: Path | None) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the run result as one JSON object.")
 def run(task: str, input: str | None, input_file: Path | None, model: str, feedback_model: str | None,
         refine_model: str | None, base_url: str | None, options: tuple[str, ...], max_iters: int | None,
-        history: str, select: str, feedback_mode: str, seed: int, temperature: float | None,
+        history: str | None, select: str | None, feedback_mode: str, verifier_mode: str, seed: int, temperature: float | None,
         max_tokens: int | None, score_threshold: float | None, stop_contains: tuple[str, ...],
         budget_tokens: int | None, budget_seconds: float | None, no_constrain: bool,
         reference: str | None, record_prompts: bool, as_json: bool) -> None:
@@ -142,6 +146,7 @@ def run(task: str, input: str | None, input_file: Path | None, model: str, feedb
     text = _read_input(input, input_file)
     config = RefineConfig.build(
         max_iterations=max_iters, history=history, select=select, feedback_mode=feedback_mode,
+        verifier_mode=verifier_mode,
         seed=seed, temperature=temperature, max_tokens=max_tokens, score_threshold=score_threshold,
         stop_contains=list(stop_contains), max_total_tokens=budget_tokens, max_seconds=budget_seconds,
         constrained=not no_constrain, record_prompts=record_prompts,

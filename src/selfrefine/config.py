@@ -34,8 +34,8 @@ class RefineConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_iterations: int | None = Field(default=None, ge=0, description="refinements; None: the task's default or 4")
-    history: History = "full"
-    select: Select = "last"
+    history: History | None = None  # None: the task's default (full for most tasks)
+    select: Select | None = None  # None: the task's default (last for most tasks)
     feedback_mode: FeedbackMode = "actionable"
     verifier_mode: VerifierMode = "self"
     stop_on_feedback: bool = True  # honour the task's stop signal in the feedback

@@ -53,7 +53,7 @@ class StepPrinter:
             notes.append(f"stop signal: {'yes' if fb.stop else 'no'}")
         if fb.parse_error:
             notes.append(f"unparsed: {fb.parse_error}")
-        title = f"feedback {step.iteration}" + (" (generic)" if fb.source == "generic" else "")
+        title = f"feedback {step.iteration}" + (f" ({fb.source})" if fb.source != "model" else "")
         self.console.print(Panel(Text(fb.text), title=title, subtitle=", ".join(notes), border_style="yellow"))
 
     def _decision(self, step: DecisionStep) -> None:

@@ -111,6 +111,14 @@ class SelfRefine:
             return self.config.max_iterations
         return self.task.max_iterations if self.task.max_iterations is not None else DEFAULT_MAX_ITERATIONS
 
+    @property
+    def history(self) -> str:
+        return self.config.history or self.task.default_history
+
+    @property
+    def select(self) -> str:
+        return self.config.select or self.task.default_select
+
     async def arun(self, input: str, reference: Any = None) -> RunResult:
         result = None
         async for step in self.astream(input, reference):
@@ -214,7 +222,7 @@ class SelfRefine:
 
     def _history(self, run: _Run, t: int) -> list[dict[str, str]]:
         """Earlier {draft, feedback} pairs before draft t, per the history policy."""
-        policy = self.config.history
+        policy = self.history
         if policy == "none" or t == 0:
             return []
         earlier = run.iterations[:t] if policy == "full" else run.iterations[t - 1 : t]
@@ -390,7 +398,7 @@ class SelfRefine:
     # -- result ----------------------------------------------------------------------------
 
     async def _result(self, run: _Run, stop: StopReason, error: str | None) -> RunResult:
-        selected = select_index(run.iterations, self.config.select)
+        selected = select_index(run.iterations, self.select)
         output = run.iterations[selected].draft if selected is not None else None
         metric = answer = None
         if output is not None:
@@ -398,6 +406,7 @@ class SelfRefine:
         config = self.config.model_dump(mode="json")
         config["models"] = {role: self.backends[role].name for role in ROLES}
         config["max_iterations"] = self.max_iterations
+        config["history"], config["select"] = self.history, self.select
         return RunResult(
             task=self.task.name,
             input=run.input,

@@ -64,6 +64,8 @@ class Task:
     default_score: ClassVar[str | None] = None
     default_score_threshold: ClassVar[float | None] = None
     default_max_iterations: ClassVar[int | None] = None
+    default_history: ClassVar[str] = "full"  # the paper's per-task choices differ
+    default_select: ClassVar[str] = "last"
 
     def __init__(
         self,
@@ -84,6 +86,8 @@ class Task:
         max_tokens: Mapping[str, int] | int | None = None,
         feedback_schema: dict[str, Any] | None = None,
         stop_sequences: Mapping[str, Sequence[str]] | Sequence[str] | None = None,
+        history: str | None = None,
+        select: str | None = None,
     ) -> None:
         self.name = name or type(self).name
         if not self.name:
@@ -103,6 +107,14 @@ class Task:
         self.stop_sequences = {
             role: list(sequences.get(role, self.default_stop_sequences.get(role, ()))) for role in REQUIRED_ROLES
         }
+        if history is not None:
+            if history not in ("full", "last", "none"):
+                raise TaskError(f"history must be full, last or none, not {history!r}")
+            self.default_history = history  # type: ignore[misc]
+        if select is not None:
+            if select not in ("last", "best"):
+                raise TaskError(f"select must be last or best, not {select!r}")
+            self.default_select = select  # type: ignore[misc]
         given = dict(generate=generate, feedback=feedback, refine=refine, refine_nofeedback=refine_nofeedback)
         self.templates = self._compile_templates(given)
 

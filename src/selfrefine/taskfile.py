@@ -28,7 +28,7 @@ Every problem is reported as one message naming the file and the key.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -62,6 +62,8 @@ class TaskSpec(BaseModel):
     max_tokens: int | dict[str, int] | None = None
     feedback_schema: dict[str, Any] | None = None
     stop_sequences: list[str] | dict[str, list[str]] | None = None
+    history: Literal["full", "last", "none"] | None = None
+    select: Literal["last", "best"] | None = None
 
 
 def load_task(path: str | Path) -> Task:
@@ -98,6 +100,8 @@ def task_from_spec(spec: TaskSpec) -> Task:
         max_tokens=spec.max_tokens,
         feedback_schema=spec.feedback_schema,
         stop_sequences=spec.stop_sequences,
+        history=spec.history,
+        select=spec.select,
     )
 
 

@@ -3,17 +3,19 @@
 Feedback names the missing concepts and any commonsense problem, "NONE" when fine; the
 loop stops when both are NONE. Feedback is constrained to a small JSON object where the
 backend supports it, and a plain "Missing: …/Commonsense: …" text form is parsed too.
-The metric is concept coverage computed by code, never taken from the model's feedback.
+The metric is concept coverage computed by code with lemmatisation (lemminflect), never
+taken from the model's feedback; the same check is the task's verifier.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
 
 from ..errors import FeedbackParseError, InputError
-from ..records import Feedback
+from ..records import Feedback, Verification
 from ..task import Task
 
 FEEDBACK_SCHEMA: dict[str, Any] = {
@@ -45,33 +47,39 @@ def parse_concepts(text: str) -> list[str]:
     return list(dict.fromkeys(concepts))
 
 
-def _forms(concept: str) -> set[str]:
-    """Common inflections of a concept word (a light stand-in for lemmatisation)."""
-    w = concept.lower()
-    forms = {w, w + "s", w + "es", w + "ed", w + "d", w + "ing", w + "er", w + "ers"}
-    if w.endswith("e"):
-        forms |= {w[:-1] + "ing", w[:-1] + "er"}
-    if w.endswith("y") and len(w) > 2:
-        forms |= {w[:-1] + "ies", w[:-1] + "ied"}
-    if len(w) > 2 and w[-1] not in "aeiouwxy" and w[-2] in "aeiou" and w[-3] not in "aeiou":
-        forms |= {w + w[-1] + "ing", w + w[-1] + "ed", w + w[-1] + "er"}
-    return forms
+@functools.lru_cache(maxsize=4096)
+def lemmas(word: str) -> frozenset[str]:
+    """Every lemma of a word under any part of speech, plus the word itself.
+
+    lemminflect ships its lemma tables inside the PyPI package, so this works offline.
+    """
+    from lemminflect import getAllLemmas, getAllLemmasOOV
+
+    found = {word}
+    for group in (getAllLemmas(word), getAllLemmasOOV(word, upos="NOUN"), getAllLemmasOOV(word, upos="VERB")):
+        for forms in group.values():
+            found.update(f.lower() for f in forms)
+    return frozenset(found)
 
 
 def concept_coverage(concepts: list[str], sentence: str) -> float:
-    """Share of concepts whose word (or a common inflection) appears in the sentence."""
+    """Share of concepts that the sentence uses, matching words by lemma.
+
+    "cut" matches "cutting", "knife" matches "knives", "cry" matches "cried". A multi-word
+    concept needs its words, lemmatised, in order and adjacent.
+    """
     if not concepts:
         return 0.0
-    words = set(_WORD.findall(sentence.lower()))
-    text = " ".join(_WORD.findall(sentence.lower()))
-    hit = 0
-    for concept in concepts:
-        parts = _WORD.findall(concept.lower())
-        if len(parts) > 1:  # multi-word concept: require the phrase
-            hit += f" {' '.join(parts)} " in f" {text} "
-        elif parts:
-            hit += bool(_forms(parts[0]) & words)
-    return hit / len(concepts)
+    words = [lemmas(w) for w in _WORD.findall(sentence.lower())]
+    return sum(_uses(concept, words) for concept in concepts) / len(concepts)
+
+
+def _uses(concept: str, words: list[frozenset[str]]) -> bool:
+    parts = [lemmas(p) for p in _WORD.findall(concept.lower())]
+    if not parts:
+        return False
+    n = len(parts)
+    return any(all(parts[k] & words[i + k] for k in range(n)) for i in range(len(words) - n + 1))
 
 
 def missing_concepts(concepts: list[str], sentence: str) -> list[str]:
@@ -125,6 +133,13 @@ class CommonGen(Task):
 
     def metric(self, input: str, output: str, reference: Any = None) -> float:
         return concept_coverage(parse_concepts(input), output)
+
+    def verify(self, input: str, draft: str) -> Verification:
+        """Missing concepts counted by code; commonsense is left to the model's critique."""
+        concepts = parse_concepts(input)
+        missing = missing_concepts(concepts, draft)
+        text = "Missing concepts (checked by code): " + (", ".join(missing) if missing else "NONE")
+        return Verification(text=text, passed=not missing, score=concept_coverage(concepts, draft))
 
 
 def _parse_json(raw: str) -> tuple[list[str], str] | None:

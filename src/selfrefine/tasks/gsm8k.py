@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from ..errors import DraftParseError, FeedbackParseError
-from ..records import Feedback
+from ..records import Feedback, Verification
 from ..sandbox import run_python
 from ..task import Task
 
@@ -80,6 +80,19 @@ class GSM8K(Task):
     def contains_stop(self, text: str) -> bool | None:
         verdicts = _VERDICT.findall(text)
         return bool(verdicts) and verdicts[-1].lower() == "correct"
+
+    def verify(self, input: str, draft: str) -> Verification:
+        """Run solution(): report an exception, a timeout or a non-numeric result.
+
+        Passing means the program runs and returns a number — not that the number is right;
+        the reference answer is never shown to the loop.
+        """
+        result = run_python(draft, call="solution", timeout=self.timeout)
+        if not result.ok:
+            return Verification(text=f"# Running solution() failed: {result.error}", passed=False)
+        if to_number(result.value) is None:
+            return Verification(text=f"# solution() returned {result.value}, which is not a number", passed=False)
+        return Verification(text=f"# Running solution() returned {result.value}", passed=True)
 
     def answer(self, output: str) -> str | None:
         """Run ``solution()`` and return its value, or None when it fails."""
