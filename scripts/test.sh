@@ -2,5 +2,14 @@
 # README command 2: set up .venv/ (with test tools) and run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The HTML report test drives Debian's Chromium with Playwright (no browser download).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[test] installing Debian chromium for the HTML report test" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "[test] chromium is missing: the HTML report test will be skipped (sudo apt-get install chromium)" >&2
+  fi
+fi
 bash scripts/setup.sh test
 exec .venv/bin/python -m pytest "$@"

@@ -78,8 +78,19 @@ def test_input_size_limit():
 
 
 def test_unknown_task_lists_builtins():
-    with pytest.raises(TaskError, match="commongen, gsm8k"):
+    with pytest.raises(TaskError, match="sentiment, dialogue, codeopt, readability, gsm8k, acronym, commongen"):
         get_task("nope")
+
+
+def test_seven_builtin_tasks_each_with_a_metric_and_ablation_prompts():
+    from selfrefine.tasks import BUILTIN_TASKS
+
+    assert len(BUILTIN_TASKS) == 7
+    for name in BUILTIN_TASKS:
+        task = get_task(name)
+        assert task.metric_name, name
+        assert {"generate", "feedback", "refine", "refine_nofeedback"} <= set(task.templates), name
+        assert task.generic_feedback and task.generic_feedback != "Improve the answer.", name
 
 
 # --- gsm8k ------------------------------------------------------------------------------------

@@ -96,42 +96,69 @@ def _read_input(text: str | None, input_file: Path | None) -> str:
     return sys.stdin.read(MAX_INPUT_BYTES + 1)
 
 
+ENGINE_OPTIONS = [
+    click.option("--model", "-m", default=DEFAULT_MODEL, envvar="SELFREFINE_MODEL", show_default=True,
+                 help="embedded | gguf:PATH | openai:NAME | fake[:REPLIES.json]"),
+    click.option("--feedback-model", help="A different model for the feedback role."),
+    click.option("--refine-model", help="A different model for the refine role."),
+    click.option("--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."),
+    click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+                 help="Backend option, e.g. -o n_ctx=8192, -o api=completion, -o concurrency=8."),
+    click.option("--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4)."),
+    click.option("--history", type=click.Choice(["full", "last", "none"]),
+                 help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's)."),
+    click.option("--select", type=click.Choice(["last", "best"]),
+                 help="Return the last draft or the best-scored one (default: the task's)."),
+    click.option("--feedback-mode", type=click.Choice(["actionable", "generic", "none"]), default="actionable",
+                 show_default=True, help="The paper's ablation: task critic, a fixed generic message, or no feedback."),
+    click.option("--verifier-mode", type=click.Choice(["self", "verifier", "hybrid"]), default="self", show_default=True,
+                 help="Feedback from the model (self), the task's own checks (verifier), or both (hybrid)."),
+    click.option("--seed", type=int, default=0, show_default=True),
+    click.option("--temperature", type=click.FloatRange(min=0), help="Sampling temperature for every role."),
+    click.option("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per call."),
+    click.option("--score-threshold", type=float, help="Stop once the feedback score reaches this."),
+    click.option("--stop-contains", multiple=True, help="Stop when the feedback contains this text."),
+    click.option("--budget-tokens", type=click.IntRange(min=1), help="Stop after this many tokens in total."),
+    click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds."),
+    click.option("--no-constrain", is_flag=True, help="Do not constrain feedback to the task's JSON schema."),
+]
+
+
+def engine_options(func: Any) -> Any:
+    for option in reversed(ENGINE_OPTIONS):
+        func = option(func)
+    return func
+
+
+def build_engine(the_task: Any, *, model: str, feedback_model: str | None, refine_model: str | None,
+                 base_url: str | None, options: tuple[str, ...], max_iters: int | None, stop_contains: tuple[str, ...],
+                 budget_tokens: int | None, budget_seconds: float | None, no_constrain: bool,
+                 **config: Any) -> SelfRefine:
+    """The engine from the shared options (config errors surface before any model loads)."""
+    cfg = RefineConfig.build(
+        max_iterations=max_iters, stop_contains=list(stop_contains), max_total_tokens=budget_tokens,
+        max_seconds=budget_seconds, constrained=not no_constrain, **config,
+    )
+    opts = _options(options, base_url)
+    return SelfRefine(
+        the_task,
+        _backend_spec(model, opts),
+        feedback_model=_backend_spec(feedback_model, opts),
+        refine_model=_backend_spec(refine_model, opts),
+        config=cfg,
+    )
+
+
 @cli.command()
 @click.argument("task")
 @click.argument("input", required=False)
 @click.option("--input-file", "-f", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Read the input from a file.")
-@click.option("--model", "-m", default=DEFAULT_MODEL, envvar="SELFREFINE_MODEL", show_default=True,
-              help="embedded | gguf:PATH | openai:NAME | fake[:REPLIES.json]")
-@click.option("--feedback-model", help="A different model for the feedback role.")
-@click.option("--refine-model", help="A different model for the refine role.")
-@click.option("--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server.")
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
-              help="Backend option, e.g. -o n_ctx=8192, -o api=completion, -o concurrency=8.")
-@click.option("--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4).")
-@click.option("--history", type=click.Choice(["full", "last", "none"]),
-              help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's).")
-@click.option("--select", type=click.Choice(["last", "best"]),
-              help="Return the last draft or the best-scored one (default: the task's).")
-@click.option("--feedback-mode", type=click.Choice(["actionable", "generic", "none"]), default="actionable", show_default=True)
-@click.option("--verifier-mode", type=click.Choice(["self", "verifier", "hybrid"]), default="self", show_default=True,
-              help="Feedback from the model (self), the task's own checks (verifier), or both (hybrid).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--temperature", type=click.FloatRange(min=0), help="Sampling temperature for every role.")
-@click.option("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per call.")
-@click.option("--score-threshold", type=float, help="Stop once the feedback score reaches this.")
-@click.option("--stop-contains", multiple=True, help="Stop when the feedback contains this text.")
-@click.option("--budget-tokens", type=click.IntRange(min=1), help="Stop after this many tokens in total.")
-@click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds.")
-@click.option("--no-constrain", is_flag=True, help="Do not constrain feedback to the task's JSON schema.")
+@engine_options
 @click.option("--reference", help="Reference answer, for the task's metric.")
 @click.option("--record-prompts", is_flag=True, help="Keep every prompt in the result.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run result as one JSON object.")
-def run(task: str, input: str | None, input_file: Path | None, model: str, feedback_model: str | None,
-        refine_model: str | None, base_url: str | None, options: tuple[str, ...], max_iters: int | None,
-        history: str | None, select: str | None, feedback_mode: str, verifier_mode: str, seed: int, temperature: float | None,
-        max_tokens: int | None, score_threshold: float | None, stop_contains: tuple[str, ...],
-        budget_tokens: int | None, budget_seconds: float | None, no_constrain: bool,
-        reference: str | None, record_prompts: bool, as_json: bool) -> None:
+def run(task: str, input: str | None, input_file: Path | None, reference: str | None, as_json: bool,
+        **options: Any) -> None:
     """Run Self-Refine on one INPUT with TASK (a built-in name or a YAML task file).
 
     INPUT may also come from --input-file or stdin ('-' or omitted).
@@ -144,28 +171,58 @@ def run(task: str, input: str | None, input_file: Path | None, model: str, feedb
     """
     the_task = get_task(task)
     text = _read_input(input, input_file)
-    config = RefineConfig.build(
-        max_iterations=max_iters, history=history, select=select, feedback_mode=feedback_mode,
-        verifier_mode=verifier_mode,
-        seed=seed, temperature=temperature, max_tokens=max_tokens, score_threshold=score_threshold,
-        stop_contains=list(stop_contains), max_total_tokens=budget_tokens, max_seconds=budget_seconds,
-        constrained=not no_constrain, record_prompts=record_prompts,
-    )
     the_task.prepare_input(text)  # fail on bad input before loading any model
-    opts = _options(options, base_url)
-    engine = SelfRefine(
-        the_task,
-        _backend_spec(model, opts),
-        feedback_model=_backend_spec(feedback_model, opts),
-        refine_model=_backend_spec(refine_model, opts),
-        config=config,
-    )
+    engine = build_engine(the_task, **options)
     show = None if as_json else StepPrinter()
     result = asyncio.run(_drive(engine, text, reference, show))
     if as_json:
         click.echo(result.model_dump_json())
     if result.stop_reason is StopReason.ERROR:
         raise click.ClickException(f"the run stopped on an error (finished drafts kept): {result.error}")
+
+
+@cli.command("eval")
+@click.argument("task")
+@click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Dataset file (GSM8K/CommonGen/Yelp JSONL, acronym TSV, FED JSON, PIE JSONL).")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder, e.g. runs/NAME.")
+@click.option("--limit", type=click.IntRange(min=0), help="Only the first N examples.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="Examples in flight at once.")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), envvar="SELFREFINE_CACHE",
+              help="Response cache file (default ~/.cache/selfrefine/responses.sqlite).")
+@engine_options
+def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int, no_cache: bool,
+          cache_path: Path | None, **options: Any) -> None:
+    """Run TASK over a dataset into a durable, resumable run folder.
+
+    Every finished example is appended to OUT/results.jsonl (fsync'ed) before the next is
+    counted; rerunning the same command after a crash skips the finished ones. Model
+    responses are cached by full request, so a repeated run costs no model calls.
+
+    \b
+    Example:
+      selfrefine eval gsm8k --data ../shared/datasets/gsm8k.dev.jsonl --limit 20 --out runs/gsm-base
+    """
+    from .cache import ResponseCache
+    from .datasets import load_examples
+    from .harness import run_eval, run_meta, summary_table
+    from .runstore import RunStore
+
+    the_task = get_task(task)
+    examples = load_examples(the_task.name, data, limit)
+    if not examples:
+        raise InputError(f"{data} has no examples")
+    engine = build_engine(the_task, **options)
+    cache = None if no_cache else ResponseCache(cache_path)
+    if cache is not None:
+        from .harness import use_cache
+
+        use_cache(engine, cache)
+    store = RunStore(out)
+    store.start(run_meta(out.name, engine, str(data.resolve()), limit))
+    summary, _ = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency))
+    Console().print(summary_table(summary, out))
 
 
 async def _drive(engine: SelfRefine, text: str, reference: str | None, show: StepPrinter | None) -> RunResult:
@@ -216,6 +273,16 @@ def models(as_json: bool) -> None:
         table.add_row(row["model"], row["description"])
     Console().print(table)
     click.echo(f"embedded model file: {default}")
+
+
+def _add_report_commands() -> None:
+    from .report import compare_command, report_command
+
+    cli.add_command(report_command)
+    cli.add_command(compare_command)
+
+
+_add_report_commands()
 
 
 def main() -> None:

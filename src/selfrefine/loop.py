@@ -356,7 +356,7 @@ class SelfRefine:
                 raise
             call.seconds = round(time.perf_counter() - start, 6)
             call.prompt_tokens, call.completion_tokens = response.prompt_tokens, response.completion_tokens
-            call.response = response.text
+            call.response, call.cached = response.text, response.cached
             run.calls.append(call)
             return response, call
         raise AssertionError("unreachable")

@@ -39,6 +39,7 @@ class CallRecord(BaseModel):
     completion_tokens: int = 0
     seconds: float = 0.0
     ok: bool = True
+    cached: bool = False  # answered from the response cache (no model call)
     error: str | None = None
     prompt: str | None = None  # filled only with RefineConfig.record_prompts
     response: str | None = None

@@ -2,18 +2,37 @@
 
 The code runs in a fresh interpreter (``python -I``: no user site, no env-based paths) in
 a temporary working directory, with CPU-time, address-space and file-size limits, a
-wall-clock timeout and capped output. It never runs in the caller's process.
+wall-clock timeout that kills the whole process group, capped output (read incrementally,
+so a program printing forever cannot fill the caller's memory) and no network:
+
+1. where the kernel permits, the child enters a fresh network namespace before ``exec``
+   (``unshare(CLONE_NEWNET)``, or ``CLONE_NEWUSER | CLONE_NEWNET`` without root), which
+   has no interface but a downed loopback, so no connection can be made at all;
+2. in every case a small launcher replaces ``socket.socket``, ``_socket.socket`` and the
+   connection helpers with a function raising ``PermissionError`` before the program runs
+   (no sitecustomize is needed, which ``-I`` would ignore anyway).
+
+It never runs in the caller's process. With ``measure=True`` the launcher also reports
+the CPU time of the program itself (excluding interpreter start-up, ~20-40 ms, which
+would otherwise hide the speed of short programs) through a file descriptor the program
+does not know about.
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 
 MARKER = "__SELFREFINE_RESULT__"
+CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
 
 
 @dataclass(frozen=True)
@@ -24,20 +43,112 @@ class SandboxResult:
     stderr: str = ""
     error: str | None = None  # short description of what went wrong
     timed_out: bool = False
+    seconds: float | None = None  # the program's own CPU time, with measure=True
+    returncode: int | None = None
 
 
-def _limits(cpu_seconds: int, memory_mb: int, file_mb: int):  # pragma: no cover - runs in the child
+# The launcher runs first in the child: it blocks sockets, then executes main.py as
+# __main__ with the program's real file name (so tracebacks show its own line numbers),
+# and with ``measure`` writes the CPU time of that execution to the inherited fd. The main
+# thread's CPU clock is used because it is exact, while the process clock is tick-granular
+# (4 ms) on kernels once RLIMIT_CPU arms a CPU timer; when other threads or waited-for child
+# processes used clearly more CPU (work moved off the main thread), their total counts.
+_LAUNCHER = r"""
+import sys, time, os
+def _blocked(*args, **kwargs):
+    raise PermissionError("network access is disabled in the selfrefine sandbox")
+import socket as _s, _socket
+for _mod in (_s, _socket):
+    for _name in ("socket", "socketpair", "create_connection", "create_server", "fromfd"):
+        if hasattr(_mod, _name):
+            setattr(_mod, _name, _blocked)
+del _mod, _name, _s, _socket
+_path, _fd = sys.argv[1], int(sys.argv[2])
+sys.argv = [_path]
+with open(_path, encoding="utf-8") as _fh:
+    _code = compile(_fh.read(), _path, "exec")
+_clock, _times, _write, _flush = time.thread_time, os.times, os.write, sys.stdout.flush
+def _total():
+    t = _times()
+    return t.user + t.system + t.children_user + t.children_system
+_g = {"__name__": "__main__", "__file__": _path, "__builtins__": __builtins__}
+_t0, _all0 = _clock(), _total()
+try:
+    exec(_code, _g)
+finally:
+    try:
+        _flush()
+    except Exception:
+        pass
+    if _fd >= 0:
+        _own, _all = _clock() - _t0, _total() - _all0
+        _write(_fd, repr(_all if _all > _own + 0.01 else _own).encode())
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _unshare_fn():
+    try:
+        return ctypes.CDLL(None, use_errno=True).unshare
+    except (OSError, AttributeError):  # pragma: no cover - non-glibc platforms
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def network_isolation() -> str:
+    """How this machine isolates the sandbox from the network, probed once.
+
+    ``"namespace"`` (root, or CAP_SYS_ADMIN), ``"user-namespace"`` (unprivileged user
+    namespaces enabled) or ``"guard"`` (only the in-process socket guard)."""
+    fn = _unshare_fn()
+    if fn is None or not sys.platform.startswith("linux"):
+        return "guard"
+    for flags, label in ((CLONE_NEWNET, "namespace"), (CLONE_NEWUSER | CLONE_NEWNET, "user-namespace")):
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-I", "-c", "pass"],
+                preexec_fn=_enter_namespace(flags, strict=True),
+                capture_output=True,
+                timeout=30,
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if proc.returncode == 0:
+            return label
+    return "guard"
+
+
+def _enter_namespace(flags: int, strict: bool = False):  # pragma: no cover - runs in the child
+    fn = _unshare_fn()
+
+    def apply() -> None:
+        if fn is not None and fn(flags) != 0 and strict:
+            os._exit(97)
+
+    return apply
+
+
+def _limits(cpu_seconds: int, memory_mb: int, file_mb: int, netflags: int):  # pragma: no cover - child
+    enter = _enter_namespace(netflags) if netflags else None
+
     def apply() -> None:
         import resource
 
+        if enter is not None:
+            enter()  # before the rlimits: creating a namespace needs some memory
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
         mem = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
         size = file_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-        os.setsid()  # so a timeout can kill the whole process group
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
     return apply
+
+
+def _netflags() -> int:
+    mode = network_isolation()
+    return {"namespace": CLONE_NEWNET, "user-namespace": CLONE_NEWUSER | CLONE_NEWNET}.get(mode, 0)
 
 
 def run_python(
@@ -48,8 +159,11 @@ def run_python(
     memory_mb: int = 512,
     max_output: int = 65_536,
     stdin: str = "",
+    measure: bool = False,
 ) -> SandboxResult:
-    """Execute ``code``; with ``call`` (e.g. ``"solution"``) also call it and return its repr."""
+    """Execute ``code``; with ``call`` (e.g. ``"solution"``) also call it and return its repr.
+
+    ``measure``: report the program's own CPU seconds in ``SandboxResult.seconds``."""
     script = code
     if call:
         script += f"\n\nif __name__ == '__main__':\n    print({MARKER!r} + repr({call}()))\n"
@@ -57,40 +171,119 @@ def run_python(
         path = os.path.join(tmp, "main.py")
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(script)
-        env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "HOME": tmp, "PYTHONDONTWRITEBYTECODE": "1"}
+        timing = open(os.path.join(tmp, "timing"), "w+b") if measure else None
         try:
-            proc = subprocess.run(
-                [sys.executable, "-I", path],
-                input=stdin,
-                capture_output=True,
-                text=True,
-                cwd=tmp,
-                env=env,
-                timeout=timeout,
-                preexec_fn=_limits(max(1, int(timeout) + 1), memory_mb, 16),
-            )
-        except subprocess.TimeoutExpired as exc:
-            return SandboxResult(
-                ok=False,
-                stdout=_cap(exc.stdout, max_output),
-                stderr=_cap(exc.stderr, max_output),
-                error=f"timed out after {timeout:g}s",
-                timed_out=True,
-            )
-    stdout, stderr = _cap(proc.stdout, max_output), _cap(proc.stderr, max_output)
-    if proc.returncode != 0:
-        last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {proc.returncode}"
-        if proc.returncode < 0:
-            last = f"killed by signal {-proc.returncode} (CPU or memory limit?)"
-        return SandboxResult(ok=False, stdout=stdout, stderr=stderr, error=last)
+            fd = timing.fileno() if timing else -1
+            out, err, code_, timed_out = _execute(path, tmp, fd, stdin, timeout, memory_mb, max_output)
+            seconds = _read_seconds(timing)
+        finally:
+            if timing:
+                timing.close()
+    return _result(out, err, code_, timed_out, timeout, call, seconds, max_output)
+
+
+def _read_seconds(timing) -> float | None:
+    if timing is None:
+        return None
+    timing.seek(0)
+    try:
+        return float(timing.read(64).decode())
+    except ValueError:
+        return None  # the program was killed before the launcher could report
+
+
+def _execute(path: str, cwd: str, fd: int, stdin: str, timeout: float, memory_mb: int, max_output: int):
+    """Start the launcher, feed stdin, read capped output; kill the group on timeout."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "HOME": cwd, "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-c", _LAUNCHER, path, str(fd)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        pass_fds=(fd,) if fd >= 0 else (),
+        start_new_session=True,  # its own process group: a timeout kills its children too
+        preexec_fn=_limits(max(1, int(timeout) + 1), memory_mb, 16, _netflags()),
+    )
+    # bytes kept per stream: the cap in characters, plus room for multi-byte characters
+    out_buf, err_buf = bytearray(), bytearray()
+    readers = [
+        threading.Thread(target=_drain, args=(proc.stdout, out_buf, 4 * max_output + 4), daemon=True),
+        threading.Thread(target=_drain, args=(proc.stderr, err_buf, 4 * max_output + 4), daemon=True),
+        threading.Thread(target=_feed, args=(proc.stdin, stdin.encode("utf-8")), daemon=True),
+    ]
+    for thread in readers:
+        thread.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    _kill_group(proc)
+    for thread in readers:
+        thread.join(timeout=2.0)  # a process that left the group may hold a pipe: give up
+    return bytes(out_buf), bytes(err_buf), proc.returncode, timed_out
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _drain(stream, buf: bytearray, limit: int) -> None:
+    """Read a pipe to EOF, keeping at most ``limit`` bytes (the rest is discarded)."""
+    try:
+        while True:
+            chunk = stream.read1(65_536)
+            if not chunk:
+                break
+            room = limit - len(buf)
+            if room > 0:
+                buf.extend(chunk[:room])
+    except (OSError, ValueError):
+        pass
+    finally:
+        stream.close()
+
+
+def _feed(stream, data: bytes) -> None:
+    try:
+        if data:
+            stream.write(data)
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the program exited without reading all of its input
+    finally:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
+def _result(out: bytes, err: bytes, returncode: int | None, timed_out: bool, timeout: float,
+            call: str | None, seconds: float | None, max_output: int) -> SandboxResult:
+    stdout = _cap(out.decode("utf-8", "replace"), max_output)
+    stderr = _cap(err.decode("utf-8", "replace"), max_output)
+    if timed_out:
+        return SandboxResult(ok=False, stdout=stdout, stderr=stderr, error=f"timed out after {timeout:g}s",
+                             timed_out=True, returncode=returncode)
+    if returncode != 0:
+        last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {returncode}"
+        if returncode is not None and returncode < 0:
+            last = f"killed by signal {-returncode} (CPU or memory limit?)"
+        return SandboxResult(ok=False, stdout=stdout, stderr=stderr, error=last, seconds=seconds,
+                             returncode=returncode)
     value = None
     if call:
         lines = [ln for ln in stdout.splitlines() if ln.startswith(MARKER)]
         if not lines:
-            return SandboxResult(ok=False, stdout=stdout, stderr=stderr, error="no result printed")
+            return SandboxResult(ok=False, stdout=stdout, stderr=stderr, error="no result printed", returncode=0)
         value = lines[-1][len(MARKER):]
         stdout = "\n".join(ln for ln in stdout.splitlines() if not ln.startswith(MARKER))
-    return SandboxResult(ok=True, value=value, stdout=stdout, stderr=stderr)
+    return SandboxResult(ok=True, value=value, stdout=stdout, stderr=stderr, seconds=seconds, returncode=0)
 
 
 def _cap(text: str | bytes | None, limit: int) -> str:

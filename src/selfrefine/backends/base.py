@@ -36,6 +36,7 @@ class CompletionResponse(BaseModel):
     completion_tokens: int = 0
     model: str = ""
     finish_reason: str | None = None
+    cached: bool = False  # answered from the response cache
 
 
 class Backend(abc.ABC):
@@ -55,6 +56,10 @@ class Backend(abc.ABC):
         """Release connections or native resources. Safe to call twice."""
 
     def describe(self) -> str:
+        return self.name
+
+    def cache_identity(self) -> str:
+        """What, besides the request, decides the answer (model, endpoint): the cache key."""
         return self.name
 
     def __repr__(self) -> str:

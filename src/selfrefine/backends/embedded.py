@@ -115,6 +115,9 @@ class LlamaCppBackend(Backend):
         self._create_lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
 
+    def cache_identity(self) -> str:
+        return f"gguf:{self.model_path}|repeat_penalty={self.repeat_penalty}|chat_format={self.chat_format}"
+
     def describe(self) -> str:
         return f"{self.name} (llama.cpp, n_ctx={self.n_ctx}, threads={self.n_threads})"
 
@@ -152,7 +155,9 @@ class LlamaCppBackend(Backend):
         key = json.dumps(schema, sort_keys=True)
         with self._create_lock:
             if key not in self._grammars:
-                self._grammars[key] = LlamaGrammar.from_json_schema(key, verbose=False)
+                # build from the schema as written: llama.cpp keeps property order, and a
+                # sorted dump would make the model write e.g. a "reason" before the scores
+                self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
             return self._grammars[key]
 
     # -- calls ----------------------------------------------------------------------------

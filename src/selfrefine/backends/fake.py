@@ -57,7 +57,7 @@ class FakeBackend(Backend):
 
     @classmethod
     def from_file(cls, path: str | Path) -> "FakeBackend":
-        """Load ``{"replies": [...] | {role: [...]}, "table": {...}, "default": "..."}``."""
+        """Load ``{"replies": [...] | {role: [...]}, "table": {...}, "default": "...", "latency": s}``."""
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -70,6 +70,7 @@ class FakeBackend(Backend):
             data.get("replies"),
             table=data.get("table"),
             default=data.get("default"),
+            latency=float(data.get("latency", 0.0)),
             name=f"fake:{path}",
         )
 

@@ -61,6 +61,9 @@ class OpenAIBackend(Backend):
             api_key=key, base_url=self.base_url, max_retries=0, timeout=float(timeout)
         )
 
+    def cache_identity(self) -> str:
+        return f"{self.name}@{self.base_url or 'api.openai.com'}/{self.api}"
+
     def describe(self) -> str:
         where = self.base_url or "api.openai.com"
         return f"{self.name} ({self.api} endpoint at {where})"

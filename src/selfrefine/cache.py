@@ -1,0 +1,93 @@
+"""A response cache in SQLite, keyed by the full request, shared across runs.
+
+The key hashes the backend's identity (model and endpoint) and every field of the request
+(role, prompt, system, max_tokens, temperature, seed, stop, json_schema), so a re-run or a
+report of the same configuration costs no model calls, while any change of prompt or
+sampling misses. Failures are never cached. WAL mode lets several processes share a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from pathlib import Path
+
+from .backends.base import Backend, CompletionRequest, CompletionResponse
+
+
+def default_cache_path() -> Path:
+    env = os.environ.get("SELFREFINE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "selfrefine" / "responses.sqlite"
+
+
+class ResponseCache:
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = Path(path) if path else default_cache_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        with self._lock, self._db:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, response TEXT NOT NULL)")
+
+    @staticmethod
+    def key(identity: str, request: CompletionRequest) -> str:
+        payload = json.dumps({"model": identity, "request": request.model_dump(mode="json")}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def get(self, key: str) -> CompletionResponse | None:
+        with self._lock:
+            row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
+        return CompletionResponse.model_validate_json(row[0]) if row else None
+
+    def put(self, key: str, response: CompletionResponse) -> None:
+        with self._lock, self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO responses (key, response) VALUES (?, ?)", (key, response.model_dump_json())
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+class CachedBackend(Backend):
+    """Wraps any backend; answers repeated requests from the cache."""
+
+    def __init__(self, inner: Backend, cache: ResponseCache) -> None:
+        super().__init__(inner.name)
+        self.inner = inner
+        self.cache = cache
+        self.max_concurrency = inner.max_concurrency
+        self.hits = 0
+        self.misses = 0
+
+    def cache_identity(self) -> str:
+        return self.inner.cache_identity()
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()} [cached]"
+
+    async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        key = ResponseCache.key(self.inner.cache_identity(), request)
+        hit = self.cache.get(key)
+        if hit is not None:
+            self.hits += 1
+            return hit.model_copy(update={"cached": True})
+        self.misses += 1
+        response = await self.inner.complete(request)
+        self.cache.put(key, response)
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

@@ -1,0 +1,116 @@
+"""``selfrefine eval``: a dataset through the engine into a durable, resumable run folder."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from . import __version__
+from .cache import CachedBackend, ResponseCache
+from .datasets import Example
+from .errors import InputError
+from .evaluate import EvalSummary, ExampleRow, evaluate_rows, summarize
+from .loop import SelfRefine
+from .runstore import RunMeta, RunStore
+
+
+def use_cache(engine: SelfRefine, cache: ResponseCache) -> None:
+    """Route every role's backend through the response cache (one wrapper per backend)."""
+    wrapped: dict[int, CachedBackend] = {}
+    for role, backend in engine.backends.items():
+        if id(backend) not in wrapped:
+            wrapped[id(backend)] = CachedBackend(backend, cache)
+        engine.backends[role] = wrapped[id(backend)]
+
+
+def run_meta(name: str, engine: SelfRefine, data: str, limit: int | None) -> RunMeta:
+    config = engine.config.model_dump(mode="json")
+    config.update(max_iterations=engine.max_iterations, history=engine.history, select=engine.select)
+    for volatile in ("record_prompts", "retry_base_delay", "retry_max_delay", "backend_retries"):
+        config.pop(volatile, None)  # do not change results: resuming with other values is fine
+    models = {role: b.cache_identity() for role, b in engine.backends.items()}
+    return RunMeta(name=name, task=engine.task.name, data=data, models=models, config=config, limit=limit, version=__version__)
+
+
+def check_ids(examples: Sequence[Example]) -> None:
+    seen: set[str] = set()
+    for e in examples:
+        if e.id in seen:
+            raise InputError(f"example id {e.id!r} appears twice in the data; ids must be unique to resume")
+        seen.add(e.id)
+
+
+async def run_eval(
+    engine: SelfRefine,
+    examples: Sequence[Example],
+    store: RunStore,
+    *,
+    concurrency: int = 4,
+    console: Console | None = None,
+) -> tuple[EvalSummary, list[ExampleRow]]:
+    """Run the examples not yet in ``store``; each row is on disk before it is counted."""
+    check_ids(examples)
+    done = store.finished_ids()
+    todo = [e for e in examples if e.id not in done]
+    console = console or Console(stderr=True)
+    finals: list[float] = []
+    tokens = [0]
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[stats]}"),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal,
+    ) as progress:
+        bar = progress.add_task(engine.task.name, total=len(examples), completed=len(done), stats="")
+
+        def on_row(row: ExampleRow) -> None:
+            store.append(row)  # durable first, counted second
+            if row.result is not None:
+                tokens[0] += row.result.usage.total_tokens
+                if row.result.selected is not None and row.metrics and row.metrics[row.result.selected] is not None:
+                    finals.append(row.metrics[row.result.selected])
+            metric = f"metric {statistics.fmean(finals):.3f}" if finals else "metric -"
+            progress.update(bar, advance=1, stats=f"{metric}  tokens {tokens[0]:,}")
+
+        try:
+            await evaluate_rows(engine, todo, concurrency=concurrency, on_row=on_row)
+        finally:
+            await engine.aclose()
+    rows = store.rows()
+    summary = summarize(engine.task.name, rows, engine.max_iterations)
+    store.write_summary(summary, {"skipped_as_finished": len(done)})
+    return summary, rows
+
+
+def summary_table(summary: EvalSummary, folder: Path) -> Table:
+    table = Table(title=f"{summary.task}: {summary.examples} examples → {folder}")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+
+    def fmt(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    for t, value in enumerate(summary.by_iteration):
+        table.add_row("one-step (iteration 0)" if t == 0 else f"after {t} refinement(s)", fmt(value))
+    table.add_row("final (returned output)", fmt(summary.final))
+    if summary.cumulative is not None:
+        table.add_row("cumulative (solved at any iteration)", fmt(summary.cumulative))
+    table.add_row("failed examples", str(summary.failed))
+    table.add_row("calls / example", f"{summary.calls_per_example:.1f}")
+    table.add_row("prompt + completion tokens / example",
+                  f"{summary.prompt_tokens_per_example:,.0f} + {summary.completion_tokens_per_example:,.0f}")
+    table.add_row("model seconds / example", f"{summary.seconds_per_example:.1f}")
+    table.add_row("stop reasons", ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items())))
+    return table
+

@@ -1,0 +1,120 @@
+"""A run folder on disk: durable, append-only, resumable.
+
+Layout of ``runs/NAME/``::
+
+    meta.json       what was run: task, models, config, data path, limit (RunMeta)
+    results.jsonl   one ExampleRow per finished example, appended and fsync'ed
+    summary.json    the EvalSummary of the rows, rewritten at the end of each eval
+
+Every finished example is on disk (written, flushed and fsync'ed) before the next one is
+counted, so a ``kill -9`` loses at most the examples in flight. A line cut short by a
+crash is dropped on the next open; rerunning the same eval skips the finished ids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from .errors import ConfigError, InputError
+from .evaluate import EvalSummary, ExampleRow
+
+RESULTS = "results.jsonl"
+META = "meta.json"
+SUMMARY = "summary.json"
+
+
+class RunMeta(BaseModel):
+    name: str
+    task: str
+    data: str
+    models: dict[str, str]
+    config: dict[str, Any] = Field(default_factory=dict)
+    limit: int | None = None
+    version: str = ""
+
+    def same_job(self, other: "RunMeta") -> bool:
+        """Whether resuming ``other`` into this folder would mix different experiments."""
+        keys = ("task", "models", "config")
+        return all(getattr(self, k) == getattr(other, k) for k in keys) and self.data == other.data
+
+
+class RunStore:
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self._lock = threading.Lock()
+
+    # -- meta --------------------------------------------------------------------------------
+
+    def meta(self) -> RunMeta:
+        path = self.folder / META
+        try:
+            return RunMeta.model_validate_json(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(f"{self.folder} is not a run folder (no {META}); create it with `selfrefine eval`") from None
+        except (ValidationError, ValueError) as exc:
+            raise InputError(f"{path} is damaged: {exc}") from None
+
+    def start(self, meta: RunMeta) -> None:
+        """Create the folder, or check that an existing one holds the same experiment."""
+        if (self.folder / META).exists():
+            old = self.meta()
+            if not old.same_job(meta):
+                raise ConfigError(
+                    f"{self.folder} holds a different run ({old.task} on {old.data} with "
+                    f"{old.models.get('generate')}); use another --out or delete that folder"
+                )
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.folder / META, meta.model_dump_json(indent=2))
+
+    # -- rows --------------------------------------------------------------------------------
+
+    def rows(self) -> list[ExampleRow]:
+        """Finished rows; a last line cut short by a crash is dropped from the file."""
+        path = self.folder / RESULTS
+        if not path.exists():
+            return []
+        rows, good_bytes = [], 0
+        with path.open("rb") as fh:
+            for raw in fh:
+                try:
+                    rows.append(ExampleRow.model_validate_json(raw))
+                except ValidationError:
+                    if raw.endswith(b"\n"):
+                        raise InputError(f"{path} has a damaged line after {len(rows)} rows") from None
+                    break  # the torn tail of an interrupted write
+                good_bytes += len(raw)
+        if good_bytes < path.stat().st_size:
+            with path.open("r+b") as fh:
+                fh.truncate(good_bytes)
+        return rows
+
+    def finished_ids(self) -> set[str]:
+        return {row.id for row in self.rows()}
+
+    def append(self, row: ExampleRow) -> None:
+        line = row.model_dump_json() + "\n"
+        with self._lock, (self.folder / RESULTS).open("a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def write_summary(self, summary: EvalSummary, extra: dict[str, Any] | None = None) -> None:
+        data = summary.model_dump(mode="json")
+        data.update(extra or {})
+        _atomic_write(self.folder / SUMMARY, json.dumps(data, indent=2))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,42 @@
+"""Evaluate: many examples at once, metric per iteration, failures kept as rows."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import FB_DONE, FB_MISSING
+from selfrefine import FakeBackend, SelfRefine
+from selfrefine.datasets import Example
+from selfrefine.evaluate import evaluate
+
+
+def test_summary_matches_hand_computed_numbers():
+    backend = FakeBackend(
+        table={  # first matching key wins: refine prompts also hold the other keys
+            "Improved sentence:": "A dog chases a ball.",
+            "Concepts: dog, ball\nSentence:\n": "A dog sleeps.",
+            "Sentence: A dog sleeps.\nFeedback:": FB_MISSING,
+            "Sentence: A dog chases a ball.\nFeedback:": FB_DONE,
+            "Concepts: cat, mat\nSentence:\n": "A cat sits on a mat.",
+            "Sentence: A cat sits on a mat.\nFeedback:": FB_DONE,
+        }
+    )
+    examples = [Example(id="a", input="dog, ball"), Example(id="b", input="cat, mat"), Example(id="c", input="  ")]
+    summary, rows = evaluate(SelfRefine("commongen", backend, max_iterations=1), examples, concurrency=3)
+    assert [r.id for r in rows] == ["a", "b", "c"]
+    assert rows[0].metrics == [0.5, 1.0] and rows[1].metrics == [1.0]
+    assert rows[2].result is None and "empty" in rows[2].error
+    assert summary.by_iteration == [pytest.approx(0.75), 1.0]
+    assert summary.final == 1.0 and summary.failed == 1 and summary.examples == 3
+    assert summary.cumulative is None  # coverage is not a solved/unsolved metric
+    assert summary.calls_per_example == pytest.approx((4 + 2) / 2)
+    assert summary.stop_reasons == {"feedback": 2}
+
+
+def test_cumulative_solve_rate_for_binary_metrics():
+    wrong = "def solution():\n    return 1"
+    right = "def solution():\n    return 2"
+    backend = FakeBackend({"generate": [wrong], "feedback": ["# it is wrong", "# it is wrong"], "refine": [right]})
+    summary, rows = evaluate(SelfRefine("gsm8k", backend, max_iterations=1), [Example(id="q", input="1+1?", reference=2)])
+    assert rows[0].metrics == [0.0, 1.0]
+    assert summary.by_iteration == [0.0, 1.0] and summary.cumulative == 1.0

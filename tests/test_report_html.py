@@ -1,0 +1,104 @@
+"""The HTML report in a real headless Chromium: picker, drafts, word diffs, safe escaping."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from selfrefine.report import write_report
+from test_report import make_runs
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def _require_browser() -> None:
+    """Skip without Playwright or Debian's chromium locally; in CI their absence fails."""
+    missing = []
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("the playwright package (pip install playwright)")
+    if not CHROMIUM.exists():
+        missing.append(f"{CHROMIUM} (apt-get install chromium)")
+    if missing:
+        reason = "the HTML report test needs " + " and ".join(missing)
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def page(tmp_path: Path):
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    out = tmp_path / "report"
+    write_report(list(make_runs(tmp_path)), out)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on("dialog", lambda dialog: errors.append(f"dialog opened: {dialog.message}"))
+            page.goto((out / "report.html").as_uri())
+            yield page
+            assert errors == [], errors  # no script error, and no injected script ran
+        finally:
+            browser.close()
+
+
+def test_picker_shows_drafts_with_word_diffs(page, tmp_path):
+    picker = page.locator("#example-picker")
+    assert picker.locator("option").count() == 7  # every row, the failed one too
+    assert picker.locator("optgroup").evaluate_all("gs => gs.map(g => g.label)") == ["refine", "nofeedback"]
+
+    picker.select_option(value="0:2")  # run "refine", example "c"
+    viewer = page.locator("#viewer")
+    assert "refine / c" in viewer.locator(".example-title").inner_text()
+    cards = viewer.locator(".draft")
+    assert cards.count() == 2
+    assert cards.nth(0).locator(".text").inner_text() == "A cat sleeps on the mat."
+    second = cards.nth(1)
+    assert second.locator("ins").all_inner_texts() == [" dog"]
+    assert second.locator("del").all_inner_texts() == [" cat"]
+    assert "feedback on draft 1" in second.locator(".feedback-text").inner_text()
+    assert "metric 0.000" in second.locator("h3").inner_text()
+    # Model text is shown literally: the feedback's <b> is text, never an element.
+    assert "<b>bold</b>" in second.locator(".feedback-text").inner_text()
+    assert viewer.locator(".feedback-text b").count() == 0
+
+    picker.select_option(value="0:0")  # three drafts, the last one without feedback
+    cards = viewer.locator(".draft")
+    assert cards.count() == 3
+    assert cards.nth(2).locator("ins").all_inner_texts() == [" 5."]
+    assert "stopped before feedback" in cards.nth(2).locator(".feedback-text").inner_text()
+    assert cards.nth(2).get_attribute("class") == "draft selected"
+
+    page.locator("#show-diff").uncheck()  # plain drafts without diff markup
+    assert viewer.locator(".draft ins").count() == 0
+    assert viewer.locator(".draft").nth(2).locator(".text").inner_text() == "The answer is 5."
+
+    shot = tmp_path / "viewer.png"
+    page.screenshot(path=str(shot), full_page=True)
+    data = shot.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000
+
+
+def test_untrusted_text_is_not_executed(page):
+    page.locator("#example-picker").select_option(value="1:1")  # run "nofeedback", example "b"
+    text = page.locator("#viewer .draft .text").first.inner_text()
+    assert text == "all </script><script>alert(1)</script>"
+    assert page.locator("#viewer script").count() == 0
+
+
+def test_failed_example_shows_its_error(page):
+    page.locator("#example-picker").select_option(value="0:3")  # run "refine", example "d"
+    assert "InputError: empty input" in page.locator("#viewer .error").inner_text()
+    assert page.locator("#viewer .draft").count() == 0

@@ -1,0 +1,146 @@
+"""Sentiment reversal: input forms, prompts, feedback parsing, the VADER metric and verifier."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from selfrefine import InputError
+from selfrefine.errors import DraftParseError, FeedbackParseError
+from selfrefine.tasks.sentiment import (
+    Sentiment,
+    compound_score,
+    has_sentiment,
+    opposite_words,
+    oriented_score,
+    parse_sentiment_input,
+)
+
+NEG = "The soup was cold and the staff was rude."
+POS = "The soup was delicious and the staff was wonderful."
+
+
+@pytest.fixture
+def task() -> Sentiment:
+    return Sentiment()
+
+
+def test_input_forms_normalise_to_text_form(task):
+    assert task.prepare_input(f"positive: {NEG}") == f"positive: {NEG}"
+    assert task.prepare_input(f"  Negative :  {POS}") == f"negative: {POS}"
+    assert task.prepare_input(json.dumps({"review": NEG, "target": "positive"})) == f"positive: {NEG}"
+    yelp = {"review": "bad food...\\n\\nnever again.", "sentiment": "Very negative", "target_sentiment": "Very positive"}
+    assert task.prepare_input(json.dumps(yelp)) == "positive: bad food... never again."
+    assert parse_sentiment_input("negative: Great!") == ("Great!", "negative")
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ("make this happier: the food was bad", "must be"),
+        ('{"review": "x"}', "target"),
+        ('{"text": "x", "target": "positive"}', "review"),
+        ('{"review": "x", "target": "neutral"}', "neither"),
+        ('{"review": ', "does not parse"),
+        ("positive:   ", "must be|empty"),
+        ("", "empty"),
+    ],
+)
+def test_bad_inputs_are_rejected(task, bad, message):
+    with pytest.raises(InputError, match=message):
+        task.prepare_input(bad)
+
+
+def test_context_exposes_review_and_target(task):
+    assert task.context(f"positive: {NEG}") == {"review": NEG, "target": "positive"}
+
+
+def test_prompts_render_and_refine_extends_byte_for_byte(task):
+    inp = task.prepare_input(f"positive: {NEG}")
+    gen = task.render("generate", inp)
+    assert gen.endswith(f"Review: {NEG}\nTarget: positive\nRewrite:\n")
+    fb = task.render("feedback", inp, draft="ok soup")
+    assert fb.endswith("Review: ok soup\nTarget: positive\nFeedback:\n")
+    one = task.render("refine", inp, draft="d0", feedback="f0", history=[])
+    two = task.render("refine", inp, draft="d1", feedback="f1", history=[{"draft": "d0", "feedback": "f0"}])
+    assert two.startswith(one[: -len("Rewrite:\n")])
+    assert two.endswith("Review: d1\nFeedback: f1\nRewrite:\n")
+    nofb = task.render("refine_nofeedback", inp, draft="d0", history=[])
+    assert "Feedback: f0" not in nofb and nofb.endswith("Review: d0\nRewrite:\n")
+    assert task.default_max_iterations == 4 and task.contains_stop("anything") is None
+
+
+def test_draft_is_first_line_without_label(task):
+    assert task.parse_draft("Rewrite: Lovely soup.\nReview: next") == "Lovely soup."
+    with pytest.raises(DraftParseError):
+        task.parse_draft("Rewrite:   ")
+
+
+def test_feedback_extracts_quoted_phrases(task):
+    raw = 'Feedback: Not fully positive. "cold" is negative and "was rude" too. Praise the staff.'
+    fb = task.parse_feedback(raw, input=f"positive: {NEG}", draft=NEG)
+    assert fb.text.startswith("Not fully positive")
+    assert fb.fields["phrases"] == ["cold", "was rude"]
+    assert fb.stop is None and fb.total is None
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "Feedback:", "ok"])
+def test_empty_or_degenerate_feedback_is_a_parse_error(task, raw):
+    with pytest.raises(FeedbackParseError):
+        task.parse_feedback(raw, input=f"positive: {NEG}", draft=NEG)
+
+
+def test_vader_metric_known_answers(task):
+    assert compound_score(POS) > 0.05 > -0.05 > compound_score(NEG)
+    assert task.metric(f"positive: {NEG}", POS) == 1.0
+    assert task.metric(f"positive: {NEG}", NEG) == 0.0
+    assert task.metric(f"negative: {POS}", NEG) == 1.0
+    assert task.metric(f"negative: {POS}", "The soup was served at noon.") == 0.0  # neutral
+    assert oriented_score(NEG, "negative") == -compound_score(NEG)
+    assert has_sentiment(POS, "Very positive")
+
+
+def test_verifier_names_score_and_wrong_words(task):
+    check = task.verify(f"positive: {NEG}", NEG)
+    assert check.passed is False and check.score < 0
+    assert "VADER compound score: -" in check.text
+    assert 'Words with the opposite polarity: "rude" (-2.0).' in check.text
+    assert opposite_words("Terrible, awful, bad but nice.", "positive") == [("bad", -2.5), ("terrible", -2.1), ("awful", -2.0)]
+    assert opposite_words(NEG, "negative") == []
+    neutral = task.verify(f"negative: {POS}", "The soup was served at noon.")
+    assert neutral.passed is False and "add clearly negative words" in neutral.text
+    good = task.verify(f"positive: {NEG}", POS)
+    assert good.passed is True and good.score > 0.05 and "reads as positive" in good.text
+    assert task.has_verifier
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    from conftest import require_embedded
+
+    require_embedded()
+    from selfrefine.backends.embedded import LlamaCppBackend
+
+    backend = LlamaCppBackend(name="embedded", n_ctx=2048)
+    yield backend
+    import asyncio
+
+    asyncio.run(backend.aclose())
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "review",
+    ["positive: The hotel room was dirty and the front desk was rude.", "negative: Great tacos, friendly staff, fair prices."],
+)
+def test_sentiment_on_embedded_model(embedded, review):
+    from selfrefine import SelfRefine, StopReason
+
+    result = SelfRefine(Sentiment(), embedded, max_iterations=1).run(review)
+    assert result.stop_reason is not StopReason.ERROR, result.error
+    assert result.iterations and all(it.draft for it in result.iterations)
+    fb = result.iterations[0].feedback
+    assert fb is not None and (fb.parse_error is None or fb.text is not None)
+    assert result.output is not None
+    assert Sentiment().metric(review, result.output) in (0.0, 1.0)
