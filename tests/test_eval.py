@@ -11,11 +11,12 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from conftest import FB_DONE
-from selfrefine import ConfigError, FakeBackend, SelfRefine
+
+FB_MISSING_BALL = json.dumps({"missing_concepts": ["ball"], "commonsense": "NONE"})
+from selfrefine import FakeBackend, SelfRefine
 from selfrefine.cache import ResponseCache
 from selfrefine.cli import cli
 from selfrefine.datasets import load_examples
@@ -141,3 +142,24 @@ def test_other_experiment_in_the_same_folder_is_refused(tmp_path):
     assert runner.invoke(cli, base).exit_code == 0
     other = runner.invoke(cli, base + ["--history", "none"])
     assert other.exit_code == 2 and "holds a different run" in other.output
+
+
+def test_judge_preference_of_output_over_one_step(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"concepts": ["dog", "ball"]}) + "\n")
+    model = tmp_path / "m.json"
+    model.write_text(json.dumps({"replies": {"generate": ["A dog."], "feedback": [FB_MISSING_BALL, FB_DONE],
+                                             "refine": ["A dog chases a ball."]}}))
+    judge = tmp_path / "j.json"  # prefers whichever text mentions the ball, in both orders
+    judge.write_text(json.dumps({"table": {"Output 1:\nA dog chases": '{"winner": "1"}',
+                                           "Output 2:\nA dog chases": '{"winner": "2"}'}}))
+    out = tmp_path / "run"
+    args = ["eval", "commongen", "--data", str(data), "--out", str(out), "-m", f"fake:{model}",
+            "--judge", f"fake:{judge}", "--no-cache"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    row = json.loads((out / "results.jsonl").read_text())
+    assert row["judge"]["winner"] == "b"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["judge_preference"] == {"win": 1.0, "tie": 0.0, "loss": 0.0, "n": 1}
+    assert "judge: output preferred over one-step" in result.output

@@ -191,9 +191,11 @@ def run(task: str, input: str | None, input_file: Path | None, reference: str | 
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), envvar="SELFREFINE_CACHE",
               help="Response cache file (default ~/.cache/selfrefine/responses.sqlite).")
+@click.option("--judge", "judge_model", metavar="MODEL",
+              help="Also compare each output with its one-step draft using this model as pairwise judge.")
 @engine_options
 def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int, no_cache: bool,
-          cache_path: Path | None, **options: Any) -> None:
+          cache_path: Path | None, judge_model: str | None, **options: Any) -> None:
     """Run TASK over a dataset into a durable, resumable run folder.
 
     Every finished example is appended to OUT/results.jsonl (fsync'ed) before the next is
@@ -219,9 +221,18 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int,
         from .harness import use_cache
 
         use_cache(engine, cache)
+    judge = None
+    if judge_model:
+        from .cache import CachedBackend
+        from .judge import DEFAULT_CRITERIA, PairwiseJudge
+
+        backend = _backend_spec(judge_model, _options(options["options"], options["base_url"]))
+        if cache is not None:
+            backend = CachedBackend(backend, cache)
+        judge = PairwiseJudge(backend, seed=options["seed"], criteria=the_task.judge_criteria or DEFAULT_CRITERIA)
     store = RunStore(out)
     store.start(run_meta(out.name, engine, str(data.resolve()), limit))
-    summary, _ = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency))
+    summary, _ = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency, judge=judge))
     Console().print(summary_table(summary, out))
 
 

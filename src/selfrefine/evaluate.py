@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .datasets import Example
+from .judge import JudgeResult, PairwiseJudge, preference_rate
 from .loop import SelfRefine
 from .records import RunResult, StopReason
 
@@ -26,6 +27,7 @@ class ExampleRow(BaseModel):
     result: RunResult | None = None
     error: str | None = None
     metrics: list[float | None] = Field(default_factory=list)  # the metric of draft 0, 1, …
+    judge: JudgeResult | None = None  # returned output ('b') vs the one-step draft 0 ('a')
 
     def metric_at(self, t: int) -> float | None:
         """The metric of the output after t refinements (a stopped run keeps its last draft)."""
@@ -46,6 +48,7 @@ class EvalSummary(BaseModel):
     completion_tokens_per_example: float
     seconds_per_example: float
     stop_reasons: dict[str, int]
+    judge_preference: dict[str, float] | None = None  # win/tie/loss of the output over draft 0
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -69,8 +72,12 @@ async def evaluate_rows(
     *,
     concurrency: int = 4,
     on_row: Callable[[ExampleRow], Any] | None = None,
+    judge: PairwiseJudge | None = None,
 ) -> list[ExampleRow]:
-    """Run every example (at most ``concurrency`` at once); rows come back in input order."""
+    """Run every example (at most ``concurrency`` at once); rows come back in input order.
+
+    With a ``judge``, each returned output is compared with the one-step draft 0 (the
+    paper's preference metric); identical texts are a tie without a judge call."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(example: Example) -> ExampleRow:
@@ -82,11 +89,25 @@ async def evaluate_rows(
             else:
                 metrics = await asyncio.to_thread(_metrics, engine, example, result)
                 row = ExampleRow(id=example.id, result=result, metrics=metrics, error=result.error)
+                if judge is not None:
+                    row.judge = await _judge(judge, result)
         if on_row is not None:
             on_row(row)
         return row
 
     return list(await asyncio.gather(*(one(e) for e in examples)))
+
+
+async def _judge(judge: PairwiseJudge, result: RunResult) -> JudgeResult | None:
+    if result.output is None or not result.iterations:
+        return None
+    base = result.iterations[0].draft
+    if base.strip() == result.output.strip():
+        return JudgeResult(winner="tie")
+    try:
+        return await judge.acompare(result.input, base, result.output)
+    except Exception:  # a judge failure must not lose the finished example
+        return None
 
 
 def summarize(task: str, rows: Sequence[ExampleRow], max_iterations: int) -> EvalSummary:
@@ -111,6 +132,7 @@ def summarize(task: str, rows: Sequence[ExampleRow], max_iterations: int) -> Eva
         completion_tokens_per_example=sum(r.result.usage.completion_tokens for r in done) / n,
         seconds_per_example=sum(r.result.usage.seconds for r in done) / n,
         stop_reasons=reasons,
+        judge_preference=preference_rate([r.judge for r in done if r.judge]) if any(r.judge for r in done) else None,
     )
 
 

@@ -15,6 +15,7 @@ from .cache import CachedBackend, ResponseCache
 from .datasets import Example
 from .errors import InputError
 from .evaluate import EvalSummary, ExampleRow, evaluate_rows, summarize
+from .judge import PairwiseJudge
 from .loop import SelfRefine
 from .runstore import RunMeta, RunStore
 
@@ -52,6 +53,7 @@ async def run_eval(
     *,
     concurrency: int = 4,
     console: Console | None = None,
+    judge: PairwiseJudge | None = None,
 ) -> tuple[EvalSummary, list[ExampleRow]]:
     """Run the examples not yet in ``store``; each row is on disk before it is counted."""
     check_ids(examples)
@@ -84,9 +86,11 @@ async def run_eval(
             progress.update(bar, advance=1, stats=f"{metric}  tokens {tokens[0]:,}")
 
         try:
-            await evaluate_rows(engine, todo, concurrency=concurrency, on_row=on_row)
+            await evaluate_rows(engine, todo, concurrency=concurrency, on_row=on_row, judge=judge)
         finally:
             await engine.aclose()
+            if judge is not None:
+                await judge.backend.aclose()
     rows = store.rows()
     summary = summarize(engine.task.name, rows, engine.max_iterations)
     store.write_summary(summary, {"skipped_as_finished": len(done)})
@@ -106,6 +110,10 @@ def summary_table(summary: EvalSummary, folder: Path) -> Table:
     table.add_row("final (returned output)", fmt(summary.final))
     if summary.cumulative is not None:
         table.add_row("cumulative (solved at any iteration)", fmt(summary.cumulative))
+    if summary.judge_preference is not None:
+        p = summary.judge_preference
+        table.add_row("judge: output preferred over one-step",
+                      f"win {p['win']:.2f} / tie {p['tie']:.2f} / loss {p['loss']:.2f} (n={p['n']:.0f})")
     table.add_row("failed examples", str(summary.failed))
     table.add_row("calls / example", f"{summary.calls_per_example:.1f}")
     table.add_row("prompt + completion tokens / example",

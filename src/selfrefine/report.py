@@ -70,6 +70,7 @@ class RunReport(BaseModel):
     cost: Cost  # per example
     cost_by_iteration: list[Cost]  # per example, calls of iteration t only
     stop_reasons: dict[str, int] = Field(default_factory=dict)
+    judge_preference: dict[str, float] | None = None  # output vs one-step, when eval had --judge
 
     @property
     def baseline(self) -> float | None:
@@ -168,6 +169,7 @@ def run_table(folder: str | Path, *, seed: int = 0) -> RunReport:
             seconds=summary.seconds_per_example,
         ),
         cost_by_iteration=[_cost_of_iteration(done, t) for t in range(k + 1)],
+        judge_preference=summary.judge_preference,
         stop_reasons=summary.stop_reasons,
     )
 
@@ -238,6 +240,13 @@ def tables(reports: Sequence[RunReport]) -> list[Table]:
          for name, r in zip(names, reports) for t, c in enumerate(r.cost_by_iteration)],
     )
     out = [main, iters, cost, per_iter]
+    judged = [(name, r.judge_preference) for name, r in zip(names, reports) if r.judge_preference]
+    if judged:
+        out.append((
+            "Pairwise judge: returned output vs one-step draft (both orders; a win needs both)",
+            ["Run", "n", "Preferred", "Tie", "One-step preferred"],
+            [[name, f"{p['n']:.0f}", _f(p["win"]), _f(p["tie"]), _f(p["loss"])] for name, p in judged],
+        ))
     if len(reports) > 1:
         out.append((
             "Ablations (one row per run)",

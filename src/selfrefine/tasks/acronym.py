@@ -218,6 +218,7 @@ class Acronym(Task):
     description = "Acronym generation: a short, pronounceable acronym for a paper title"
     prompt_dir = "acronym"
     metric_name = "letters-from-title, pronounceable, length checks (code) + judge preference"
+    judge_criteria = "Which acronym is better for the title: easier to pronounce and spell, clearly related to the title, positive and memorable?"
     stop_description = "none: fixed rounds (4)"
     max_input_chars = 400
     default_generic_feedback = "Improve the acronym."

@@ -85,6 +85,7 @@ class Dialogue(Task):
     description = "Dialogue response: the next turn of a conversation, rated on 10 aspects (FED)"
     prompt_dir = "dialogue"
     metric_name = "judge preference vs one-step (eval --judge MODEL)"  # no code metric: Task.metric is None
+    judge_criteria = "Which response is the better next turn of the conversation: more relevant, informative, engaging, specific and fluent?"
     stop_description = "fixed rounds (no stop signal); the paper keeps the best-scored response"
     default_generic_feedback = "Make the response more relevant, specific and engaging."
     default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}

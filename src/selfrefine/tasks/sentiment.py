@@ -114,6 +114,7 @@ class Sentiment(Task):
     description = "Sentiment reversal: rewrite a review with the target polarity (Yelp)"
     prompt_dir = "sentiment"
     metric_name = "target sentiment reached (VADER, ±0.05) + judge preference"
+    judge_criteria = "Which rewrite expresses the target sentiment named in the input more clearly, while keeping the review's content and fluency?"
     stop_description = "fixed rounds (no stop signal)"
     extra_variables = frozenset({"review", "target"})
     default_generic_feedback = "Make the review's sentiment match the target."
