@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 
@@ -44,3 +45,14 @@ def require_embedded() -> None:
         if os.environ.get("CI"):
             pytest.fail(f"the embedded model must be installed in CI: {exc}")
         pytest.skip(f"embedded model not installed: {exc}")
+
+
+@pytest.fixture(scope="session")
+def embedded():
+    """One embedded backend for the session: each role's few-shot prefix stays in its KV cache."""
+    require_embedded()
+    from selfrefine.backends.embedded import LlamaCppBackend
+
+    backend = LlamaCppBackend(name="embedded", n_ctx=2048)
+    yield backend
+    asyncio.run(backend.aclose())

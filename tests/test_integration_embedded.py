@@ -18,14 +18,9 @@ pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-@pytest.fixture(scope="module")
-def backend():
-    require_embedded()
-    model = LlamaCppBackend(name="embedded", n_ctx=2048)
-    yield model
-    import asyncio
-
-    asyncio.run(model.aclose())
+@pytest.fixture
+def backend(embedded):
+    return embedded
 
 
 def check_real_run(result, roles=("generate", "feedback")):
@@ -47,9 +42,15 @@ def test_commongen_on_embedded_model(backend, concepts):
     assert 0.0 <= result.metric <= 1.0
 
 
-def test_gsm8k_on_embedded_model(backend):
-    question = "A pen costs 3 dollars. Sam buys 4 pens. How many dollars does he pay?"
-    result = SelfRefine("gsm8k", backend, max_iterations=1).run(question, reference=12)
+@pytest.mark.parametrize(
+    "question, answer",
+    [
+        ("A pen costs 3 dollars. Sam buys 4 pens. How many dollars does he pay?", 12),
+        ("A bus has 40 seats. 25 people get on, then 7 get off. How many seats are empty?", 22),
+    ],
+)
+def test_gsm8k_on_embedded_model(backend, question, answer):
+    result = SelfRefine("gsm8k", backend, max_iterations=1).run(question, reference=answer)
     check_real_run(result)
     assert all("def solution" in it.draft for it in result.iterations)
     assert result.metric in (0.0, 1.0)

@@ -8,7 +8,6 @@ import re
 
 import pytest
 
-from conftest import require_embedded
 from selfrefine.backends.fake import FakeBackend
 from selfrefine.judge import VERDICT_SCHEMA, JudgeResult, PairwiseJudge, parse_verdict, preference_rate
 
@@ -123,20 +122,13 @@ def test_empty_criteria_rejected():
 
 
 @pytest.mark.integration
-def test_judge_on_embedded_model():
-    require_embedded()
-    from selfrefine.backends.embedded import LlamaCppBackend
-
-    backend = LlamaCppBackend(name="embedded", n_ctx=2048)
-    try:
-        judge = PairwiseJudge(backend, seed=0, criteria="Which review is more positive?")
-        result = judge.compare(
-            "Rewrite as positive: The room was dirty.",
-            "The room was dirty and smelly.",
-            "The room was spotless and lovely.",
-        )
-    finally:
-        asyncio.run(backend.aclose())
+def test_judge_on_embedded_model(embedded):
+    judge = PairwiseJudge(embedded, seed=0, criteria="Which review is more positive?")
+    result = judge.compare(
+        "Rewrite as positive: The room was dirty.",
+        "The room was dirty and smelly.",
+        "The room was spotless and lovely.",
+    )
     assert result.winner in ("a", "b", "tie") and len(result.votes) == 2 and len(result.raw) == 2
     assert result.parse_errors == [None, None], result.raw  # constrained decoding parses
     assert result.prompt_tokens > 0 and result.completion_tokens > 0

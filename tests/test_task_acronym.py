@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from conftest import require_embedded
 from selfrefine import FakeBackend, FeedbackParseError, InputError, SelfRefine, StopReason
 from selfrefine.errors import DraftParseError
 from selfrefine.tasks.acronym import (
@@ -212,20 +211,13 @@ def test_verifier_reports_failed_checks(task):
 
 
 @pytest.mark.integration
-def test_acronym_on_embedded_model():
-    require_embedded()
-    from selfrefine.backends.embedded import LlamaCppBackend
-
-    backend = LlamaCppBackend(name="embedded", n_ctx=2048)
-    engine = SelfRefine(Acronym(), backend, max_iterations=1)
-    try:
-        for title in ["Learning Fast Image Filters with Sparse Kernels", "A Survey of Robot Motion Planning"]:
-            result = engine.run(title)
-            assert result.stop_reason is not StopReason.ERROR, result.error
-            assert result.iterations and all(it.draft for it in result.iterations)
-            fb = result.iterations[0].feedback
-            assert fb is not None
-            assert fb.parse_error is not None or len(fb.fields["aspects_parsed"]) >= 3
-            assert result.metric is not None and 0.0 <= result.metric <= 1.0
-    finally:
-        engine.close()
+def test_acronym_on_embedded_model(embedded):
+    engine = SelfRefine(Acronym(), embedded, max_iterations=1)
+    for title in ["Learning Fast Image Filters with Sparse Kernels", "A Survey of Robot Motion Planning"]:
+        result = engine.run(title)
+        assert result.stop_reason is not StopReason.ERROR, result.error
+        assert result.iterations and all(it.draft for it in result.iterations)
+        fb = result.iterations[0].feedback
+        assert fb is not None
+        assert fb.parse_error is not None or len(fb.fields["aspects_parsed"]) >= 3
+        assert result.metric is not None and 0.0 <= result.metric <= 1.0

@@ -126,19 +126,6 @@ def test_malformed_feedback(task, raw, message):
         parse(task, raw)
 
 
-@pytest.fixture(scope="module")
-def embedded():
-    from conftest import require_embedded
-
-    require_embedded()
-    from selfrefine.backends.embedded import LlamaCppBackend
-
-    backend = LlamaCppBackend(name="embedded", n_ctx=2048)
-    yield backend
-    import asyncio
-
-    asyncio.run(backend.aclose())
-
 
 @pytest.mark.integration
 @pytest.mark.parametrize(

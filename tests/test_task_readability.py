@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import require_embedded
 from selfrefine import FakeBackend, FeedbackParseError, SelfRefine, StopReason
 from selfrefine.errors import DraftParseError
 from selfrefine.tasks.readability import (
@@ -183,20 +182,13 @@ def test_extract_program_prefers_first_nonempty_fence():
 
 
 @pytest.mark.integration
-def test_readability_on_embedded_model():
-    require_embedded()
-    from selfrefine.backends.embedded import LlamaCppBackend
-
-    backend = LlamaCppBackend(name="embedded", n_ctx=2048)
-    engine = SelfRefine(Readability(), backend, max_iterations=1, max_tokens=80)
+def test_readability_on_embedded_model(embedded):
+    engine = SelfRefine(Readability(), embedded, max_iterations=1, max_tokens=80)
     programs = [UNREADABLE, "s=input()\nc=0\nfor x in s:\n    if x=='a': c+=1\nprint(c)"]
-    try:
-        for program in programs:
-            result = engine.run(program)
-            assert result.stop_reason is not StopReason.ERROR, result.error
-            assert result.iterations and all(it.draft.strip() for it in result.iterations)
-            fb = result.iterations[0].feedback
-            assert fb is not None and (fb.parse_error is not None or fb.fields["suggestion"])
-            assert result.metric is not None and 0.0 <= result.metric <= 1.0
-    finally:
-        engine.close()
+    for program in programs:
+        result = engine.run(program)
+        assert result.stop_reason is not StopReason.ERROR, result.error
+        assert result.iterations and all(it.draft.strip() for it in result.iterations)
+        fb = result.iterations[0].feedback
+        assert fb is not None and (fb.parse_error is not None or fb.fields["suggestion"])
+        assert result.metric is not None and 0.0 <= result.metric <= 1.0

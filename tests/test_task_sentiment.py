@@ -115,19 +115,6 @@ def test_verifier_names_score_and_wrong_words(task):
     assert task.has_verifier
 
 
-@pytest.fixture(scope="module")
-def embedded():
-    from conftest import require_embedded
-
-    require_embedded()
-    from selfrefine.backends.embedded import LlamaCppBackend
-
-    backend = LlamaCppBackend(name="embedded", n_ctx=2048)
-    yield backend
-    import asyncio
-
-    asyncio.run(backend.aclose())
-
 
 @pytest.mark.integration
 @pytest.mark.parametrize(

@@ -84,6 +84,10 @@ async def run_eval(
                     finals.append(row.metrics[row.result.selected])
             metric = f"metric {statistics.fmean(finals):.3f}" if finals else "metric -"
             progress.update(bar, advance=1, stats=f"{metric}  tokens {tokens[0]:,}")
+            if not console.is_terminal:  # logs get one line per example instead of a bar
+                count = int(progress.tasks[0].completed)
+                what = row.error or (row.result.stop_reason.value if row.result else "")
+                console.print(f"[{count}/{len(examples)}] {row.id}: {what}; running {metric}, tokens {tokens[0]:,}")
 
         try:
             await evaluate_rows(engine, todo, concurrency=concurrency, on_row=on_row, judge=judge)

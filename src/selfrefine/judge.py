@@ -16,7 +16,6 @@ unparsable verdict counts as a tie and its error is recorded.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import re
 from collections.abc import Iterable
@@ -26,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from .backends.base import Backend, CompletionRequest
 from .errors import ConfigError
+from .parsing import json_object
 
 Winner = Literal["a", "b", "tie"]
 Verdict = Literal["1", "2", "tie"]
@@ -71,18 +71,13 @@ class JudgeResult(BaseModel):
 def parse_verdict(text: str) -> Verdict:
     """'1', '2' or 'tie' from a judge reply; ValueError when it names no single verdict."""
     raw = text.strip()
-    start, end = raw.find("{"), raw.rfind("}")
-    if 0 <= start < end:
-        try:
-            data = json.loads(raw[start : end + 1])
-        except ValueError:
-            data = None
-        if isinstance(data, dict) and "winner" in data:
-            value = str(data["winner"]).strip().lower()
-            value = {"a": "1", "b": "2", "output 1": "1", "output 2": "2"}.get(value, value)
-            if value in ("1", "2", "tie"):
-                return value  # type: ignore[return-value]
-            raise ValueError(f"judge JSON names an unknown winner {data['winner']!r}")
+    data = json_object(raw)
+    if data is not None and "winner" in data:
+        value = str(data["winner"]).strip().lower()
+        value = {"a": "1", "b": "2", "output 1": "1", "output 2": "2"}.get(value, value)
+        if value in ("1", "2", "tie"):
+            return value  # type: ignore[return-value]
+        raise ValueError(f"judge JSON names an unknown winner {data['winner']!r}")
     bare = _BARE.match(raw)
     if bare:
         return bare.group(1).lower()  # type: ignore[return-value]

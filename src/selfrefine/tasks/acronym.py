@@ -24,13 +24,13 @@ The metric is code, never the model's own ratings (see :func:`acronym_checks`):
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ..errors import DraftParseError, FeedbackParseError, InputError
+from ..parsing import json_object
 from ..records import Feedback, Verification
 from ..task import Task
 
@@ -285,15 +285,9 @@ class Acronym(Task):
 
 def _parse_json(raw: str) -> dict[str, tuple[int, str]] | None:
     """Aspect → (score, reason) from a JSON object; None when the text has no JSON."""
-    start, end = raw.find("{"), raw.rfind("}")
-    if start < 0:
-        return None
-    try:
-        data = json.loads(raw[start : end + 1]) if end > start else None
-    except ValueError:
-        data = None
-    if not isinstance(data, dict):
-        return None  # cut-off JSON: the text parser may still find 3+ "aspect: N" pairs
+    data = json_object(raw)
+    if data is None:
+        return None  # none or cut off: the text parser may still find 3+ "aspect: N" pairs
     out: dict[str, tuple[int, str]] = {}
     for name, value in data.items():
         key = _aspect_key(str(name))

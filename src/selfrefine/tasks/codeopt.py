@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DraftParseError, FeedbackParseError, InputError
+from ..parsing import FENCE, fenced_blocks, parses
 from ..records import Feedback, Verification
 from ..sandbox import run_python
 from ..task import Task
 from ..timing import TimingResult, compare_programs
 from .codeopt_bench import TestCase, _normalise, find_by_source, to_test_cases
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|$)", re.S | re.I)
 # "this code is slow", "it's not slow", "the program isn't slow", "code is already fast"
 _VERDICT = re.compile(
     r"\b(?:this\s+code|the\s+code|this\s+program|the\s+program|code|program|it)\s*"
@@ -51,7 +51,7 @@ def extract_program(text: str) -> str:
     A reply cut by max_tokens or followed by prose does not parse; trailing lines are then
     dropped until it does, keeping at least half of it (else the text is returned as is
     and the verifier or the metric reports the syntax error)."""
-    fenced = [block for block in _FENCE.findall(text) if block.strip()]
+    fenced = fenced_blocks(text)
     if fenced:
         code = fenced[0]
     else:  # no usable fenced block: drop stray fence lines, keep the rest
@@ -60,22 +60,14 @@ def extract_program(text: str) -> str:
     code = "\n".join(line.rstrip() for line in code.splitlines()).strip("\n")
     if not code.strip():
         raise DraftParseError("the model returned no code")
-    if _parses(code):
+    if parses(code):
         return code
     lines = code.splitlines()
     for end in range(len(lines) - 1, max(0, len(lines) // 2) - 1, -1):
         head = "\n".join(lines[:end]).rstrip()
-        if head.strip() and _parses(head):
+        if head.strip() and parses(head):
             return head
     return code
-
-
-def _parses(code: str) -> bool:
-    try:
-        ast.parse(code)
-    except (SyntaxError, ValueError):
-        return False
-    return True
 
 
 def outputs_match(expected: str, got: str, tol: float = 1e-6) -> bool:
@@ -201,7 +193,7 @@ class CodeOpt(Task):
 
     def prepare_input(self, text: str) -> str:
         text = super().prepare_input(text)
-        fenced = _FENCE.findall(text)
+        fenced = FENCE.findall(text)
         if fenced and fenced[0].strip():
             text = fenced[0].strip()
         try:
@@ -286,7 +278,7 @@ class CodeOpt(Task):
         return self.evaluate(input, program, tests).score
 
     def verify(self, input: str, draft: str) -> Verification | None:
-        if not _parses(draft):
+        if not parses(draft):
             return Verification(text=f"# The code does not run: {_syntax_error(draft)}", passed=False, score=0.0)
         tests = self.known_tests(input)
         if not tests:

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from ..errors import FeedbackParseError, InputError
+from ..parsing import json_object
 from ..records import Feedback, Verification
 from ..task import Task
 
@@ -143,16 +144,12 @@ class CommonGen(Task):
 
 
 def _parse_json(raw: str) -> tuple[list[str], str] | None:
-    start, end = raw.find("{"), raw.rfind("}")
-    if start < 0:
+    if "{" not in raw:
         return None
-    if end <= start:
-        raise FeedbackParseError("feedback JSON is cut off (raise max_tokens for the feedback role)")
-    try:
-        data = json.loads(raw[start : end + 1])
-    except ValueError:
-        raise FeedbackParseError("feedback JSON does not parse") from None
-    if not isinstance(data, dict) or "missing_concepts" not in data:
+    data = json_object(raw, cut_off_is_error=True)
+    if data is None:
+        raise FeedbackParseError("feedback JSON does not parse")
+    if "missing_concepts" not in data:
         raise FeedbackParseError("feedback JSON lacks 'missing_concepts'")
     missing = data.get("missing_concepts")
     if isinstance(missing, str):

@@ -19,6 +19,7 @@ import re
 from typing import Any
 
 from ..errors import DraftParseError, FeedbackParseError, InputError
+from ..parsing import json_object
 from ..records import Feedback
 from ..task import Task
 
@@ -150,17 +151,9 @@ def _valid(value: Any) -> float | None:
 
 
 def _parse_json(raw: str) -> tuple[dict[str, float], list[str], float | None] | None:
-    start, end = raw.find("{"), raw.rfind("}")
-    if start < 0:
-        return None
-    if end <= start:
-        raise FeedbackParseError("feedback JSON is cut off (raise max_tokens for the feedback role)")
-    try:
-        data = json.loads(raw[start : end + 1])
-    except ValueError:
-        return None  # maybe text feedback that happens to contain braces
-    if not isinstance(data, dict):
-        return None
+    data = json_object(raw, cut_off_is_error=True)
+    if data is None:
+        return None  # no JSON, or text feedback that happens to contain braces
     norm = {str(k).strip().lower().replace(" ", "_"): v for k, v in data.items()}
     scores: dict[str, float] = {}
     for key in KEYS:

@@ -12,17 +12,17 @@ import re
 from typing import Any
 
 from ..errors import DraftParseError, FeedbackParseError
+from ..parsing import fenced_blocks
 from ..records import Feedback, Verification
 from ..sandbox import run_python
 from ..task import Task
 
-_FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)(?:```|$)", re.S | re.I)
 _VERDICT = re.compile(r"\bit(?:\s+is|'s)\s+(not\s+correct|incorrect|correct|wrong)", re.I)
 
 
 def extract_code(text: str) -> str:
     """The ``solution()`` function (with imports before it) from a model reply."""
-    fenced = _FENCE.findall(text)
+    fenced = fenced_blocks(text)
     if fenced:
         text = next((block for block in fenced if "def solution" in block), fenced[0])
     lines = text.strip("\n").splitlines()

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..errors import DraftParseError, FeedbackParseError
+from ..parsing import FENCE, fenced_blocks, parses
 from ..records import Feedback, Verification
 from ..task import Task
 
@@ -44,7 +45,6 @@ PLACEHOLDERS = frozenset(
 MIN_LENGTH = 3
 _NUMBERED = re.compile(r"^([a-z]+?)_?\d+$")  # a1, x2, tmp3, var_1
 
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|$)", re.S | re.I)
 _LABEL = re.compile(r"^\s*(?:suggestion|feedback|improvement)\s*\d*\s*[:.)-]\s*", re.I)
 _ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
@@ -159,20 +159,12 @@ def extract_program(text: str) -> str:
     before the first fence that parses as Python is the program. Otherwise the first
     non-empty fenced block, else the whole text."""
     before = text.split("```", 1)[0].strip("\n").rstrip()
-    if before.strip() and "```" in text and _parses(before):
+    if before.strip() and "```" in text and parses(before):
         return before
-    fenced = [block for block in _FENCE.findall(text) if block.strip()]
+    fenced = fenced_blocks(text)
     if fenced:
         return fenced[0].strip("\n").rstrip()
     return before
-
-
-def _parses(code: str) -> bool:
-    try:
-        ast.parse(code)
-    except (SyntaxError, ValueError):
-        return False
-    return True
 
 
 def suggestion_aspect(text: str) -> str:
@@ -240,7 +232,7 @@ class Readability(Task):
 
 def _first_suggestion(raw: str) -> str:
     """The first non-empty line of advice, without a 'Suggestion:' label or list bullet."""
-    prose = _FENCE.sub("", raw)
+    prose = FENCE.sub("", raw)
     for line in prose.splitlines():
         line = _ITEM.sub("", _LABEL.sub("", line)).strip()
         if line and not line.startswith("```"):
