@@ -340,12 +340,10 @@ class SelfRefine:
             call = CallRecord(role=role, iteration=t, attempt=attempt, model=backend.name)
             if cfg.record_prompts:
                 call.prompt = request.prompt
-            start = time.perf_counter()
             try:
-                response = await self._send(run, backend, request)
+                response = await self._send(run, backend, request, call)
             except (TransientBackendError, BackendError, _BudgetExceeded) as exc:
                 call.ok, call.error = False, str(exc)
-                call.seconds = round(time.perf_counter() - start, 6)
                 run.calls.append(call)
                 run.unreported.append(call)
                 if isinstance(exc, TransientBackendError) and attempt <= cfg.backend_retries:
@@ -354,24 +352,30 @@ class SelfRefine:
                 if isinstance(exc, TransientBackendError):
                     raise BackendError(f"{backend.name} failed {attempt} times; last error: {exc}") from exc
                 raise
-            call.seconds = round(time.perf_counter() - start, 6)
             call.prompt_tokens, call.completion_tokens = response.prompt_tokens, response.completion_tokens
             call.response, call.cached = response.text, response.cached
             run.calls.append(call)
             return response, call
         raise AssertionError("unreachable")
 
-    async def _send(self, run: _Run, backend: Backend, request: CompletionRequest) -> CompletionResponse:
-        remaining = None
-        if self.config.max_seconds is not None:
-            remaining = self.config.max_seconds - run.elapsed()
+    async def _send(self, run: _Run, backend: Backend, request: CompletionRequest, call: CallRecord) -> CompletionResponse:
+        """One attempt under the backend's concurrency limit; times the wait and the call apart."""
+        queued = time.perf_counter()
         async with self._semaphore(backend):
+            start = time.perf_counter()
+            call.wait_seconds = round(start - queued, 6)
+            remaining = None
+            if self.config.max_seconds is not None:  # measured after the wait in the queue
+                self._check_budgets(run)
+                remaining = self.config.max_seconds - run.elapsed()
             try:
                 return await asyncio.wait_for(backend.complete(request), remaining)
             except asyncio.TimeoutError:
                 if remaining is None:  # the backend's own timeout surfaced as asyncio's
                     raise TransientBackendError(f"{backend.name}: request timed out") from None
                 raise _BudgetExceeded(StopReason.TIME_BUDGET, f"time budget of {self.config.max_seconds:g}s ran out") from None
+            finally:
+                call.seconds = round(time.perf_counter() - start, 6)
 
     def _check_budgets(self, run: _Run) -> None:
         cfg = self.config

@@ -37,7 +37,8 @@ class CallRecord(BaseModel):
     model: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # in the backend, once it accepted the call
+    wait_seconds: float = 0.0  # queued behind the backend's concurrency limit
     ok: bool = True
     cached: bool = False  # answered from the response cache (no model call)
     error: str | None = None
