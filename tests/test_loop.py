@@ -361,3 +361,10 @@ def test_gsm8k_verifier_reports_execution_errors():
     assert bad.passed is False and "ZeroDivisionError" in bad.text
     good = task.verify("q", "def solution():\n    return 2 + 2")
     assert good.passed is True and "returned 4" in good.text
+
+
+def test_empty_refinement_after_retries_keeps_the_previous_draft(task):
+    backend = fake(feedback=["score: 1"], refine=["", "", ""])
+    result = run(task, backend)
+    assert result.drafts == ["d0", "d0"] and result.stop_reason is StopReason.NO_CHANGE
+    assert result.output == "d0"

@@ -245,8 +245,12 @@ class SelfRefine:
     # -- calls -----------------------------------------------------------------------------
 
     async def _draft(self, run: _Run, role: Role, t: int, prompt: str) -> tuple[str, CallRecord]:
+        """A parsed draft; after the parse retries, the raw reply, or when that is empty the
+        previous draft (an empty refinement then ends the loop as "no change")."""
         draft, call, error = await self._parsed_call(run, role, t, prompt, None, self.task.parse_draft)
-        return (draft if error is None else _raw(call)), call
+        if error is None:
+            return draft, call
+        return _raw(call) or (run.iterations[-1].draft if run.iterations else ""), call
 
     async def _feedback(self, run: _Run, t: int) -> Feedback:
         mode = self.config.feedback_mode
