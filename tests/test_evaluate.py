@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import FB_DONE, FB_MISSING
-from selfrefine import FakeBackend, SelfRefine
+from selfrefine import FakeBackend, SelfRefine, get_task
 from selfrefine.datasets import Example
 from selfrefine.evaluate import evaluate
 
@@ -40,3 +40,10 @@ def test_cumulative_solve_rate_for_binary_metrics():
     summary, rows = evaluate(SelfRefine("gsm8k", backend, max_iterations=1), [Example(id="q", input="1+1?", reference=2)])
     assert rows[0].metrics == [0.0, 1.0]
     assert summary.by_iteration == [0.0, 1.0] and summary.cumulative == 1.0
+
+
+def test_tasks_without_a_code_metric_have_no_scores():
+    backend = FakeBackend(default="Sounds fun! Which trail?")
+    summary, rows = evaluate(SelfRefine(get_task("dialogue"), backend, max_iterations=1), [Example(id="d", input="User: hi")])
+    assert rows[0].metrics == [None] * len(rows[0].result.iterations)
+    assert summary.by_iteration == [None, None] and summary.final is None and summary.cumulative is None

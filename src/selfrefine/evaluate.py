@@ -114,7 +114,8 @@ def summarize(task: str, rows: Sequence[ExampleRow], max_iterations: int) -> Eva
     done = [r for r in rows if r.result is not None]
     by_iteration = [_mean([r.metric_at(t) for r in done]) for t in range(max_iterations + 1)]
     final = _mean([r.metrics[r.result.selected] if r.result.selected is not None and r.metrics else None for r in done])
-    binary = all(m in (0.0, 1.0) for r in done for m in r.metrics if m is not None)
+    known = [m for r in done for m in r.metrics if m is not None]
+    binary = bool(known) and all(m in (0.0, 1.0) for m in known)  # no metric: no solve rate
     cumulative = _mean([float(any(m == 1.0 for m in r.metrics)) for r in done if r.metrics]) if binary else None
     n = max(1, len(done))
     reasons: dict[str, int] = {}
