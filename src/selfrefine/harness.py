@@ -34,8 +34,16 @@ def run_meta(name: str, engine: SelfRefine, data: str, limit: int | None) -> Run
     config.update(max_iterations=engine.max_iterations, history=engine.history, select=engine.select)
     for volatile in ("record_prompts", "retry_base_delay", "retry_max_delay", "backend_retries"):
         config.pop(volatile, None)  # do not change results: resuming with other values is fine
-    models = {role: b.cache_identity() for role, b in engine.backends.items()}
-    return RunMeta(name=name, task=engine.task.name, data=data, models=models, config=config, limit=limit, version=__version__)
+    return RunMeta(
+        name=name,
+        task=engine.task.name,
+        data=data,
+        models={role: b.name for role, b in engine.backends.items()},
+        model_ids={role: b.cache_identity() for role, b in engine.backends.items()},
+        config=config,
+        limit=limit,
+        version=__version__,
+    )
 
 
 def check_ids(examples: Sequence[Example]) -> None:

@@ -33,14 +33,15 @@ class RunMeta(BaseModel):
     name: str
     task: str
     data: str
-    models: dict[str, str]
+    models: dict[str, str]  # role -> model name, for people
+    model_ids: dict[str, str] = Field(default_factory=dict)  # role -> what decides the answers
     config: dict[str, Any] = Field(default_factory=dict)
     limit: int | None = None
     version: str = ""
 
     def same_job(self, other: "RunMeta") -> bool:
         """Whether resuming ``other`` into this folder would mix different experiments."""
-        keys = ("task", "models", "config")
+        keys = ("task", "model_ids", "config")
         return all(getattr(self, k) == getattr(other, k) for k in keys) and self.data == other.data
 
 
