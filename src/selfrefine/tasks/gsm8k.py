@@ -41,6 +41,12 @@ def extract_code(text: str) -> str:
     return code
 
 
+def _last_verdict(text: str) -> str:
+    """The review's final verdict ("correct", "wrong", "not correct", …), or ""."""
+    verdicts = _VERDICT.findall(text)
+    return " ".join(verdicts[-1].lower().split()) if verdicts else ""
+
+
 def to_number(value: Any) -> float | None:
     try:
         text = str(value).strip().replace(",", "").replace("$", "")
@@ -73,13 +79,10 @@ class GSM8K(Task):
         raw = text.strip()
         if not raw:
             raise FeedbackParseError("the model returned an empty review")
-        verdicts = _VERDICT.findall(raw)
-        stop = verdicts[-1].lower() == "correct" if verdicts else False
-        return Feedback(text=raw, stop=stop, fields={"verdict": verdicts[-1].lower() if verdicts else ""})
+        return Feedback(text=raw, stop=self.contains_stop(raw), fields={"verdict": _last_verdict(raw)})
 
     def contains_stop(self, text: str) -> bool | None:
-        verdicts = _VERDICT.findall(text)
-        return bool(verdicts) and verdicts[-1].lower() == "correct"
+        return _last_verdict(text) == "correct"
 
     def verify(self, input: str, draft: str) -> Verification:
         """Run solution(): report an exception, a timeout or a non-numeric result.
