@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from .errors import FeedbackParseError
+from .errors import FeedbackParseError, InputError
 
 # ```python … ``` (the closing fence may be missing: a stop sequence or max_tokens cut it)
 FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|$)", re.S | re.I)
@@ -45,4 +45,15 @@ def json_object(raw: str, *, cut_off_is_error: bool = False) -> dict[str, Any] |
         data = json.loads(raw[start : end + 1])
     except ValueError:
         return None
+    return data if isinstance(data, dict) else None
+
+
+def json_input(text: str, task: str) -> dict[str, Any] | None:
+    """A task input given as a JSON object, or None when the text is not JSON-shaped."""
+    if not text.startswith("{"):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise InputError(f"{task} input looks like JSON but does not parse") from None
     return data if isinstance(data, dict) else None

@@ -14,12 +14,11 @@ measured by :class:`selfrefine.judge.PairwiseJudge`.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from ..errors import DraftParseError, FeedbackParseError, InputError
-from ..parsing import json_object
+from ..parsing import json_input, json_object
 from ..records import Feedback
 from ..task import Task
 
@@ -67,11 +66,8 @@ def parse_conversation(text: str) -> str:
     """The conversation as turns separated by newlines, from text or a JSON ``context``."""
     text = text.strip()
     if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except ValueError:
-            raise InputError("dialogue input looks like JSON but does not parse") from None
-        if not isinstance(data, dict) or not isinstance(data.get("context"), str):
+        data = json_input(text, "dialogue")
+        if data is None or not isinstance(data.get("context"), str):
             raise InputError('dialogue JSON input needs a "context" string (turns separated by newlines)')
         text = data["context"].replace("\\n", "\n")
     turns = [" ".join(line.split()) for line in text.splitlines()]

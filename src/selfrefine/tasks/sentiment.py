@@ -13,11 +13,11 @@ has the target's sign beyond VADER's ±0.05 neutral band.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from ..errors import FeedbackParseError, InputError
+from ..parsing import json_input
 from ..records import Feedback, Verification
 from ..task import Task
 
@@ -86,11 +86,8 @@ def parse_sentiment_input(text: str) -> tuple[str, str]:
     """(review, target) from the text form or a JSON object; InputError otherwise."""
     text = text.strip()
     if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except ValueError:
-            raise InputError("sentiment input looks like JSON but does not parse") from None
-        if not isinstance(data, dict) or "review" not in data:
+        data = json_input(text, "sentiment")
+        if data is None or "review" not in data:
             raise InputError('sentiment JSON input needs a "review" key and a "target" key')
         target = data.get("target", data.get("target_sentiment"))
         if target is None:
