@@ -14,11 +14,11 @@ def test_summary_matches_hand_computed_numbers():
     backend = FakeBackend(
         table={  # first matching key wins: refine prompts also hold the other keys
             "Improved sentence:": "A dog chases a ball.",
-            "Concepts: dog, ball\nSentence:\n": "A dog sleeps.",
             "Sentence: A dog sleeps.\nFeedback:": FB_MISSING,
             "Sentence: A dog chases a ball.\nFeedback:": FB_DONE,
-            "Concepts: cat, mat\nSentence:\n": "A cat sits on a mat.",
             "Sentence: A cat sits on a mat.\nFeedback:": FB_DONE,
+            "Concepts: dog, ball\nSentence:": "A dog sleeps.",
+            "Concepts: cat, mat\nSentence:": "A cat sits on a mat.",
         }
     )
     examples = [Example(id="a", input="dog, ball"), Example(id="b", input="cat, mat"), Example(id="c", input="  ")]

@@ -6,6 +6,7 @@ real, results are deterministic — not answer quality, which a 135M model does 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,29 @@ def test_default_model_is_found_through_package_metadata():
     require_embedded()
     path = default_model_path()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
+
+
+def test_prefix_reuse_gives_the_outputs_of_cold_runs_within_its_memory_budget():
+    """Interleaved examples make the snapshot store restore each example's history; greedy
+    outputs must equal those of a backend that recomputes every prompt from scratch."""
+    require_embedded()
+    budget_mb = 64  # about ten commongen prompts' snapshots (~6 MB each)
+    warm = LlamaCppBackend(name="embedded", prefix_cache_mb=budget_mb)
+    cold = LlamaCppBackend(name="embedded", prefix_reuse=False)
+    inputs = ["dog, frisbee, park, catch", "kitchen, knife, onion, cut", "sun, beach, towel"]
+
+    async def trajectories(backend):
+        engine = SelfRefine("commongen", backend, max_iterations=2, temperature=0.0, record_prompts=True)
+        results = await asyncio.gather(*(engine.arun(x) for x in inputs))
+        await backend.aclose()
+        return results
+
+    warm_runs, cold_runs = asyncio.run(trajectories(warm)), asyncio.run(trajectories(cold))
+    for w, c in zip(warm_runs, cold_runs):
+        assert [(k.role, k.prompt, k.response) for k in w.calls] == [(k.role, k.prompt, k.response) for k in c.calls]
+    warm_calls = [k for r in warm_runs for k in r.calls]
+    assert sum(k.cached_prompt_tokens or 0 for k in warm_calls) > 0.4 * sum(k.prompt_tokens for k in warm_calls)
+    assert all(not k.cached_prompt_tokens for r in cold_runs for k in r.calls)
+    stats = warm.prefix_cache.stats
+    assert stats.hits > 0  # restored another example's history
+    assert stats.peak_bytes <= budget_mb * 2**20

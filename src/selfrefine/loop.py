@@ -358,6 +358,7 @@ class SelfRefine:
                 raise
             call.prompt_tokens, call.completion_tokens = response.prompt_tokens, response.completion_tokens
             call.response, call.cached = response.text, response.cached
+            call.cached_prompt_tokens = response.cached_prompt_tokens
             run.calls.append(call)
             return response, call
         raise AssertionError("unreachable")

@@ -41,6 +41,7 @@ class CallRecord(BaseModel):
     wait_seconds: float = 0.0  # queued behind the backend's concurrency limit
     ok: bool = True
     cached: bool = False  # answered from the response cache (no model call)
+    cached_prompt_tokens: int | None = None  # prompt tokens the engine reused, if it says
     error: str | None = None
     prompt: str | None = None  # filled only with RefineConfig.record_prompts
     response: str | None = None
@@ -53,6 +54,8 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    # prompt tokens the engine reused from its prefix cache, over calls whose engine says
+    cached_prompt_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -65,6 +68,7 @@ class Usage(BaseModel):
             prompt_tokens=sum(c.prompt_tokens for c in calls),
             completion_tokens=sum(c.completion_tokens for c in calls),
             seconds=round(sum(c.seconds for c in calls), 6),
+            cached_prompt_tokens=sum(c.cached_prompt_tokens or 0 for c in calls),
         )
 
 

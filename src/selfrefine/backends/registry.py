@@ -72,7 +72,9 @@ BUILTIN: dict[str, Scheme] = {
 }
 
 _INT_OPTIONS = {"n_ctx", "n_threads", "n_batch", "seed", "concurrency"}
-_FLOAT_OPTIONS = {"timeout", "repeat_penalty"}
+_FLOAT_OPTIONS = {"timeout", "repeat_penalty", "prefix_cache_mb"}
+_BOOL_OPTIONS = {"prefix_reuse", "cache_prompt"}
+_TRUE, _FALSE = {"1", "true", "yes", "on"}, {"0", "false", "no", "off"}
 
 
 def _coerce(options: dict[str, Any]) -> dict[str, Any]:
@@ -83,6 +85,10 @@ def _coerce(options: dict[str, Any]) -> dict[str, Any]:
                 value = int(value)
             elif key in _FLOAT_OPTIONS and isinstance(value, str):
                 value = float(value)
+            elif key in _BOOL_OPTIONS and isinstance(value, str):
+                if value.lower() not in _TRUE | _FALSE:
+                    raise ConfigError(f"option {key}={value!r} must be true or false")
+                value = value.lower() in _TRUE
         except ValueError:
             raise ConfigError(f"option {key}={value!r} must be a number") from None
         out[key] = value

@@ -160,7 +160,6 @@ class CodeOpt(Task):
     default_generic_feedback = "# Improve the code so that it runs faster."
     default_stop_contains = ("not slow",)
     default_temperature = {"generate": 0.0, "feedback": 0.0, "refine": 0.0}
-    default_history = "none"  # as the reference: the refiner sees only the current program
     default_max_tokens = {"generate": 200, "feedback": 100, "refine": 200}
     default_stop_sequences = {
         # the prompts end with "# optimized version:"; a model that writes that header again

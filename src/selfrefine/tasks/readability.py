@@ -185,7 +185,6 @@ class Readability(Task):
     default_temperature = {"generate": 0.0, "feedback": 0.0, "refine": 0.0}  # code task
     default_max_tokens = {"generate": 300, "feedback": 60, "refine": 300}
     default_max_iterations = 5
-    default_history = "none"  # as the reference: the refiner sees only the current program
     default_stop_sequences = {
         # the model opens a ```python fence after the cue; the closing fence ends the program
         "generate": ["\n```", "\nProgram:"],

@@ -1,0 +1,117 @@
+"""Prompts are prefix-stable: few-shot block, then the example, then the history in order.
+
+Prefix caches (llama.cpp's KV cache, llama-server's slots, vLLM's prefix cache) only help
+when iteration t+1's prompt extends iteration t's byte for byte and every example's prompt
+starts with the same few-shot block. These tests hold every built-in task to that.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+
+import pytest
+
+from selfrefine import SelfRefine
+from selfrefine.backends.base import CompletionRequest
+from selfrefine.backends.fake import FakeBackend
+from selfrefine.tasks import get_task
+
+PROGRAM = "n = int(input())\ntotal = 0\nfor i in range(n):\n    total += i\nprint(total)"
+
+INPUTS = {
+    "sentiment": ["positive: The soup was cold and the room was loud.", "negative: Friendly staff and fresh bread."],
+    "dialogue": ["User: I adopted a puppy today!", "User: My exam is tomorrow.\nSystem: Good luck!\nUser: I am nervous."],
+    "codeopt": [PROGRAM, PROGRAM.replace("total += i", "total += i * i")],
+    "readability": [PROGRAM, "a=int(input())\nprint(a*2)"],
+    "gsm8k": ["Tom has 3 apples and buys 4 more. How many apples does he have?", "A pen costs $2. How much do 5 pens cost?"],
+    "acronym": ["Scalable Tree Boosting for Accurate Ranking", "Learning to Reason with Graph Networks"],
+    "commongen": ["dog, frisbee, park, catch", "kitchen, knife, onion, cut"],
+}
+
+ACRONYM_RATINGS = {
+    k: {"reason": "could be better", "score": 2}
+    for k in ("ease_of_pronunciation", "ease_of_spelling", "positive_connotation", "relation_to_title", "well_known")
+}
+DIALOGUE_RATINGS = {
+    **{k: 1 for k in ("relevant", "informative", "interesting", "consistent", "helpful", "engaging")},
+    **{k: 1 for k in ("specific", "safe", "user_understanding", "fluent")},
+    "reason": "Too short; ask a question.",
+}
+
+
+def draft(task: str, n: int) -> str:
+    """A parseable draft that differs on every call (so "no change" never stops the loop)."""
+    return {
+        "sentiment": f"The soup was lovely and the room was calm, visit {n}.",
+        "dialogue": f"That is great news, number {n}! What is its name?",
+        "codeopt": f"n = int(input())\nprint(n * (n - 1) // 2 + {n} - {n})",
+        "readability": f"count = int(input())\nprint(count * 2 + {n} - {n})",
+        "gsm8k": f"def solution():\n    apples = 3 + 4 + {n} - {n}\n    return apples",
+        "acronym": ["STAR", "TREX", "BOAR", "RANK", "STORM", "BEAR"][n % 6],
+        "commongen": f"The dog caught the frisbee in the park, time {n}.",
+    }[task]
+
+
+def feedback(task: str) -> str:
+    """Parseable feedback that never says stop."""
+    return {
+        "sentiment": 'Not fully positive. "cold" is negative. Praise the soup.',
+        "dialogue": json.dumps(DIALOGUE_RATINGS),
+        "codeopt": "# the loop is O(n); use the closed form\n# this code is slow",
+        "readability": "Rename n to count.",
+        "gsm8k": "# the sum is right but check the units\n# it is wrong",
+        "acronym": json.dumps(ACRONYM_RATINGS),
+        "commongen": json.dumps({"missing_concepts": ["catch"], "commonsense": "NONE"}),
+    }[task]
+
+
+def scripted(task: str) -> FakeBackend:
+    counter = itertools.count()
+
+    def reply(request: CompletionRequest) -> str:
+        return feedback(task) if request.role == "feedback" else draft(task, next(counter))
+
+    return FakeBackend(default=reply)
+
+
+def static_head(source: str) -> str:
+    """The template's text before its first variable or tag: the few-shot block."""
+    return re.split(r"\{\{|\{%", source, maxsplit=1)[0].strip()
+
+
+TASKS = sorted(INPUTS)
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("feedback_mode", ["actionable", "none"])
+def test_refine_prompt_extends_the_previous_one_byte_for_byte(name, feedback_mode):
+    task = get_task(name)
+    backend = scripted(name)
+    result = SelfRefine(task, backend, max_iterations=3, feedback_mode=feedback_mode).run(INPUTS[name][0])
+    refines = backend.prompts("refine")
+    assert len(refines) == 3, (result.stop_reason, result.error)
+    for earlier, later in zip(refines, refines[1:]):
+        assert later.startswith(earlier), f"{name}: refine prompt t+1 does not extend prompt t"
+        assert len(later) > len(earlier)
+    # the history really is in the prompt, in order
+    drafts = result.drafts
+    positions = [refines[-1].rindex(d) for d in drafts[:3]]
+    assert positions == sorted(positions)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_every_role_starts_with_the_same_few_shot_block_for_every_example(name):
+    task = get_task(name)
+    backend = scripted(name)
+    engine = SelfRefine(task, backend, max_iterations=2)
+    for text in INPUTS[name]:
+        engine.run(text)
+    for role in ("generate", "feedback", "refine"):
+        head = static_head(task.templates[role].source)
+        assert len(head) > 100, f"{name}/{role}: expected a few-shot block first"
+        prompts = backend.prompts(role)
+        assert len(prompts) >= 2
+        for prompt in prompts:
+            assert prompt.startswith(head), f"{name}/{role}: the few-shot block is not first"
