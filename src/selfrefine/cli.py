@@ -187,14 +187,15 @@ def run(task: str, input: str | None, input_file: Path | None, reference: str | 
               help="Dataset file (GSM8K/CommonGen/Yelp JSONL, acronym TSV, FED JSON, PIE JSONL).")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder, e.g. runs/NAME.")
 @click.option("--limit", type=click.IntRange(min=0), help="Only the first N examples.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="Examples in flight at once.")
+@click.option("--concurrency", type=click.IntRange(min=1),
+              help="Examples in flight at once (default: 4 per request the backends take at once, at least 4).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), envvar="SELFREFINE_CACHE",
               help="Response cache file (default ~/.cache/selfrefine/responses.sqlite).")
 @click.option("--judge", "judge_model", metavar="MODEL",
               help="Also compare each output with its one-step draft using this model as pairwise judge.")
 @engine_options
-def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int, no_cache: bool,
+def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int | None, no_cache: bool,
           cache_path: Path | None, judge_model: str | None, **options: Any) -> None:
     """Run TASK over a dataset into a durable, resumable run folder.
 
@@ -230,6 +231,8 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int,
         if cache is not None:
             backend = CachedBackend(backend, cache)
         judge = PairwiseJudge(backend, seed=options["seed"], criteria=the_task.judge_criteria or DEFAULT_CRITERIA)
+    if concurrency is None:
+        concurrency = engine.examples_in_flight()
     store = RunStore(out)
     store.start(run_meta(out.name, engine, str(data.resolve()), limit))
     summary, _ = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency, judge=judge))

@@ -397,6 +397,13 @@ class SelfRefine:
             delay = max(0.0, min(delay, cfg.max_seconds - run.elapsed()))
         return delay
 
+    def examples_in_flight(self) -> int:
+        """How many examples to run at once so no backend idles: each example has at most
+        one call in flight, and between calls it parses, scores and renders, so four
+        examples per request a backend takes at once keep its queue full."""
+        limits = [b.max_concurrency for b in {id(b): b for b in self.backends.values()}.values()]
+        return max(4, 4 * max(limits, default=1))
+
     def _semaphore(self, backend: Backend) -> asyncio.Semaphore:
         # one limit per backend and event loop (the sync wrapper makes a new loop per call)
         key = (id(backend), id(asyncio.get_running_loop()))
