@@ -148,6 +148,9 @@ class EvalRun:
     completion_tokens: int
     cached_prompt_tokens: int
     failed: int
+    # the share of prompt characters no earlier prompt starts with, examples run one after
+    # another: what a perfect, unbounded prefix cache would still have to compute
+    ideal_computed_share: float = 0.0
 
     @property
     def examples_per_s(self) -> float:
@@ -164,7 +167,7 @@ class EvalRun:
 
 def run_eval(task: str, backend: Backend, items: Sequence[Example], *, concurrency: int, max_iterations: int) -> EvalRun:
     """``selfrefine eval``'s engine path (evaluate_rows) at temperature 0, timed."""
-    engine = SelfRefine(task, backend, max_iterations=max_iterations, temperature=0.0, seed=0)
+    engine = SelfRefine(task, backend, max_iterations=max_iterations, temperature=0.0, seed=0, record_prompts=True)
 
     async def go():
         try:
@@ -184,7 +187,19 @@ def run_eval(task: str, backend: Backend, items: Sequence[Example], *, concurren
         completion_tokens=sum(c.completion_tokens for c in calls),
         cached_prompt_tokens=sum(c.cached_prompt_tokens or 0 for c in calls),
         failed=sum(1 for r in rows if r.error),
+        ideal_computed_share=ideal_computed_share([c.prompt or "" for c in calls]),
     )
+
+
+def ideal_computed_share(prompts: Sequence[str]) -> float:
+    """1 - (characters shared with the longest-matching earlier prompt) / (characters sent)."""
+    seen: list[str] = []
+    sent = shared = 0
+    for prompt in prompts:
+        sent += len(prompt)
+        shared += max((len(os.path.commonprefix([prompt, s])) for s in seen), default=0)
+        seen.append(prompt)
+    return 1 - shared / max(1, sent)
 
 
 def embedded(**options) -> LlamaCppBackend:

@@ -6,6 +6,10 @@ Runs `selfrefine eval`'s engine path on each of the seven tasks and reads, per c
 many prompt tokens the engine took from its prefix cache: llama-server's
 ``timings.cache_n`` (through the openai backend), or the embedded backend's own count
 (its context's shared prefix plus restored KV snapshots). computed = sent - reused.
+
+"ideal" is what a perfect, unbounded prefix cache would still compute on the same prompts
+(run one example after another): the floor set by the prompts themselves, since each
+example's text and drafts appear after a different few-shot block in each role.
 """
 
 from __future__ import annotations
@@ -40,13 +44,13 @@ def main() -> None:
                                   concurrency=args.concurrency, max_iterations=args.max_iters)
 
     print(f"engine {args.engine}, {args.limit} examples per task, max {args.max_iters} refinements")
-    print(f"{'task':<12} {'sent/ex':>8} {'reused/ex':>10} {'computed/ex':>12} {'computed/sent':>14}")
+    print(f"{'task':<12} {'sent/ex':>8} {'reused/ex':>10} {'computed/ex':>12} {'computed/sent':>14} {'ideal':>6}")
     sent = reused = 0
     for task, r in runs.items():
         n = max(1, r.examples)
         computed = r.prompt_tokens - r.cached_prompt_tokens
         print(f"{task:<12} {r.prompt_tokens / n:8.0f} {r.cached_prompt_tokens / n:10.0f} {computed / n:12.0f} "
-              f"{computed / max(1, r.prompt_tokens):14.2f}")
+              f"{computed / max(1, r.prompt_tokens):14.2f} {r.ideal_computed_share:6.2f}")
         sent += r.prompt_tokens
         reused += r.cached_prompt_tokens
     ratio = (sent - reused) / max(1, sent)
