@@ -90,6 +90,16 @@ def _ints(rng: random.Random, n: int, lo: int, hi: int) -> str:
     return " ".join(str(rng.randint(lo, hi)) for _ in range(n))
 
 
+def _sized(rng: random.Random, n: int, lo: int, hi: int) -> str:
+    """The common input shape: a count line, then that many integers on one line."""
+    return f"{n}\n{_ints(rng, n, lo, hi)}\n"
+
+
+def _one_per_line(ns: list[int]) -> str:
+    """A count line, then one number per line."""
+    return f"{len(ns)}\n" + "".join(f"{n}\n" for n in ns)
+
+
 def _list_membership(rng: random.Random) -> str:
     n, q = 2200, 2200
     return f"{n} {q}\n{_ints(rng, n, 1, 10**6)}\n{_ints(rng, q, 1, 10**6)}\n"
@@ -101,7 +111,7 @@ def _prepend_string(rng: random.Random) -> str:
 
 def _stairs(rng: random.Random) -> str:
     ns = [rng.randint(18, 19) for _ in range(3)]
-    return f"{len(ns)}\n" + "".join(f"{n}\n" for n in ns)
+    return _one_per_line(ns)
 
 
 def _pair_sum(rng: random.Random) -> str:
@@ -110,8 +120,7 @@ def _pair_sum(rng: random.Random) -> str:
 
 
 def _running_median(rng: random.Random) -> str:
-    n = 5500
-    return f"{n}\n{_ints(rng, n, 1, 10**9)}\n"
+    return _sized(rng, 5500, 1, 10**9)
 
 
 def _input_per_line(rng: random.Random) -> str:
@@ -134,7 +143,7 @@ def _range_sum(rng: random.Random) -> str:
 
 def _divisors(rng: random.Random) -> str:
     ns = [rng.randint(150_000, 300_000) for _ in range(5)]
-    return f"{len(ns)}\n" + "".join(f"{n}\n" for n in ns)
+    return _one_per_line(ns)
 
 
 def _bfs(rng: random.Random) -> str:
@@ -145,18 +154,15 @@ def _bfs(rng: random.Random) -> str:
 
 
 def _count_in_loop(rng: random.Random) -> str:
-    n = 6000
-    return f"{n}\n{_ints(rng, n, 1, 800)}\n"
+    return _sized(rng, 6000, 1, 800)
 
 
 def _max_subarray(rng: random.Random) -> str:
-    n = 900
-    return f"{n}\n{_ints(rng, n, -100, 100)}\n"
+    return _sized(rng, 900, -100, 100)
 
 
 def _lis(rng: random.Random) -> str:
-    n = 950
-    return f"{n}\n{_ints(rng, n, 1, 10**6)}\n"
+    return _sized(rng, 950, 1, 10**6)
 
 
 def _power_mod(rng: random.Random) -> str:
@@ -166,12 +172,11 @@ def _power_mod(rng: random.Random) -> str:
 
 def _factorial(rng: random.Random) -> str:
     ns = [rng.randint(5_000, 20_000) for _ in range(60)]
-    return f"{len(ns)}\n" + "".join(f"{n}\n" for n in ns)
+    return _one_per_line(ns)
 
 
 def _count_smaller(rng: random.Random) -> str:
-    n = 800
-    return f"{n}\n{_ints(rng, n, 1, 10**6)}\n"
+    return _sized(rng, 800, 1, 10**6)
 
 
 def _window(rng: random.Random) -> str:
@@ -184,8 +189,7 @@ def _collatz(rng: random.Random) -> str:
 
 
 def _prefix_max(rng: random.Random) -> str:
-    n = 2500
-    return f"{n}\n{_ints(rng, n, 1, 10**9)}\n"
+    return _sized(rng, 2500, 1, 10**9)
 
 
 def _pascal(rng: random.Random) -> str:
@@ -197,8 +201,7 @@ def _pascal(rng: random.Random) -> str:
 
 
 def _pop_min(rng: random.Random) -> str:
-    n = 4000
-    return f"{n}\n{_ints(rng, n, 1, 1000)}\n"
+    return _sized(rng, 4000, 1, 1000)
 
 
 def _unique_words(rng: random.Random) -> str:
