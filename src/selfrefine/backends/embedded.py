@@ -194,16 +194,24 @@ class LlamaCppBackend(Backend):
         llm, lock = self._instance(request.role)
         with lock:
             if self.chat_format is not None:  # a named format: llama-cpp-python formats it
-                return self._chat_completion(llm, request)
+                if not self.prefix_reuse:
+                    llm.reset()
+                out = _rejecting(llm.create_chat_completion, messages=chat_messages(request),
+                                 stop=request.stop or [], **self._sampling(request))
+                choice = out["choices"][0]
+                return self._response(choice["message"].get("content"), out, choice, cached=None)
             tokens, stop = self._prompt_tokens(llm, request)
             cached = self._prepare_context(llm, tokens)
-            out = self._run(llm, request, tokens, stop)
+            out = _rejecting(llm.create_completion, prompt=tokens, stop=stop, **self._sampling(request))
             self._after_call(llm, tokens)
         choice = out["choices"][0]
+        return self._response(choice.get("text"), out, choice, cached=cached)
+
+    def _response(self, text: str | None, out: dict[str, Any], choice: dict[str, Any], *, cached: int | None) -> CompletionResponse:
         usage = out.get("usage") or {}
         return CompletionResponse(
-            text=choice.get("text") or "",
-            prompt_tokens=int(usage.get("prompt_tokens", len(tokens))),
+            text=text or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
             completion_tokens=int(usage.get("completion_tokens", 0)),
             model=self.name,
             finish_reason=choice.get("finish_reason"),
@@ -220,33 +228,6 @@ class LlamaCppBackend(Backend):
         if request.json_schema is not None:
             kwargs["grammar"] = self._grammar(request.json_schema)
         return kwargs
-
-    def _run(self, llm: Any, request: CompletionRequest, prompt: Any, stop: list[str]) -> dict[str, Any]:
-        try:
-            return llm.create_completion(prompt=prompt, stop=stop, **self._sampling(request))
-        except ValueError as exc:  # e.g. "Requested tokens (N) exceed context window"
-            raise BackendError(
-                f"llama.cpp rejected the request: {exc}. Shorten the input or raise n_ctx "
-                "(--option n_ctx=8192)"
-            ) from None
-
-    def _chat_completion(self, llm: Any, request: CompletionRequest) -> CompletionResponse:
-        if not self.prefix_reuse:
-            llm.reset()
-        try:
-            out = llm.create_chat_completion(
-                messages=chat_messages(request), stop=request.stop or [], **self._sampling(request)
-            )
-        except ValueError as exc:
-            raise BackendError(f"llama.cpp rejected the request: {exc}") from None
-        choice, usage = out["choices"][0], out.get("usage") or {}
-        return CompletionResponse(
-            text=choice["message"].get("content") or "",
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            completion_tokens=int(usage.get("completion_tokens", 0)),
-            model=self.name,
-            finish_reason=choice.get("finish_reason"),
-        )
 
     # -- prompts and prefix reuse ---------------------------------------------------------
 
@@ -322,6 +303,18 @@ class LlamaCppBackend(Backend):
             close = getattr(llm, "close", None)
             if close is not None:
                 close()
+
+
+def _rejecting(call: Any, **kwargs: Any) -> dict[str, Any]:
+    """Run a llama.cpp call; its ValueError (e.g. "Requested tokens (N) exceed context
+    window") becomes a BackendError that says what to do."""
+    try:
+        return call(**kwargs)
+    except ValueError as exc:
+        raise BackendError(
+            f"llama.cpp rejected the request: {exc}. Shorten the input or raise n_ctx "
+            "(--option n_ctx=8192)"
+        ) from None
 
 
 def _flat(request: CompletionRequest) -> str:
