@@ -157,8 +157,12 @@ class SelfRefine:
             yield CallStep(call=call)
         yield ResultStep(result=await self._result(run, stop, error))
 
+    def distinct_backends(self) -> list[Backend]:
+        """Each backend once, however many roles share it."""
+        return list({id(b): b for b in self.backends.values()}.values())
+
     async def aclose(self) -> None:
-        for backend in {id(b): b for b in self.backends.values()}.values():
+        for backend in self.distinct_backends():
             await backend.aclose()
 
     def close(self) -> None:
@@ -403,7 +407,7 @@ class SelfRefine:
         """How many examples to run at once so no backend idles: each example has at most
         one call in flight, and between calls it parses, scores and renders, so four
         examples per request a backend takes at once keep its queue full."""
-        limits = [b.max_concurrency for b in {id(b): b for b in self.backends.values()}.values()]
+        limits = [b.max_concurrency for b in self.distinct_backends()]
         return max(4, 4 * max(limits, default=1))
 
     def _semaphore(self, backend: Backend) -> asyncio.Semaphore:
