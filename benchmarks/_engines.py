@@ -114,6 +114,8 @@ def llama_server(slots: int = 4, ctx_per_slot: int = 4096, threads: int | None =
             proc.wait(10)
         if proc.poll() is None:
             proc.kill()
+        if log is not subprocess.DEVNULL:
+            log.close()
 
 
 class Recording(Backend):

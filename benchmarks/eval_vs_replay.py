@@ -20,34 +20,25 @@ import openai
 
 from _engines import TASKS, Recording, dump, examples, llama_server, run_eval
 from selfrefine.backends.base import CompletionRequest, chat_messages
+from selfrefine.backends.openai_compat import OpenAIBackend
 
 
-def payload(request: CompletionRequest) -> dict:
-    body = {
-        "model": "smollm2",
-        "messages": chat_messages(request),
-        "max_tokens": request.max_tokens,
-        "temperature": request.temperature,
-    }
-    if request.seed is not None:
-        body["seed"] = request.seed
-    if request.stop:
-        body["stop"] = request.stop[:4]
-    if request.json_schema is not None:
-        body["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": "feedback", "schema": request.json_schema, "strict": True},
-        }
+def payload(sender: OpenAIBackend, request: CompletionRequest) -> dict:
+    """Exactly the body ``sender`` (the backend eval used) sent for this request."""
+    body = {"model": sender.model, "messages": chat_messages(request), **sender._sampling(request)}
+    response_format = sender._response_format(request)
+    if response_format is not None:
+        body["response_format"] = response_format
     return body
 
 
-async def replay(url: str, requests: list[CompletionRequest], concurrency: int) -> float:
+async def replay(url: str, sender: OpenAIBackend, requests: list[CompletionRequest], concurrency: int) -> float:
     client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="sk-no-key-required", max_retries=0, timeout=600)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(request: CompletionRequest) -> None:
         async with gate:
-            await client.chat.completions.create(**payload(request))
+            await client.chat.completions.create(**payload(sender, request))
 
     t0 = time.perf_counter()
     await asyncio.gather(*(one(r) for r in requests))
@@ -75,7 +66,7 @@ def main() -> None:
     for c in (int(x) for x in args.replay.split(",")):
         # a fresh server each time: the eval run left every one of these prompts cached
         with llama_server(slots=args.slots) as server:
-            replays[c] = asyncio.run(replay(server.url, recorder.requests, c))
+            replays[c] = asyncio.run(replay(server.url, recorder.inner, recorder.requests, c))
 
     n = len(items)
     print(f"task {args.task}, {n} examples, {len(recorder.requests)} requests, llama-server -np {args.slots}")
