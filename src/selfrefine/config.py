@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import ConfigError
 
 History = Literal["full", "last", "none"]
-Select = Literal["last", "best"]
+Select = Literal["last", "best", "verified"]
+Accept = Literal["any", "not_worse"]
 FeedbackMode = Literal["actionable", "generic", "none"]
 VerifierMode = Literal["self", "verifier", "hybrid"]
 
@@ -22,8 +23,16 @@ class RefineConfig(BaseModel):
       ``last`` – only the previous draft/feedback pair besides the current one;
       ``none`` – only the current draft and its feedback (as the reference code does for
       code optimisation and readability).
-    select: ``last`` returns the final draft (paper default); ``best`` the draft with the
-      highest feedback score, ties going to the later draft.
+    select: ``last`` returns the final (accepted) draft (paper default); ``best`` the draft
+      with the highest feedback score, ties going to the later draft; ``verified`` the draft
+      with the highest score of the task's own reference-free verifier (``Task.verify``),
+      ties broken by the feedback score (none ranks lowest), then by the later draft.
+      Needs a task with a verifier. Rejected refinements (see ``accept``) are never returned.
+    accept: ``any`` keeps every refinement (paper); ``not_worse`` rejects a refinement whose
+      verifier score is lower than that of the draft it refined: it is kept in the record
+      (``Iteration.accepted`` False) with the verifier's findings as its feedback (no critic
+      call), and the next round refines the better draft again, with the rejected attempt
+      in its history. ``max_iterations`` counts refinements attempted. Needs a verifier.
     feedback_mode: ``actionable`` – the task's own critic; ``generic`` – a fixed
       "improve it" message instead of a critic call; ``none`` – refine without feedback.
     verifier_mode (tasks that can check themselves, e.g. by running code):
@@ -38,6 +47,7 @@ class RefineConfig(BaseModel):
     select: Select | None = None  # None: the task's default (last for most tasks)
     feedback_mode: FeedbackMode = "actionable"
     verifier_mode: VerifierMode = "self"
+    accept: Accept = "any"  # not_worse: reject refinements the verifier scores lower
     stop_on_feedback: bool = True  # honour the task's stop signal in the feedback
     stop_contains: list[str] = Field(default_factory=list)  # extra stop phrases
     score_threshold: float | None = None  # None: the task's default threshold, if any

@@ -61,7 +61,8 @@ class StepPrinter:
             reason = step.reason.value if step.reason else "stop"
             self.console.print(f"[bold red]■ stop[/bold red]: {reason} — {escape(step.detail)}")
         else:
-            self.console.print("[green]→ refine[/green]")
+            note = f" [dim]({escape(step.detail)})[/dim]" if step.detail and step.detail != "refine" else ""
+            self.console.print(f"[green]→ refine[/green]{note}")
 
     def summary(self, result: RunResult) -> None:
         u = result.usage

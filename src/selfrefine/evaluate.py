@@ -30,10 +30,15 @@ class ExampleRow(BaseModel):
     judge: JudgeResult | None = None  # returned output ('b') vs the one-step draft 0 ('a')
 
     def metric_at(self, t: int) -> float | None:
-        """The metric of the output after t refinements (a stopped run keeps its last draft)."""
+        """The metric of the output after t refinements (a stopped run keeps its last draft;
+        after a rejected refinement the output is still the last accepted draft)."""
         if not self.metrics:
             return None
-        return self.metrics[min(t, len(self.metrics) - 1)]
+        t = min(t, len(self.metrics) - 1)
+        iterations = self.result.iterations if self.result is not None else []
+        while 0 < t < len(iterations) and not iterations[t].accepted:
+            t -= 1
+        return self.metrics[t]
 
 
 class EvalSummary(BaseModel):
@@ -48,6 +53,7 @@ class EvalSummary(BaseModel):
     completion_tokens_per_example: float
     seconds_per_example: float
     stop_reasons: dict[str, int]
+    rejected_per_example: float = 0.0  # refinements rejected by accept="not_worse"
     judge_preference: dict[str, float] | None = None  # win/tie/loss of the output over draft 0
 
 
@@ -133,6 +139,7 @@ def summarize(task: str, rows: Sequence[ExampleRow], max_iterations: int) -> Eva
         completion_tokens_per_example=sum(r.result.usage.completion_tokens for r in done) / n,
         seconds_per_example=sum(r.result.usage.seconds for r in done) / n,
         stop_reasons=reasons,
+        rejected_per_example=sum(not it.accepted for r in done for it in r.result.iterations) / n,
         judge_preference=preference_rate([r.judge for r in done if r.judge]) if any(r.judge for r in done) else None,
     )
 

@@ -34,12 +34,15 @@ def run_meta(name: str, engine: SelfRefine, data: str, limit: int | None) -> Run
     config.update(max_iterations=engine.max_iterations, history=engine.history, select=engine.select)
     for volatile in ("record_prompts", "retry_base_delay", "retry_max_delay", "backend_retries"):
         config.pop(volatile, None)  # do not change results: resuming with other values is fine
+    if config.get("accept") == "any":
+        config.pop("accept")  # the default, left out so run folders made before it still resume
     return RunMeta(
         name=name,
         task=engine.task.name,
         data=data,
         models={role: b.name for role, b in engine.backends.items()},
         model_ids={role: b.cache_identity() for role, b in engine.backends.items()},
+        model_files={r: i.model_dump() for r, b in engine.backends.items() if (i := b.model_info()) is not None},
         config=config,
         limit=limit,
         version=__version__,
@@ -126,6 +129,8 @@ def summary_table(summary: EvalSummary, folder: Path) -> Table:
         p = summary.judge_preference
         table.add_row("judge: output preferred over one-step",
                       f"win {p['win']:.2f} / tie {p['tie']:.2f} / loss {p['loss']:.2f} (n={p['n']:.0f})")
+    if summary.rejected_per_example:
+        table.add_row("rejected refinements / example", f"{summary.rejected_per_example:.2f}")
     table.add_row("failed examples", str(summary.failed))
     table.add_row("calls / example", f"{summary.calls_per_example:.1f}")
     table.add_row("prompt + completion tokens / example",

@@ -41,6 +41,7 @@ from .records import (
     Step,
     StopReason,
     Usage,
+    Verification,
 )
 from .task import Task
 
@@ -61,6 +62,11 @@ class _Run:
     iterations: list[Iteration] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
     unreported: list[CallRecord] = field(default_factory=list)  # failed calls not yet streamed
+    current: int = 0  # index of the draft the next refinement starts from
+    # the (draft, feedback) pairs the prompts show before the current draft, in the order
+    # they were shown: earlier current drafts and rejected refinements (prefix-stable)
+    transcript: list[int] = field(default_factory=list)
+    verified: set[int] = field(default_factory=set)  # drafts whose verify() already ran
 
     def tokens(self) -> int:
         return sum(c.prompt_tokens + c.completion_tokens for c in self.calls)
@@ -92,11 +98,22 @@ class SelfRefine:
         if config is not None and options:
             raise ConfigError("pass either config= or keyword options, not both")
         self.config = config or RefineConfig.build(**options)
-        if self.config.verifier_mode != "self" and not self.task.has_verifier:
-            raise ConfigError(
-                f"task {self.task.name!r} has no verifier; use verifier_mode 'self' "
-                "or a task that checks itself"
-            )
+        if not self.task.has_verifier:
+            if self.config.verifier_mode != "self":
+                raise ConfigError(
+                    f"task {self.task.name!r} has no verifier; use verifier_mode 'self' "
+                    "or a task that checks itself"
+                )
+            if self.select == "verified":
+                raise ConfigError(
+                    f"task {self.task.name!r} has no verifier, so select 'verified' cannot rank "
+                    "its drafts; use select 'last' or 'best', or a task that checks itself"
+                )
+            if self.config.accept != "any":
+                raise ConfigError(
+                    f"task {self.task.name!r} has no verifier, so accept 'not_worse' cannot "
+                    "compare drafts; use accept 'any' or a task that checks itself"
+                )
         base = get_backend(model)
         self.backends: dict[str, Backend] = {
             "generate": base,
@@ -177,8 +194,10 @@ class SelfRefine:
         for c in _drain(run):
             yield CallStep(call=c)
         yield DraftStep(iteration=0, draft=draft, call=call)
-        t = 0
+        if self._verify_every_draft:
+            await self._verify(run, 0)
         while True:
+            t = run.current
             feedback = await self._feedback(run, t)
             run.iterations[t].feedback = feedback
             for c in _drain(run):
@@ -188,35 +207,71 @@ class SelfRefine:
             yield decision
             if decision.stop:
                 return
-            previous = run.iterations[t].draft
-            draft, call = await self._draft(run, "refine", t + 1, self._refine_prompt(run, t))
-            t += 1
-            run.iterations.append(Iteration(index=t, draft=draft))
-            for c in _drain(run):
-                yield CallStep(call=c)
-            yield DraftStep(iteration=t, draft=draft, call=call)
-            if self.config.stop_on_no_change and _same(draft, previous):
-                yield DecisionStep(
-                    iteration=t, stop=True, reason=StopReason.NO_CHANGE, detail="the refinement changed nothing"
-                )
-                return
+            while True:  # refine draft t until a refinement is accepted or a stop rule holds
+                refined = run.iterations[t]
+                n = len(run.iterations)
+                draft, call = await self._draft(run, "refine", n, self._refine_prompt(run))
+                it = Iteration(index=n, draft=draft)
+                run.iterations.append(it)
+                for c in _drain(run):
+                    yield CallStep(call=c)
+                yield DraftStep(iteration=n, draft=draft, call=call)
+                rejected = ""
+                if self._verify_every_draft:
+                    check = await self._verify(run, n)
+                    if self.config.accept == "not_worse" and _worse(check, refined.verification):
+                        rejected = (
+                            f"rejected: verifier score fell {_fmt(refined.verification)} → {_fmt(check)}; "
+                            f"draft {t} is refined again"
+                        )
+                        it.accepted = False
+                        # the verifier's findings are its feedback: no critic call
+                        it.feedback = Feedback(
+                            text=check.text if check is not None else "", source="verifier", verification=check
+                        )
+                        yield FeedbackStep(iteration=n, feedback=it.feedback)
+                if self.config.stop_on_no_change and _same(draft, refined.draft):
+                    detail = "the refinement changed nothing"
+                    yield DecisionStep(
+                        iteration=n, stop=True, reason=StopReason.NO_CHANGE,
+                        detail=f"{rejected}; {detail}" if rejected else detail,
+                    )
+                    return
+                if not rejected:
+                    run.transcript.append(t)
+                    run.current = n
+                    break
+                # the next prompt shows the refined draft, then the rejected attempt and its
+                # findings, then the refined draft again as the current one
+                run.transcript += [t, n]
+                decision = self._decide(run, n, None)
+                if decision.stop:
+                    yield decision.model_copy(update={"detail": f"{rejected}; {decision.detail}"})
+                    return
+                yield decision.model_copy(update={"detail": rejected})
 
-    def _decide(self, run: _Run, t: int, feedback: Feedback) -> DecisionStep:
+    def _decide(self, run: _Run, t: int, feedback: Feedback | None) -> DecisionStep:
+        """Stop or refine after draft t. ``feedback`` None: t is a rejected refinement, whose
+        findings stop nothing; only the refinement cap and the budgets apply."""
         cfg = self.config
 
         def stop(reason: StopReason, detail: str) -> DecisionStep:
             return DecisionStep(iteration=t, stop=True, reason=reason, detail=detail)
 
-        if cfg.stop_on_feedback and feedback.stop:
+        attempted = len(run.iterations) - 1  # refinements attempted, rejected ones included
+        if feedback is None:
+            pass
+        elif cfg.stop_on_feedback and feedback.stop:
             return stop(StopReason.FEEDBACK, "the feedback says the draft is done")
-        low = feedback.text.lower()
-        hit = next((s for s in cfg.stop_contains if s and s.lower() in low), None)
-        if hit is not None:
-            return stop(StopReason.FEEDBACK, f"the feedback contains {hit!r}")
-        threshold = cfg.score_threshold if cfg.score_threshold is not None else self.task.score_threshold
-        if threshold is not None and feedback.total is not None and feedback.total >= threshold:
-            return stop(StopReason.SCORE, f"score {feedback.total:g} >= {threshold:g}")
-        if t >= self.max_iterations:
+        else:
+            low = feedback.text.lower()
+            hit = next((s for s in cfg.stop_contains if s and s.lower() in low), None)
+            if hit is not None:
+                return stop(StopReason.FEEDBACK, f"the feedback contains {hit!r}")
+            threshold = cfg.score_threshold if cfg.score_threshold is not None else self.task.score_threshold
+            if threshold is not None and feedback.total is not None and feedback.total >= threshold:
+                return stop(StopReason.SCORE, f"score {feedback.total:g} >= {threshold:g}")
+        if attempted >= self.max_iterations:
             return stop(StopReason.MAX_ITERATIONS, f"reached {self.max_iterations} refinement(s)")
         if cfg.max_total_tokens is not None and run.tokens() >= cfg.max_total_tokens:
             return stop(StopReason.TOKEN_BUDGET, f"{run.tokens()} tokens used of {cfg.max_total_tokens}")
@@ -226,15 +281,21 @@ class SelfRefine:
 
     # -- prompts ---------------------------------------------------------------------------
 
-    def _history(self, run: _Run, t: int) -> list[dict[str, str]]:
-        """Earlier {draft, feedback} pairs before draft t, per the history policy."""
+    def _history(self, run: _Run) -> list[dict[str, str]]:
+        """The {draft, feedback} pairs shown before the current draft, per the history policy.
+
+        Without rejected refinements these are drafts 0..t-1; a rejected refinement adds the
+        draft it refined and itself (with the verifier's findings), in the order shown, so
+        each refine prompt extends the previous one."""
         policy = self.history
-        if policy == "none" or t == 0:
+        if policy == "none" or not run.transcript:
             return []
-        earlier = run.iterations[:t] if policy == "full" else run.iterations[t - 1 : t]
+        shown = run.transcript if policy == "full" else run.transcript[-1:]
+        earlier = [run.iterations[i] for i in shown]
         return [{"draft": it.draft, "feedback": it.feedback.text if it.feedback else ""} for it in earlier]
 
-    def _refine_prompt(self, run: _Run, t: int) -> str:
+    def _refine_prompt(self, run: _Run) -> str:
+        t = run.current
         current = run.iterations[t]
         role = "refine"
         if self.config.feedback_mode == "none" and "refine_nofeedback" in self.task.templates:
@@ -244,7 +305,7 @@ class SelfRefine:
             run.input,
             draft=current.draft,
             feedback=current.feedback.text if current.feedback else "",
-            history=self._history(run, t),
+            history=self._history(run),
             iteration=t,
         )
 
@@ -252,11 +313,11 @@ class SelfRefine:
 
     async def _draft(self, run: _Run, role: Role, t: int, prompt: str) -> tuple[str, CallRecord]:
         """A parsed draft; after the parse retries, the raw reply, or when that is empty the
-        previous draft (an empty refinement then ends the loop as "no change")."""
+        draft being refined (an empty refinement then ends the loop as "no change")."""
         draft, call, error = await self._parsed_call(run, role, t, prompt, None, self.task.parse_draft)
         if error is None:
             return draft, call
-        return _raw(call) or (run.iterations[-1].draft if run.iterations else ""), call
+        return _raw(call) or (run.iterations[run.current].draft if run.iterations else ""), call
 
     async def _feedback(self, run: _Run, t: int) -> Feedback:
         mode = self.config.feedback_mode
@@ -267,8 +328,7 @@ class SelfRefine:
         verifier = self.config.verifier_mode
         check = None
         if verifier != "self":
-            draft = run.iterations[t].draft
-            check = await asyncio.to_thread(self.task.verify, run.input, draft)
+            check = await self._verify(run, t)
         if verifier == "verifier":
             assert check is not None
             return Feedback(text=check.text, stop=check.passed, total=check.score, source="verifier", verification=check)
@@ -285,10 +345,23 @@ class SelfRefine:
             }
         )
 
+    @property
+    def _verify_every_draft(self) -> bool:
+        """Whether each draft is verified as it arrives (selection or acceptance need it)."""
+        return self.select == "verified" or self.config.accept == "not_worse"
+
+    async def _verify(self, run: _Run, t: int) -> Verification | None:
+        """The task's check of draft t: computed once (in a thread) and kept on the record."""
+        it = run.iterations[t]
+        if t not in run.verified:
+            it.verification = await asyncio.to_thread(self.task.verify, run.input, it.draft)
+            run.verified.add(t)
+        return it.verification
+
     async def _critique(self, run: _Run, t: int) -> Feedback:
         draft = run.iterations[t].draft
         prompt = self.task.render(
-            "feedback", run.input, draft=draft, history=self._history(run, t), iteration=t
+            "feedback", run.input, draft=draft, history=self._history(run), iteration=t
         )
         schema = self.task.feedback_schema if self.config.constrained else None
 
@@ -427,6 +500,7 @@ class SelfRefine:
             metric, answer = await asyncio.to_thread(self._evaluate, run, output)
         config = self.config.model_dump(mode="json")
         config["models"] = {role: self.backends[role].name for role in ROLES}
+        config["model_files"] = {r: i.model_dump() for r in ROLES if (i := self.backends[r].model_info()) is not None}
         config["max_iterations"] = self.max_iterations
         config["history"], config["select"] = self.history, self.select
         return RunResult(
@@ -458,14 +532,44 @@ class SelfRefine:
 
 
 def select_index(iterations: list[Iteration], policy: str) -> int | None:
-    """Index of the returned draft: the last, or the best-scored (ties → later)."""
-    if not iterations:
+    """Index of the returned draft among the accepted ones (a refinement rejected by
+    ``accept="not_worse"`` is never returned):
+
+    - ``last``: the last accepted draft;
+    - ``best``: the highest feedback score, ties → later (no scores: the last);
+    - ``verified``: the highest verifier score, ties → the higher feedback score, then the
+      later draft; a missing score of either kind ranks lowest.
+    """
+    candidates = [it for it in iterations if it.accepted]
+    if not candidates:
         return None
     if policy == "best":
-        scored = [(it.feedback.total, it.index) for it in iterations if it.feedback and it.feedback.total is not None]
+        scored = [(it.feedback.total, it.index) for it in candidates if it.feedback and it.feedback.total is not None]
         if scored:
             return max(scored)[1]
-    return iterations[-1].index
+    if policy == "verified":
+        return max(candidates, key=_verified_rank).index
+    return candidates[-1].index
+
+
+def _verified_rank(it: Iteration) -> tuple[bool, float, bool, float, int]:
+    score = it.verification.score if it.verification is not None else None
+    total = it.feedback.total if it.feedback is not None else None
+    return (score is not None, score or 0.0, total is not None, total or 0.0, it.index)
+
+
+def _worse(new: Verification | None, old: Verification | None) -> bool:
+    """Whether a refinement's verifier score fell below the draft it refined (a missing
+    score counts as the lowest; nothing to compare with: not worse)."""
+    old_score = old.score if old is not None else None
+    new_score = new.score if new is not None else None
+    if old_score is None:
+        return False
+    return new_score is None or new_score < old_score
+
+
+def _fmt(check: Verification | None) -> str:
+    return "none" if check is None or check.score is None else f"{check.score:.2f}"
 
 
 def from_decision(run: _Run, reason: StopReason, detail: str) -> DecisionStep:

@@ -100,11 +100,18 @@ Feedback.model_rebuild()
 
 
 class Iteration(BaseModel):
-    """Draft y_t and the feedback fb_t on it (None when the loop stopped before feedback)."""
+    """Draft y_t and the feedback fb_t on it (None when the loop stopped before feedback).
+
+    ``verification`` is the task's own check of the draft, computed once per draft when the
+    run needs it (``select="verified"``, ``accept="not_worse"``, verifier/hybrid feedback).
+    ``accepted`` is False for a refinement rejected by ``accept="not_worse"``: its feedback
+    is the verifier's findings and it is never the returned output."""
 
     index: int
     draft: str
     feedback: Feedback | None = None
+    verification: Verification | None = None
+    accepted: bool = True
 
 
 class RunResult(BaseModel):

@@ -35,6 +35,7 @@ class RunMeta(BaseModel):
     data: str
     models: dict[str, str]  # role -> model name, for people
     model_ids: dict[str, str] = Field(default_factory=dict)  # role -> what decides the answers
+    model_files: dict[str, dict[str, Any]] = Field(default_factory=dict)  # role -> file, size, sha256
     config: dict[str, Any] = Field(default_factory=dict)
     limit: int | None = None
     version: str = ""

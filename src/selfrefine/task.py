@@ -113,8 +113,8 @@ class Task:
                 raise TaskError(f"history must be full, last or none, not {history!r}")
             self.default_history = history  # type: ignore[misc]
         if select is not None:
-            if select not in ("last", "best"):
-                raise TaskError(f"select must be last or best, not {select!r}")
+            if select not in ("last", "best", "verified"):
+                raise TaskError(f"select must be last, best or verified, not {select!r}")
             self.default_select = select  # type: ignore[misc]
         given = dict(generate=generate, feedback=feedback, refine=refine, refine_nofeedback=refine_nofeedback)
         self.templates = self._compile_templates(given)

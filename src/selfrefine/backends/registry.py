@@ -29,9 +29,9 @@ class Scheme:
 def _embedded(rest: str, **options: Any) -> Backend:
     from .embedded import LlamaCppBackend
 
-    if rest:
-        raise ConfigError("'embedded' takes no argument; use gguf:PATH for another GGUF file")
-    return LlamaCppBackend(None, name="embedded", **_coerce(options))
+    # embedded: the catalogue default (falls back to SmolLM2 with a warning when it is not
+    # installed); embedded:NAME: another catalogue entry (`selfrefine models` lists them)
+    return LlamaCppBackend(None, model=f"embedded:{rest}" if rest else None, **_coerce(options))
 
 
 def _gguf(rest: str, **options: Any) -> Backend:
@@ -59,7 +59,8 @@ def _fake(rest: str, **options: Any) -> Backend:
 BUILTIN: dict[str, Scheme] = {
     s.name: s
     for s in (
-        Scheme("embedded", "embedded", "SmolLM2-135M-Instruct in-process via llama.cpp (default)", _embedded),
+        Scheme("embedded", "embedded", "Qwen2.5-Coder-1.5B-Instruct in-process via llama.cpp (default); "
+               "embedded:NAME for another catalogue model", _embedded),
         Scheme("gguf", "gguf:PATH", "any GGUF file in-process via llama.cpp", _gguf),
         Scheme(
             "openai",

@@ -221,9 +221,13 @@ class Acronym(Task):
     judge_criteria = "Which acronym is better for the title: easier to pronounce and spell, clearly related to the title, positive and memorable?"
     stop_description = "none: fixed rounds (4)"
     max_input_chars = 400
+    default_system = (
+        "You are an expert at naming research projects. Each message asks you to create, rate or improve an acronym for a paper title. Follow the instructions exactly and reply only in the format asked for. "
+        "An example in a message is a different case, shown only for the format: never copy its content."
+    )
     default_generic_feedback = "Improve the acronym."
     default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}  # the paper's text-task default
-    default_max_tokens = {"generate": 12, "feedback": 130, "refine": 12}
+    default_max_tokens = {"generate": 16, "feedback": 160, "refine": 16}
     default_max_iterations = 4
     default_select = "best"  # the paper returns the best-scored acronym
     default_feedback_schema = FEEDBACK_SCHEMA

@@ -157,10 +157,14 @@ class CodeOpt(Task):
     prompt_dir = "codeopt"
     metric_name = "correct and >=5% faster (p<0.05)"
     stop_description = "feedback says '# this code is not slow'"
+    default_system = (
+        "You are an expert Python performance engineer. Each message asks you to speed up, analyse or improve a program without changing its output. Follow the instructions exactly and reply only in the format asked for. "
+        "An example in a message is a different case, shown only for the format: never copy its content."
+    )
     default_generic_feedback = "# Improve the code so that it runs faster."
     default_stop_contains = ("not slow",)
     default_temperature = {"generate": 0.0, "feedback": 0.0, "refine": 0.0}
-    default_max_tokens = {"generate": 200, "feedback": 100, "refine": 200}
+    default_max_tokens = {"generate": 400, "feedback": 150, "refine": 400}
     default_stop_sequences = {
         # the prompts end with "# optimized version:"; a model that writes that header again
         # has finished its program and started another example
@@ -222,6 +226,7 @@ class CodeOpt(Task):
         return Feedback(
             text=raw,
             stop=verdict == "not slow",
+            total=1.0 if verdict == "not slow" else 0.0,  # the critic's verdict, for selection ties
             fields={"verdict": verdict, "reasons": reasons},
         )
 
@@ -277,6 +282,11 @@ class CodeOpt(Task):
         return self.evaluate(input, program, tests).score
 
     def verify(self, input: str, draft: str) -> Verification | None:
+        """Run the draft on the known test inputs and time it against the original.
+
+        Score (higher is better): 0.0 when it does not parse or a test fails, else the
+        measured speedup (median old / new time; 1.0 is as fast as the original, and when
+        no test inputs are known a draft that runs scores 1.0)."""
         if not parses(draft):
             return Verification(text=f"# The code does not run: {_syntax_error(draft)}", passed=False, score=0.0)
         tests = self.known_tests(input)
@@ -300,7 +310,9 @@ class CodeOpt(Task):
         if new.ok and old.ok and not outputs_match(old.stdout, new.stdout):
             text = f"# On empty input it prints {_short(new.stdout)}, the original {_short(old.stdout)}."
             return Verification(text=text, passed=False, score=0.0)
-        return Verification(text="# No test inputs known: the code runs, its speed is unknown.", passed=None)
+        # as fast as the original, as far as anyone knows (a failing draft scores 0)
+        text = "# No test inputs known: the code runs, its speed is unknown."
+        return Verification(text=text, passed=None, score=1.0)
 
 
 def _kind(error: str | None) -> str:

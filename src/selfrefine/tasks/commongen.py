@@ -94,9 +94,13 @@ class CommonGen(Task):
     metric_name = "concept coverage (code)"
     stop_description = "feedback reports no missing concept and no commonsense problem"
     extra_variables = frozenset({"concepts"})
+    default_system = (
+        "You are a careful writer. Each message asks you to write, check or improve a sentence that must use every concept of a given list. Follow the instructions exactly and reply only in the format asked for. "
+        "An example in a message is a different case, shown only for the format: never copy its content."
+    )
     default_generic_feedback = "Improve the sentence."
     default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}  # the paper's text-task default
-    default_max_tokens = {"generate": 60, "feedback": 160, "refine": 60}
+    default_max_tokens = {"generate": 160, "feedback": 200, "refine": 160}  # 20-30 concepts need room
     default_feedback_schema = FEEDBACK_SCHEMA
     default_stop_sequences = {role: ["\nConcepts:"] for role in ("generate", "feedback", "refine")}
 
@@ -122,7 +126,9 @@ class CommonGen(Task):
         missing, commonsense = _parse_json(raw) or _parse_lines(raw)
         concepts = parse_concepts(input)
         missing = [m for m in missing if m.strip().lower() not in _NONE]
-        known_missing = [m for m in missing if m.strip().lower() in concepts]
+        # the critic's score counts only concepts of this input (any word form): a word from
+        # elsewhere, e.g. an example, is not a missing concept
+        known_missing = [m for m in missing if any(concept_coverage([c], m) for c in concepts)]
         sensible = commonsense.strip().lower() in _NONE
         return Feedback(
             text=raw,

@@ -84,9 +84,13 @@ class Dialogue(Task):
     metric_name = "judge preference vs one-step (eval --judge MODEL)"  # no code metric: Task.metric is None
     judge_criteria = "Which response is the better next turn of the conversation: more relevant, informative, engaging, specific and fluent?"
     stop_description = "fixed rounds (no stop signal); the paper keeps the best-scored response"
+    default_system = (
+        "You are a friendly, knowledgeable conversational assistant. Each message asks you to write, rate or improve the System's next response in a conversation. Follow the instructions exactly and reply only in the format asked for. "
+        "An example in a message is a different case, shown only for the format: never copy its content."
+    )
     default_generic_feedback = "Make the response more relevant, specific and engaging."
     default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}
-    default_max_tokens = {"generate": 60, "feedback": 160, "refine": 60}
+    default_max_tokens = {"generate": 80, "feedback": 200, "refine": 80}
     default_feedback_schema = FEEDBACK_SCHEMA
     default_stop_sequences = {
         "generate": ["\nUser:", "\nConversation:"],

@@ -62,9 +62,13 @@ class GSM8K(Task):
     prompt_dir = "gsm8k"
     metric_name = "solve rate (execution)"
     stop_description = "feedback says '# it is correct'"
+    default_system = (
+        "You are a careful Python programmer and math teacher. Each message asks you to write, review or fix a Python function `solution()` that solves a math word problem. Follow the instructions exactly and reply only in the format asked for. "
+        "An example in a message is a different case, shown only for the format: never copy its content."
+    )
     default_generic_feedback = "# Improve the code so that it returns the right answer."
     default_stop_contains = ("it is correct",)
-    default_max_tokens = {"generate": 200, "feedback": 200, "refine": 200}
+    default_max_tokens = {"generate": 300, "feedback": 300, "refine": 300}
     default_stop_sequences = {
         "generate": ["\nQuestion:", "\n# Review"],
         "feedback": ["\nQuestion:", "\ndef solution"],
@@ -79,7 +83,11 @@ class GSM8K(Task):
         raw = text.strip()
         if not raw:
             raise FeedbackParseError("the model returned an empty review")
-        return Feedback(text=raw, stop=self.contains_stop(raw), fields={"verdict": _last_verdict(raw)})
+        verdict = _last_verdict(raw)
+        # the critic's verdict as a score (1 correct, 0 otherwise): breaks ties in
+        # "best"/"verified" selection between drafts that all run
+        total = 1.0 if verdict == "correct" else 0.0
+        return Feedback(text=raw, stop=verdict == "correct", total=total, fields={"verdict": verdict})
 
     def contains_stop(self, text: str) -> bool | None:
         return _last_verdict(text) == "correct"
@@ -88,14 +96,15 @@ class GSM8K(Task):
         """Run solution(): report an exception, a timeout or a non-numeric result.
 
         Passing means the program runs and returns a number — not that the number is right;
-        the reference answer is never shown to the loop.
+        the reference answer is never shown to the loop. Score: 1.0 when it passes, else 0.0.
         """
         result = run_python(draft, call="solution", timeout=self.timeout)
         if not result.ok:
-            return Verification(text=f"# Running solution() failed: {result.error}", passed=False)
+            return Verification(text=f"# Running solution() failed: {result.error}", passed=False, score=0.0)
         if to_number(result.value) is None:
-            return Verification(text=f"# solution() returned {result.value}, which is not a number", passed=False)
-        return Verification(text=f"# Running solution() returned {result.value}", passed=True)
+            text = f"# solution() returned {result.value}, which is not a number"
+            return Verification(text=text, passed=False, score=0.0)
+        return Verification(text=f"# Running solution() returned {result.value}", passed=True, score=1.0)
 
     def answer(self, output: str) -> str | None:
         """Run ``solution()`` and return its value, or None when it fails."""

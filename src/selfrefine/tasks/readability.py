@@ -151,6 +151,21 @@ def readability_stats(code: str) -> ReadabilityStats:
     )
 
 
+COMMENTS_TARGET = 0.25  # comment lines per code line at which comments count in full
+FUNCTIONS_TARGET = 2  # functions at which splitting into functions counts in full
+
+
+def readability_score(stats: ReadabilityStats) -> float:
+    """The three numbers as one, for ranking drafts (the verifier's score): the mean of
+    ``meaningful_share``, comments per line relative to one per 4 code lines, and the
+    functions relative to 2, each capped at 1. 0 when the program does not parse."""
+    if not stats.parses:
+        return 0.0
+    comments = min(1.0, stats.comments_per_line / COMMENTS_TARGET)
+    functions = min(1.0, stats.functions / FUNCTIONS_TARGET)
+    return round((stats.meaningful_share + comments + functions) / 3, 4)
+
+
 def extract_program(text: str) -> str:
     """Code from a reply.
 
@@ -181,9 +196,13 @@ class Readability(Task):
     prompt_dir = "readability"
     metric_name = "share of meaningful names (static analysis)"
     stop_description = "none: fixed rounds (5)"
+    default_system = (
+        "You are an expert Python programmer who writes clean, readable code. Each message asks you to rewrite, review or improve a program's readability without changing its behaviour. Follow the instructions exactly and reply only in the format asked for. "
+        "An example in a message is a different case, shown only for the format: never copy its content."
+    )
     default_generic_feedback = "Improve the readability of the code."
     default_temperature = {"generate": 0.0, "feedback": 0.0, "refine": 0.0}  # code task
-    default_max_tokens = {"generate": 300, "feedback": 60, "refine": 300}
+    default_max_tokens = {"generate": 500, "feedback": 80, "refine": 500}
     default_max_iterations = 5
     default_stop_sequences = {
         # the model opens a ```python fence after the cue; the closing fence ends the program
@@ -226,7 +245,7 @@ class Readability(Task):
             f"Functions: {stats.functions}\n"
             f"Meaningful names: {stats.meaningful_share:.0%} of {len(stats.names)}; unclear names: {worst}"
         )
-        return Verification(text=text, passed=None, score=stats.meaningful_share)
+        return Verification(text=text, passed=None, score=readability_score(stats))
 
 
 def _first_suggestion(raw: str) -> str:

@@ -114,9 +114,13 @@ class Sentiment(Task):
     judge_criteria = "Which rewrite expresses the target sentiment named in the input more clearly, while keeping the review's content and fluency?"
     stop_description = "fixed rounds (no stop signal)"
     extra_variables = frozenset({"review", "target"})
+    default_system = (
+        "You are an expert editor. Each message asks you to rewrite, critique or improve a review so that it expresses a target sentiment. Follow the instructions exactly and reply only in the format asked for. "
+        "An example in a message is a different case, shown only for the format: never copy its content."
+    )
     default_generic_feedback = "Make the review's sentiment match the target."
     default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}
-    default_max_tokens = {"generate": 120, "feedback": 80, "refine": 120}
+    default_max_tokens = {"generate": 160, "feedback": 120, "refine": 160}
     # reviews and feedback are one paragraph in the few-shot: a blank line ends the answer
     default_stop_sequences = {
         "generate": ["\n\n", "\nReview:", "\nTarget:"],
