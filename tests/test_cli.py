@@ -114,7 +114,7 @@ def test_debug_flag_shows_traceback(runner):
 def test_backend_failure_keeps_drafts_and_exits_nonzero(runner, tmp_path):
     replies = tmp_path / "r.json"
     replies.write_text(json.dumps({"replies": {"generate": ["A dog runs."], "feedback": [FB_MISSING]}}))
-    result = runner.invoke(cli, ["run", "commongen", "dog, ball", "-m", f"fake:{replies}", "--json"])
+    result = runner.invoke(cli, ["run", "commongen", "dog, frisbee", "-m", f"fake:{replies}", "--json"])
     assert result.exit_code == 1
     data = json.loads(result.stdout.splitlines()[0])
     assert data["stop_reason"] == "error" and data["output"] == "A dog runs."

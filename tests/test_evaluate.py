@@ -14,7 +14,7 @@ def test_summary_matches_hand_computed_numbers():
     backend = FakeBackend(
         table={  # first matching key wins: refine prompts also hold the other keys
             "Improved sentence:": "A dog chases a ball.",
-            "Sentence: A dog sleeps.\nFeedback:": FB_MISSING,
+            "Sentence: A dog sleeps.\nFeedback:": FB_MISSING.replace("frisbee", "ball"),
             "Sentence: A dog chases a ball.\nFeedback:": FB_DONE,
             "Sentence: A cat sits on a mat.\nFeedback:": FB_DONE,
             "Concepts: dog, ball\nSentence:": "A dog sleeps.",

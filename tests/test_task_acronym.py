@@ -58,7 +58,7 @@ def test_refine_prompt_extends_the_previous_one_byte_for_byte(task):
         "refine", TITLE, draft="STAR", feedback="fb2", history=[{"draft": "STB", "feedback": FULL}], iteration=1
     )
     assert second.startswith(first)
-    assert second.endswith("Better acronym: STAR\nRatings: fb2\nBetter acronym:")
+    assert second.endswith("Better acronym: STAR\nRatings: fb2\nNow write a different acronym that scores higher on the low-rated aspects.\nBetter acronym:")
 
 
 def test_fewshot_feedback_matches_the_schema(task):

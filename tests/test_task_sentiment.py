@@ -65,7 +65,7 @@ def test_prompts_render_and_refine_extends_byte_for_byte(task):
     one = task.render("refine", inp, draft="d0", feedback="f0", history=[])
     two = task.render("refine", inp, draft="d1", feedback="f1", history=[{"draft": "d0", "feedback": "f0"}])
     assert two.startswith(one)
-    assert two.endswith("Rewrite: d1\nFeedback: f1\nRewrite:")
+    assert two.endswith("Rewrite: d1\nFeedback: f1\nNow improve it: change every phrase the feedback quotes, so the whole review is clearly positive.\nRewrite:")
     nofb = task.render("refine_nofeedback", inp, draft="d0", history=[])
     assert "Feedback: f0" not in nofb and nofb.endswith("Original review: " + NEG + "\nTarget: positive\nRewrite: d0\nRewrite:")
     assert task.default_max_iterations == 4 and task.contains_stop("anything") is None

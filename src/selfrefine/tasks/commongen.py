@@ -125,17 +125,20 @@ class CommonGen(Task):
             raise FeedbackParseError("the model returned empty feedback")
         missing, commonsense = _parse_json(raw) or _parse_lines(raw)
         concepts = parse_concepts(input)
-        missing = [m for m in missing if m.strip().lower() not in _NONE]
-        # the critic's score counts only concepts of this input (any word form): a word from
-        # elsewhere, e.g. an example, is not a missing concept
-        known_missing = [m for m in missing if any(concept_coverage([c], m) for c in concepts)]
-        sensible = commonsense.strip().lower() in _NONE
+        named = list(dict.fromkeys(m.strip() for m in missing if m.strip().lower() not in _NONE))
+        # Only this input's concepts count, in the input's order and spelling: a small critic
+        # repeats names in a loop or names words from elsewhere (an example's concepts)
+        known = [c for c in concepts if any(concept_coverage([c], m) for m in named)]
+        others = [m for m in named if not any(concept_coverage([c], m) for c in concepts)]
+        commonsense = " ".join(commonsense.split()) or "NONE"
+        sensible = commonsense.lower() in _NONE
         return Feedback(
-            text=raw,
-            stop=not missing and sensible,
+            # the refiner sees the cleaned critique; the raw reply stays in the call record
+            text=json.dumps({"missing_concepts": known, "commonsense": commonsense}),
+            stop=not known and sensible,
             # the critic's own view of coverage: drives "best" selection, not the metric
-            total=round(1 - len(known_missing) / len(concepts), 4) if concepts else None,
-            fields={"missing_concepts": missing, "commonsense": commonsense.strip()},
+            total=round(1 - len(known) / len(concepts), 4) if concepts else None,
+            fields={"missing_concepts": known, "not_concepts": others, "commonsense": commonsense},
         )
 
     def metric(self, input: str, output: str, reference: Any = None) -> float:
