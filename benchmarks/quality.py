@@ -11,6 +11,8 @@ after the other. Modes:
 - ``self``: the paper's Self-Refine (verifier_mode self, the task's select policy);
 - ``hybrid+verified``: model critique plus the task's tool findings, select ``verified``
   (tasks with a verifier only);
+- ``hybrid+not-worse``: hybrid feedback, and a refinement the verifier scores lower than
+  the draft it refined is rejected and redone (``accept=not_worse``, select last accepted);
 - ``generic`` / ``none``: the paper's feedback ablations (commongen and sentiment only).
 
 The one-step baseline is not a run of its own: it is draft 0 of each run (the same draft in
@@ -66,6 +68,8 @@ FILES = {
 MODES: dict[str, dict[str, str]] = {
     "self": {"verifier_mode": "self"},
     "hybrid+verified": {"verifier_mode": "hybrid", "select": "verified"},
+    # accept only refinements the verifier does not score lower (the rest are redone)
+    "hybrid+not-worse": {"verifier_mode": "hybrid", "accept": "not_worse"},
     "generic": {"feedback_mode": "generic"},
     "none": {"feedback_mode": "none"},
 }
@@ -96,6 +100,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--concurrency", type=int, help="examples in flight (default: the harness default)")
     p.add_argument("--report-only", action="store_true", help="only rebuild the doc from the run folders in --out")
+    p.add_argument("--notes", type=Path, default=ROOT / "docs" / "quality_notes.md",
+                   help="hand-written reading of the numbers, included after the overview when the file exists")
     args = p.parse_args(argv)
     args.command = shlex.join(["python", "benchmarks/quality.py", *(sys.argv[1:] if argv is None else argv)])
     args.tasks = _names(args.tasks, TASKS, "task")
@@ -126,7 +132,7 @@ def modes_for(task: str, modes: list[str]) -> list[str]:
     """hybrid+verified needs a verifier; the feedback ablations run on two tasks only."""
     verifier = get_task(task).has_verifier
     return [m for m in modes
-            if (m != "hybrid+verified" or verifier) and (m not in ("generic", "none") or task in ABLATION_TASKS)]
+            if (not m.startswith("hybrid") or verifier) and (m not in ("generic", "none") or task in ABLATION_TASKS)]
 
 
 def select_examples(task: str, n: int, data_dir: Path) -> tuple[list[Example], str, str]:
@@ -335,7 +341,10 @@ def markdown(runs: list[Run], args: argparse.Namespace) -> str:
              "(no result, or stopped by a backend error) count in n; dialogue is scored by the same model as a "
              "pairwise judge (a win needs both orders).", "",
              "## Overview (one-step → returned (Δ); judge: returned vs one-step)", "", *overview(runs),
-             f"![metric per iteration]({PLOT})", "", "## Per task", ""]
+             f"![metric per iteration]({PLOT})", ""]
+    if args.notes and args.notes.is_file():  # the analysis, kept apart so a rerun does not erase it
+        lines += [args.notes.read_text(encoding="utf-8").strip(), ""]
+    lines += ["## Per task", ""]
     for task in dict.fromkeys(r[0] for r in runs):
         lines += task_section(task, runs)
     return "\n".join(lines) + "\n"

@@ -207,17 +207,3 @@ def test_verifier_reports_failed_checks(task):
     assert ok.passed is True and ok.score == 1.0 and "All checks pass" in ok.text
 
 
-# --- the embedded model -------------------------------------------------------------------
-
-
-@pytest.mark.integration
-def test_acronym_on_embedded_model(embedded):
-    engine = SelfRefine(Acronym(), embedded, max_iterations=1)
-    for title in ["Learning Fast Image Filters with Sparse Kernels", "A Survey of Robot Motion Planning"]:
-        result = engine.run(title)
-        assert result.stop_reason is not StopReason.ERROR, result.error
-        assert result.iterations and all(it.draft for it in result.iterations)
-        fb = result.iterations[0].feedback
-        assert fb is not None
-        assert fb.parse_error is not None or len(fb.fields["aspects_parsed"]) >= 3
-        assert result.metric is not None and 0.0 <= result.metric <= 1.0

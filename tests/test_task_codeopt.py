@@ -226,18 +226,3 @@ def test_load_pie_attaches_tests_by_problem_id(tmp_path):
         load_pie(path)
 
 
-# --- the real embedded model ---------------------------------------------------------------------
-
-
-@pytest.mark.integration
-def test_codeopt_on_embedded_model(embedded):
-    from selfrefine import SelfRefine, StopReason
-
-    task = CodeOpt(repeats=4, max_tokens={"generate": 48, "feedback": 32, "refine": 48})
-    for program in load_benchmark(["list_membership", "prefix_max_recompute"]):
-        result = SelfRefine(task, embedded, max_iterations=1).run(program.slow, reference=program.tests[:1])
-        assert result.stop_reason is not StopReason.ERROR, result.error
-        assert result.iterations and all(it.draft.strip() for it in result.iterations)
-        fb = result.iterations[0].feedback
-        assert fb is not None and (fb.parse_error is not None or "verdict" in fb.fields)
-        assert result.metric in (0.0, 1.0)

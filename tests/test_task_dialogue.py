@@ -124,22 +124,3 @@ def test_partial_text_feedback_keeps_raw_sum(task):
 def test_malformed_feedback(task, raw, message):
     with pytest.raises(FeedbackParseError, match=message):
         parse(task, raw)
-
-
-
-@pytest.mark.integration
-@pytest.mark.parametrize(
-    "conversation",
-    [CONV, "User: Any tips for my first marathon?\nSystem: Sure! When is it?\nUser: In three weeks, and I'm nervous."],
-)
-def test_dialogue_on_embedded_model(embedded, conversation):
-    from selfrefine import SelfRefine, StopReason
-
-    task = Dialogue(max_tokens={"generate": 40, "feedback": 160, "refine": 40})  # keep the test short
-    result = SelfRefine(task, embedded, max_iterations=1, select="best").run(conversation)
-    assert result.stop_reason is not StopReason.ERROR, result.error
-    assert result.iterations and all(it.draft for it in result.iterations)
-    fb = result.iterations[0].feedback
-    assert fb.parse_error is None, fb.text  # JSON-schema constrained decoding makes it parse
-    assert len(fb.scores) == 10 and 10 <= fb.total <= 30
-    assert result.output == result.iterations[result.selected].draft

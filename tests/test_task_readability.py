@@ -178,17 +178,3 @@ def test_extract_program_prefers_first_nonempty_fence():
     assert extract_program("```\n\n```\n```python\ny = 2\n```") == "y = 2"
 
 
-# --- the embedded model -------------------------------------------------------------------
-
-
-@pytest.mark.integration
-def test_readability_on_embedded_model(embedded):
-    engine = SelfRefine(Readability(), embedded, max_iterations=1, max_tokens=80)
-    programs = [UNREADABLE, "s=input()\nc=0\nfor x in s:\n    if x=='a': c+=1\nprint(c)"]
-    for program in programs:
-        result = engine.run(program)
-        assert result.stop_reason is not StopReason.ERROR, result.error
-        assert result.iterations and all(it.draft.strip() for it in result.iterations)
-        fb = result.iterations[0].feedback
-        assert fb is not None and (fb.parse_error is not None or fb.fields["suggestion"])
-        assert result.metric is not None and 0.0 <= result.metric <= 1.0

@@ -113,21 +113,3 @@ def test_verifier_names_score_and_wrong_words(task):
     good = task.verify(f"positive: {NEG}", POS)
     assert good.passed is True and good.score > 0.05 and "reads as positive" in good.text
     assert task.has_verifier
-
-
-
-@pytest.mark.integration
-@pytest.mark.parametrize(
-    "review",
-    ["positive: The hotel room was dirty and the front desk was rude.", "negative: Great tacos, friendly staff, fair prices."],
-)
-def test_sentiment_on_embedded_model(embedded, review):
-    from selfrefine import SelfRefine, StopReason
-
-    result = SelfRefine(Sentiment(), embedded, max_iterations=1).run(review)
-    assert result.stop_reason is not StopReason.ERROR, result.error
-    assert result.iterations and all(it.draft for it in result.iterations)
-    fb = result.iterations[0].feedback
-    assert fb is not None and (fb.parse_error is None or fb.text is not None)
-    assert result.output is not None
-    assert Sentiment().metric(review, result.output) in (0.0, 1.0)

@@ -1,0 +1,121 @@
+"""The default embedded model (Qwen2.5-Coder-1.5B-Instruct) on every task, and the demo.
+
+One real run per task, each asserting something a working pipeline on a capable model
+must show: the chat prompts are followed (drafts parse into the task's format), the
+constrained feedback parses on a 152k-token vocabulary, and the returned output has the
+property the task is about. Greedy decoding (temperature 0) keeps them deterministic on
+one build; ``verified`` selection makes "never worse than the first draft" a checked
+property rather than a hope. These are slow (~20-90 s each) and marked ``integration``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import require_embedded
+from selfrefine import SelfRefine, StopReason
+from selfrefine.cli import cli
+from selfrefine.sandbox import run_python
+from selfrefine.tasks.acronym import ASPECTS, acronym_checks
+from selfrefine.tasks.codeopt_bench import load_benchmark
+from selfrefine.tasks.commongen import concept_coverage, parse_concepts
+from selfrefine.tasks.readability import readability_stats
+from selfrefine.tasks.sentiment import has_sentiment
+
+pytestmark = pytest.mark.integration
+
+DEMO = "kitchen, knife, onion, cut, cry"
+
+
+def best_mode(task: str, backend, **kw) -> SelfRefine:
+    """Our best mode: model critique plus the task's tool findings, verified selection."""
+    return SelfRefine(task, backend, verifier_mode="hybrid", select="verified", temperature=0.0, **kw)
+
+
+def never_worse(result) -> None:
+    """The returned draft scores at least as well as every accepted draft, draft 0 included."""
+    scores = [it.verification.score for it in result.iterations if it.accepted]
+    assert result.iterations[result.selected].verification.score == max(scores)
+
+
+def test_readme_demo_uses_every_concept():
+    """scripts/demo.sh runs exactly this; the issue's bar: all five concepts in the output."""
+    require_embedded()
+    result = CliRunner().invoke(cli, ["run", "commongen", DEMO, "--max-iters", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["metric"] == 1.0, data["output"]
+    assert data["config"]["model_files"]["generate"]["sha256"].startswith("cc324af0")
+    assert data["stop_reason"] in {"feedback", "no_change", "max_iterations"}
+
+
+def test_commongen_best_mode_covers_more_than_its_first_draft(embedded):
+    concepts = "river, bridge, bicycle, rain, umbrella, bakery, bread, child, dog, bark"
+    result = best_mode("commongen", embedded, max_iterations=2).run(concepts)
+    assert result.stop_reason is not StopReason.ERROR, result.error
+    fb = result.iterations[0].feedback
+    assert fb.parse_error is None, fb.text  # JSON schema on Qwen's vocabulary parses
+    assert all(m in parse_concepts(concepts) for m in fb.fields["missing_concepts"])
+    never_worse(result)
+    assert result.metric == concept_coverage(parse_concepts(concepts), result.output)
+    assert result.metric >= 0.8, result.output
+
+
+def test_gsm8k_solves_a_two_step_problem(embedded):
+    question = "A bus has 40 seats. 25 people get on, then 7 get off. How many seats are empty?"
+    result = best_mode("gsm8k", embedded, max_iterations=1).run(question, reference=22)
+    assert "def solution" in result.iterations[0].draft
+    assert result.iterations[0].verification.passed  # it runs and returns a number
+    assert result.metric == 1.0 and float(result.answer) == 22
+
+
+def test_sentiment_reaches_the_target(embedded):
+    result = best_mode("sentiment", embedded, max_iterations=1).run(
+        "negative: Great tacos, friendly staff and fair prices; we will be back."
+    )
+    assert result.stop_reason is not StopReason.ERROR, result.error
+    never_worse(result)
+    assert has_sentiment(result.output, "negative"), result.output
+    assert "taco" in result.output.lower()  # the same place and topic, not a new review
+
+
+def test_acronym_ratings_parse_and_selection_is_never_worse(embedded):
+    title = "Learning Fast Image Filters with Sparse Kernels"
+    result = best_mode("acronym", embedded, max_iterations=1).run(title)
+    fb = result.iterations[0].feedback
+    assert fb.parse_error is None and set(fb.scores) == set(ASPECTS), fb.text
+    never_worse(result)
+    assert result.output.isalpha() and result.output.isupper(), result.output
+    assert acronym_checks(title, result.output).length_ok
+
+
+def test_dialogue_feedback_rates_all_ten_aspects(embedded):
+    conversation = "User: Any tips for my first marathon?\nSystem: Sure! When is it?\nUser: In three weeks, and I'm nervous."
+    result = SelfRefine("dialogue", embedded, max_iterations=1, temperature=0.0).run(conversation)
+    fb = result.iterations[0].feedback
+    assert fb.parse_error is None and len(fb.scores) == 10 and 10 <= fb.total <= 30, fb.text
+    totals = [it.feedback.total for it in result.iterations if it.feedback and it.feedback.total is not None]
+    assert result.iterations[result.selected].feedback.total == max(totals)  # the paper's best-scored
+    assert not result.output.lower().startswith(("user:", "system:"))
+
+
+def test_readability_keeps_behaviour_and_improves_names(embedded):
+    program = "n=int(input())\na=list(map(int,input().split()))\ns=0\nfor x in a:\n    if x>0: s+=x\nprint(s*n)"
+    result = best_mode("readability", embedded, max_iterations=1).run(program)
+    assert result.stop_reason is not StopReason.ERROR, result.error
+    stdin = "3\n4 -2 5\n"
+    before, after = run_python(program, stdin=stdin), run_python(result.output, stdin=stdin)
+    assert after.ok and after.stdout == before.stdout, result.output
+    assert readability_stats(result.output).meaningful_share > readability_stats(program).meaningful_share
+
+
+def test_codeopt_output_is_still_correct(embedded):
+    (program,) = load_benchmark(["list_membership"])
+    result = best_mode("codeopt", embedded, max_iterations=1).run(program.slow, reference=program.tests[:1])
+    assert result.stop_reason is not StopReason.ERROR, result.error
+    never_worse(result)
+    check = result.iterations[result.selected].verification
+    assert check.score > 0.0, check.text  # parses and passes the benchmark's tests
