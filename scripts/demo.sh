@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/selfrefine run commongen "kitchen, knife, onion, cut, cry" --max-iters 2 "$@"
+# our best mode: the critique plus concepts counted by code, and the best-verified draft returned
+exec .venv/bin/selfrefine run commongen "kitchen, knife, onion, cut, cry" --max-iters 2 \
+  --verifier-mode hybrid --select verified "$@"

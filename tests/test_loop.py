@@ -342,12 +342,26 @@ def test_verifier_mode_replaces_the_critic_with_code_checks():
 
 
 def test_hybrid_mode_appends_findings_and_needs_both_to_stop():
-    backend = fake(generate=["A dog runs."], feedback=[FB_DONE, FB_DONE], refine=["A dog can catch a frisbee."])
-    result = run("commongen", backend, "dog, frisbee, catch", verifier_mode="hybrid")
+    # gsm8k keeps the default combination: the critique, then the tool findings
+    broken, fixed = "def solution():\n    return 1 / 0", "def solution():\n    return 2"
+    backend = fake(generate=[broken], feedback=["# it is correct", "# it is correct"], refine=[fixed])
+    result = run("gsm8k", backend, "What is 1 + 1?", verifier_mode="hybrid")
     fb0 = result.iterations[0].feedback
-    assert fb0.source == "hybrid" and fb0.text.startswith(FB_DONE) and "frisbee, catch" in fb0.text
+    assert fb0.source == "hybrid" and fb0.text.startswith("# it is correct") and "ZeroDivisionError" in fb0.text
     assert fb0.stop is False  # the critic said done, the code check did not
     assert result.iterations[1].feedback.stop is True and result.stop_reason is StopReason.FEEDBACK
+
+
+def test_commongen_hybrid_takes_the_missing_concepts_from_the_code_check():
+    backend = fake(generate=["A dog runs."], feedback=[FB_DONE, FB_MISSING], refine=["A dog can catch a frisbee."])
+    result = run("commongen", backend, "dog, frisbee, catch", verifier_mode="hybrid")
+    fb0, fb1 = (it.feedback for it in result.iterations)
+    assert fb0.source == "hybrid" and fb0.fields["missing_concepts"] == ["frisbee", "catch"]
+    assert fb0.stop is False  # the critic said nothing was missing; the code found two
+    assert '{"missing_concepts": ["frisbee", "catch"], "commonsense": "NONE"}' in backend.prompts("refine")[0]
+    # the critic's false "frisbee" on the fixed sentence is overruled by the count
+    assert fb1.fields["missing_concepts"] == [] and fb1.fields["critic_missing"] == ["frisbee"]
+    assert fb1.stop is True and result.stop_reason is StopReason.FEEDBACK
 
 
 def test_verifier_mode_needs_a_task_with_a_verifier(task):

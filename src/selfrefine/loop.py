@@ -335,15 +335,7 @@ class SelfRefine:
         critique = await self._critique(run, t)
         if check is None:
             return critique
-        # hybrid: the model's critique plus the tool findings; stop only if both agree
-        return critique.model_copy(
-            update={
-                "text": f"{critique.text}\n{check.text}".strip(),
-                "stop": bool(critique.stop) and check.passed is not False,
-                "source": "hybrid",
-                "verification": check,
-            }
-        )
+        return self.task.combine(critique, check, input=run.input, draft=run.iterations[t].draft)
 
     @property
     def _verify_every_draft(self) -> bool:

@@ -193,6 +193,19 @@ class Task:
         leak the label. None: this task has no verifier."""
         return None
 
+    def combine(self, critique: Feedback, check: Verification, *, input: str, draft: str) -> Feedback:
+        """Hybrid feedback: the model's critique plus the tool findings; the draft is done
+        only when both agree. Tasks whose findings settle part of the critique (e.g. which
+        concepts are missing) override this so the refiner never sees the two disagree."""
+        return critique.model_copy(
+            update={
+                "text": f"{critique.text}\n{check.text}".strip(),
+                "stop": bool(critique.stop) and check.passed is not False,
+                "source": "hybrid",
+                "verification": check,
+            }
+        )
+
     @property
     def has_verifier(self) -> bool:
         return type(self).verify is not Task.verify

@@ -144,6 +144,25 @@ class CommonGen(Task):
     def metric(self, input: str, output: str, reference: Any = None) -> float:
         return concept_coverage(parse_concepts(input), output)
 
+    def combine(self, critique: Feedback, check: Verification, *, input: str, draft: str) -> Feedback:
+        """Hybrid: the missing concepts counted by code replace the critic's list (a small
+        critic misses "cried" for "cry"); the commonsense verdict stays the model's."""
+        if critique.parse_error is not None:
+            return super().combine(critique, check, input=input, draft=draft)
+        concepts = parse_concepts(input)
+        missing = missing_concepts(concepts, draft)
+        commonsense = str(critique.fields.get("commonsense") or "NONE")
+        return critique.model_copy(
+            update={
+                "text": json.dumps({"missing_concepts": missing, "commonsense": commonsense}),
+                "stop": not missing and commonsense.lower() in _NONE,
+                "total": check.score,
+                "fields": {**critique.fields, "missing_concepts": missing, "critic_missing": critique.fields.get("missing_concepts", [])},
+                "source": "hybrid",
+                "verification": check,
+            }
+        )
+
     def verify(self, input: str, draft: str) -> Verification:
         """Missing concepts counted by code; commonsense is left to the model's critique."""
         concepts = parse_concepts(input)
