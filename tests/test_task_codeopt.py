@@ -180,7 +180,7 @@ def test_verifier_without_tests_smoke_tests_on_empty_input():
 
 
 def test_verifier_passes_a_faster_correct_program(task, stairs):
-    quick = CodeOpt(tests={stairs.slow: stairs.tests[:1]}, repeats=4)
+    quick = CodeOpt(tests={stairs.slow: stairs.tests[:1]}, repeats=6)  # 4 runs flaked under heavy load
     check = quick.verify(stairs.slow, stairs.fast)
     assert check.passed is True and check.score > 1.05 and "speedup" in check.text
 
