@@ -26,6 +26,17 @@ from .records import Feedback, Verification
 from .templates import BASE_VARIABLES, Template, packaged_template
 
 TEMPLATE_ROLES = ("generate", "feedback", "refine", "refine_nofeedback")
+
+# What every built-in task's system message tells a chat model after saying who it is
+SYSTEM_RULES = (
+    "Follow the instructions exactly and reply only in the format asked for. "
+    "An example in a message is a different case, shown only for the format: never copy its content."
+)
+
+
+def system_message(who: str) -> str:
+    """A built-in task's system message: who the model is and what it is asked, then the rules."""
+    return f"You are {who}. {SYSTEM_RULES}"
 REQUIRED_ROLES = ("generate", "feedback", "refine")
 
 

@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 from ..errors import DraftParseError, FeedbackParseError, InputError
 from ..parsing import json_object
 from ..records import Feedback, Verification
-from ..task import Task
+from ..task import Task, system_message
 
 # key → label. Alphabetical, like every other key in the feedback JSON: the embedded
 # backend builds its grammar from the schema with sorted keys, so the few-shot example
@@ -221,9 +221,8 @@ class Acronym(Task):
     judge_criteria = "Which acronym is better for the title: easier to pronounce and spell, clearly related to the title, positive and memorable?"
     stop_description = "none: fixed rounds (4)"
     max_input_chars = 400
-    default_system = (
-        "You are an expert at naming research projects. Each message asks you to create, rate or improve an acronym for a paper title. Follow the instructions exactly and reply only in the format asked for. "
-        "An example in a message is a different case, shown only for the format: never copy its content."
+    default_system = system_message(
+        "an expert at naming research projects. Each message asks you to create, rate or improve an acronym for a paper title"
     )
     default_generic_feedback = "Improve the acronym."
     default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}  # the paper's text-task default

@@ -20,7 +20,7 @@ from ..errors import DraftParseError, FeedbackParseError, InputError
 from ..parsing import FENCE, fenced_blocks, parses
 from ..records import Feedback, Verification
 from ..sandbox import run_python
-from ..task import Task
+from ..task import Task, system_message
 from ..timing import TimingResult, compare_programs
 from .codeopt_bench import TestCase, _normalise, find_by_source, to_test_cases
 
@@ -157,9 +157,8 @@ class CodeOpt(Task):
     prompt_dir = "codeopt"
     metric_name = "correct and >=5% faster (p<0.05)"
     stop_description = "feedback says '# this code is not slow'"
-    default_system = (
-        "You are an expert Python performance engineer. Each message asks you to speed up, analyse or improve a program without changing its output. Follow the instructions exactly and reply only in the format asked for. "
-        "An example in a message is a different case, shown only for the format: never copy its content."
+    default_system = system_message(
+        "an expert Python performance engineer. Each message asks you to speed up, analyse or improve a program without changing its output"
     )
     default_generic_feedback = "# Improve the code so that it runs faster."
     default_stop_contains = ("not slow",)

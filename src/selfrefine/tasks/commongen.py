@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import FeedbackParseError, InputError
 from ..parsing import json_object
 from ..records import Feedback, Verification
-from ..task import Task
+from ..task import Task, system_message
 
 FEEDBACK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -94,9 +94,8 @@ class CommonGen(Task):
     metric_name = "concept coverage (code)"
     stop_description = "feedback reports no missing concept and no commonsense problem"
     extra_variables = frozenset({"concepts"})
-    default_system = (
-        "You are a careful writer. Each message asks you to write, check or improve a sentence that must use every concept of a given list. Follow the instructions exactly and reply only in the format asked for. "
-        "An example in a message is a different case, shown only for the format: never copy its content."
+    default_system = system_message(
+        "a careful writer. Each message asks you to write, check or improve a sentence that must use every concept of a given list"
     )
     default_generic_feedback = "Improve the sentence."
     default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}  # the paper's text-task default

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import DraftParseError, FeedbackParseError, InputError
 from ..parsing import json_input, json_object
 from ..records import Feedback
-from ..task import Task
+from ..task import Task, system_message
 
 ASPECTS = (
     "Relevant",
@@ -84,9 +84,8 @@ class Dialogue(Task):
     metric_name = "judge preference vs one-step (eval --judge MODEL)"  # no code metric: Task.metric is None
     judge_criteria = "Which response is the better next turn of the conversation: more relevant, informative, engaging, specific and fluent?"
     stop_description = "fixed rounds (no stop signal); the paper keeps the best-scored response"
-    default_system = (
-        "You are a friendly, knowledgeable conversational assistant. Each message asks you to write, rate or improve the System's next response in a conversation. Follow the instructions exactly and reply only in the format asked for. "
-        "An example in a message is a different case, shown only for the format: never copy its content."
+    default_system = system_message(
+        "a friendly, knowledgeable conversational assistant. Each message asks you to write, rate or improve the System's next response in a conversation"
     )
     default_generic_feedback = "Make the response more relevant, specific and engaging."
     default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}

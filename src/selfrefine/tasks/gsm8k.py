@@ -15,7 +15,7 @@ from ..errors import DraftParseError, FeedbackParseError
 from ..parsing import fenced_blocks
 from ..records import Feedback, Verification
 from ..sandbox import run_python
-from ..task import Task
+from ..task import Task, system_message
 
 _VERDICT = re.compile(r"\bit(?:\s+is|'s)\s+(not\s+correct|incorrect|correct|wrong)", re.I)
 
@@ -62,9 +62,8 @@ class GSM8K(Task):
     prompt_dir = "gsm8k"
     metric_name = "solve rate (execution)"
     stop_description = "feedback says '# it is correct'"
-    default_system = (
-        "You are a careful Python programmer and math teacher. Each message asks you to write, review or fix a Python function `solution()` that solves a math word problem. Follow the instructions exactly and reply only in the format asked for. "
-        "An example in a message is a different case, shown only for the format: never copy its content."
+    default_system = system_message(
+        "a careful Python programmer and math teacher. Each message asks you to write, review or fix a Python function `solution()` that solves a math word problem"
     )
     default_generic_feedback = "# Improve the code so that it returns the right answer."
     default_stop_contains = ("it is correct",)

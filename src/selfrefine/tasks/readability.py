@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from ..errors import DraftParseError, FeedbackParseError
 from ..parsing import FENCE, fenced_blocks, parses
 from ..records import Feedback, Verification
-from ..task import Task
+from ..task import Task, system_message
 
 # Single letters that are conventional loop indices, and short words that are real words.
 SHORT_ALLOWED = frozenset({"i", "j", "k", "id", "ok", "db", "io", "os"})
@@ -196,9 +196,8 @@ class Readability(Task):
     prompt_dir = "readability"
     metric_name = "share of meaningful names (static analysis)"
     stop_description = "none: fixed rounds (5)"
-    default_system = (
-        "You are an expert Python programmer who writes clean, readable code. Each message asks you to rewrite, review or improve a program's readability without changing its behaviour. Follow the instructions exactly and reply only in the format asked for. "
-        "An example in a message is a different case, shown only for the format: never copy its content."
+    default_system = system_message(
+        "an expert Python programmer who writes clean, readable code. Each message asks you to rewrite, review or improve a program's readability without changing its behaviour"
     )
     default_generic_feedback = "Improve the readability of the code."
     default_temperature = {"generate": 0.0, "feedback": 0.0, "refine": 0.0}  # code task

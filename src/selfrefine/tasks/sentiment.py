@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import FeedbackParseError, InputError
 from ..parsing import json_input
 from ..records import Feedback, Verification
-from ..task import Task
+from ..task import Task, system_message
 
 POLARITIES = ("positive", "negative")
 NEUTRAL_BAND = 0.05  # VADER's convention: |compound| < 0.05 is neutral
@@ -114,9 +114,8 @@ class Sentiment(Task):
     judge_criteria = "Which rewrite expresses the target sentiment named in the input more clearly, while keeping the review's content and fluency?"
     stop_description = "fixed rounds (no stop signal)"
     extra_variables = frozenset({"review", "target"})
-    default_system = (
-        "You are an expert editor. Each message asks you to rewrite, critique or improve a review so that it expresses a target sentiment. Follow the instructions exactly and reply only in the format asked for. "
-        "An example in a message is a different case, shown only for the format: never copy its content."
+    default_system = system_message(
+        "an expert editor. Each message asks you to rewrite, critique or improve a review so that it expresses a target sentiment"
     )
     default_generic_feedback = "Make the review's sentiment match the target."
     default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}
