@@ -7,6 +7,7 @@ real, results are deterministic — not answer quality, which a 135M model does 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ import pytest
 from conftest import SMOLLM, require_embedded, require_smollm
 from selfrefine import SelfRefine, StopReason, load_task
 from selfrefine.backends.embedded import LlamaCppBackend, default_model_path
+from selfrefine.sandbox import run_python
+from selfrefine.tasks.commongen import concept_coverage, parse_concepts
+from selfrefine.tasks.gsm8k import to_number
 
 pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -41,9 +45,14 @@ def test_commongen_on_embedded_model(backend, concepts):
     result = SelfRefine("commongen", backend, max_iterations=1).run(concepts)
     check_real_run(result)
     fb = result.iterations[0].feedback
-    assert fb.parse_error is None, fb  # JSON-schema constrained decoding makes it parse
-    assert isinstance(fb.fields["missing_concepts"], list)
-    assert 0.0 <= result.metric <= 1.0
+    assert fb.parse_error is None, fb
+    # constrained decoding: the critic's reply is itself the schema's JSON object (the parser
+    # would also accept a "Missing: ..." text that a 135M model might write unconstrained)
+    reply = [c for c in result.calls if c.role == "feedback" and c.iteration == 0][-1].response
+    data = json.loads(reply)
+    assert set(data) == {"missing_concepts", "commonsense"} and isinstance(data["missing_concepts"], list), reply
+    # the metric is the coverage of the returned output, not of some other draft
+    assert result.metric == concept_coverage(parse_concepts(concepts), result.output)
 
 
 @pytest.mark.parametrize(
@@ -59,8 +68,10 @@ def test_gsm8k_on_embedded_model(backend, question, answer):
     for it in result.iterations:  # code, or the parse failure is on record for that step
         last = [c for c in result.calls if c.iteration == it.index and c.role != "feedback"][-1]
         assert "def solution" in it.draft or (last.error or "").startswith("parse:"), it.draft
-    assert result.metric in (0.0, 1.0)
-    assert result.iterations[0].feedback.text
+    # the metric is whether the returned program's solution() gives the reference, run here anew
+    ran = run_python(result.output, call="solution")
+    assert result.metric == float(ran.ok and to_number(ran.value) == answer), (result.output, ran)
+    assert result.iterations[0].feedback.parse_error is None, result.iterations[0].feedback
 
 
 def test_yaml_task_on_embedded_model(backend):

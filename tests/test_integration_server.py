@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +33,7 @@ def _free_port() -> int:
 class Server:
     """A llama_cpp.server child process serving the embedded SmolLM2 file."""
 
-    def __init__(self) -> None:
+    def __init__(self, n_threads: int | None = None) -> None:
         from selfrefine.backends.embedded import default_model_path
 
         pytest.importorskip("uvicorn", reason="llama-cpp-python[server] is not installed")
@@ -40,16 +43,25 @@ class Server:
             sys.executable, "-m", "llama_cpp.server",
             "--model", str(default_model_path(SMOLLM)), "--model_alias", "smollm2",
             "--host", "127.0.0.1", "--port", str(self.port),
-            "--n_ctx", "2048", "--n_threads", str(os.cpu_count() or 2), "--verbose", "False",
+            "--n_ctx", "2048", "--n_threads", str(n_threads or os.cpu_count() or 2), "--verbose", "False",
         ]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        # the server's own log (uvicorn's access lines: one per request, with its status)
+        self.log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
+        with self.log.open("wb") as out:
+            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self._wait_ready()
+
+    def chat_statuses(self) -> list[int]:
+        """The HTTP status of every chat request the server has answered, in order."""
+        text = self.log.read_text(encoding="utf-8", errors="replace")
+        return [int(code) for code in re.findall(r'"POST /v1/chat/completions HTTP/[\d.]+" (\d{3})', text)]
 
     def _wait_ready(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited: {self.proc.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"llama_cpp.server exited: {self.log.read_text(errors='replace')[-2000:]}")
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
                     if resp.status == 200:
@@ -63,6 +75,7 @@ class Server:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
+        self.log.unlink(missing_ok=True)
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +86,27 @@ def server():
     srv.stop()
 
 
-def test_chat_endpoint_with_constrained_feedback(server):
+def test_chat_endpoint_falls_back_to_the_json_object_form_for_good(server):
+    """llama_cpp.server knows only ``{"type": "json_object", "schema": ...}``: it refuses the
+    standard json_schema form once, and from then on the backend sends the older form, for
+    every later feedback call of this run and of the next."""
     backend = OpenAIBackend("smollm2", base_url=server.base_url)
-    result = SelfRefine("commongen", backend, max_iterations=1).run("dog, frisbee, catch, throw")
-    assert result.stop_reason is not StopReason.ERROR, result.error
-    fb = result.iterations[0].feedback
-    assert fb.parse_error is None, fb.text  # the server's schema form is used after a 4xx
-    assert backend.json_format in ("json_schema", "json_object")
-    assert all(c.prompt_tokens > 0 for c in result.calls if c.ok)
-    assert result.usage.completion_tokens > 0
+    assert backend.json_format == "auto"
+    engine = SelfRefine("commongen", backend, max_iterations=1, temperature=0.0)
+    before = len(server.chat_statuses())
+    results = [engine.run(concepts) for concepts in ("dog, frisbee, catch, throw", "sun, beach, towel")]
+    statuses = server.chat_statuses()[before:]
+    for result in results:
+        assert result.stop_reason is not StopReason.ERROR, result.error
+        fbs = [it.feedback for it in result.iterations if it.feedback is not None]
+        assert fbs and all(fb.parse_error is None for fb in fbs), [fb.text for fb in fbs]
+        assert all(c.prompt_tokens > 0 for c in result.calls if c.ok)
+        assert result.usage.completion_tokens > 0
+    assert backend.json_format == "json_object"
+    refused = [code for code in statuses if code != 200]
+    assert len(refused) == 1 and refused[0] in (400, 422, 500), statuses
+    # every recorded call is one request, plus the one refused request (retried within its call)
+    assert len(statuses) == sum(len(r.calls) for r in results) + 1, statuses
 
 
 def test_completion_endpoint(server):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -98,11 +99,18 @@ def test_token_budget(task):
 
 
 def test_time_budget_interrupts_a_slow_call(task):
-    backend = FakeBackend({"generate": ["d0"], "feedback": ["score: 1"]}, latency=0.05, default="slow")
-    backend.latency = 0.05
-    result = run(task, backend, max_seconds=0.12)
+    # the refine call would take 10 s: the budget must cut it off mid-call, not wait for it
+    # and notice afterwards (the budget check before each call alone would pass the rest)
+    backend = FakeBackend({"generate": ["d0"], "feedback": ["score: 1"], "refine": ["d1"]}, latency={"refine": 10.0})
+    start = time.perf_counter()
+    result = run(task, backend, max_seconds=0.3)
+    elapsed = time.perf_counter() - start
     assert result.stop_reason is StopReason.TIME_BUDGET
-    assert result.drafts[0] == "d0"  # finished drafts survive the budget
+    assert elapsed < 3.0, f"the slow call was waited out ({elapsed:.1f} s)"
+    assert [r.role for r in backend.cancelled] == ["refine"]  # cancelled while in flight
+    last = result.calls[-1]
+    assert last.role == "refine" and not last.ok and "time budget of 0.3s ran out" in last.error
+    assert result.drafts == ["d0"]  # finished drafts survive the budget
 
 
 def test_result_names_exactly_one_stop_reason(task):

@@ -102,3 +102,37 @@ def test_failed_example_shows_its_error(page):
     page.locator("#example-picker").select_option(value="0:3")  # run "refine", example "d"
     assert "InputError: empty input" in page.locator("#viewer .error").inner_text()
     assert page.locator("#viewer .draft").count() == 0
+
+
+def test_recorded_errors_show_in_the_viewer(tmp_path):
+    """A metric that raised on a draft, a failed judge call and an answer-hook crash are
+    shown with their messages, not as a bare '-'."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    from selfrefine.evaluate import ExampleRow
+    from selfrefine.records import StopReason
+    from selfrefine.runstore import RunMeta
+    from test_report import make_result, write_run
+
+    row = ExampleRow(id="e", metrics=[None, 1.0], metric_errors=["ValueError: cannot score", None],
+                     judge_error="BackendError: 401 invalid key", answer_error="RuntimeError: no answer",
+                     result=make_result("commongen", ["x y", "x y z"], [1, None], StopReason.MAX_ITERATIONS))
+    meta = RunMeta(name="errs", task="commongen", data="d", models={"generate": "m"}, config={"max_iterations": 1})
+    out = tmp_path / "report"
+    write_report([write_run(tmp_path / "run", meta, [row])], out)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page()
+            page.goto((out / "report.html").as_uri())
+            viewer = page.locator("#viewer")
+            assert "judge error: BackendError: 401 invalid key" in viewer.locator(".judge-error").inner_text()
+            assert "answer hook error: RuntimeError: no answer" in viewer.locator(".answer-error").inner_text()
+            first = viewer.locator(".draft").nth(0)
+            assert "metric failed" in first.locator("h3").inner_text()
+            assert "metric error: ValueError: cannot score" in first.locator(".metric-error").inner_text()
+            assert viewer.locator(".draft").nth(1).locator(".metric-error").count() == 0
+            assert "Errors recorded in the rows" in page.locator("body").inner_text()
+        finally:
+            browser.close()

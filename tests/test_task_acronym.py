@@ -1,4 +1,4 @@
-"""The acronym task: prompts, 5-aspect feedback parsing, fixed rounds, code checks, embedded run."""
+"""The acronym task: prompts, 5-aspect feedback parsing, fixed rounds, code checks (the real model: test_default_model.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The readability task: prompts, parsing, fixed rounds, static-analysis metric, embedded run."""
+"""The readability task: prompts, parsing, fixed rounds, static-analysis metric (the real model: test_default_model.py)."""
 
 from __future__ import annotations
 

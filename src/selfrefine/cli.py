@@ -72,16 +72,37 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.ensure_object(dict)["debug"] = debug
 
 
-def _options(pairs: tuple[str, ...], base_url: str | None) -> dict[str, str]:
+def _options(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--option")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=flag)
         out[key.strip()] = value.strip()
-    if base_url:
-        out["base_url"] = base_url
     return out
+
+
+def _role_options(spec: str | None, pairs: tuple[str, ...], flag: str, model_flag: str) -> dict[str, str]:
+    """The options of one role's own model: they never reach another role's backend."""
+    if pairs and spec is None:
+        raise click.UsageError(f"{flag} needs {model_flag}: without it that role shares --model's backend, "
+                               "which -o configures")
+    return _options(pairs, flag)
+
+
+def _main_options(model: str, pairs: tuple[str, ...], base_url: str | None) -> dict[str, str]:
+    """-o and --base-url: the options of --model (and of the roles that share its backend)."""
+    from .backends.registry import scheme_of
+
+    opts = _options(pairs, "--option")
+    if base_url:
+        model_cls = scheme_of(model).options_model()
+        if model_cls is not None and "base_url" not in model_cls.model_fields:
+            raise click.UsageError(
+                f"--base-url sets the server of --model, and {model!r} has none; for another role's "
+                "server use --feedback-option/--refine-option/--judge-option base_url=URL")
+        opts["base_url"] = base_url
+    return opts
 
 
 def _backend_spec(spec: str | None, options: dict[str, str]) -> Any:
@@ -89,11 +110,7 @@ def _backend_spec(spec: str | None, options: dict[str, str]) -> Any:
 
     if spec is None:
         return None
-    scheme = spec.partition(":")[0]
-    opts = dict(options)
-    if scheme != "openai":
-        opts.pop("base_url", None)  # --base-url only concerns OpenAI-compatible servers
-    return get_backend(spec, **opts)
+    return get_backend(spec, **options)
 
 
 def _read_input(text: str | None, input_file: Path | None) -> str:
@@ -116,11 +133,18 @@ def _read_input(text: str | None, input_file: Path | None) -> str:
 ENGINE_OPTIONS = [
     click.option("--model", "-m", default=DEFAULT_MODEL, envvar="SELFREFINE_MODEL", show_default=True,
                  help="embedded | embedded:NAME (see `selfrefine models`) | gguf:PATH | openai:NAME | fake[:REPLIES.json]"),
-    click.option("--feedback-model", help="A different model for the feedback role."),
-    click.option("--refine-model", help="A different model for the refine role."),
-    click.option("--base-url", envvar="OPENAI_BASE_URL", help="Base URL of an OpenAI-compatible server."),
     click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
-                 help="Backend option, e.g. -o n_ctx=8192, -o api=completion, -o concurrency=8."),
+                 help="Option of --model's backend (and of the roles that share it), e.g. -o n_ctx=8192, "
+                      "-o api=completion, -o concurrency=8; `selfrefine models` lists each backend's options."),
+    click.option("--base-url", metavar="URL",
+                 help="Server of an openai: --model (same as -o base_url=URL); unset: OPENAI_BASE_URL, "
+                      "which every openai: model without its own uses."),
+    click.option("--feedback-model", help="A different model for the feedback role."),
+    click.option("--feedback-option", "feedback_options", multiple=True, metavar="KEY=VALUE",
+                 help="Option of --feedback-model's backend only, e.g. --feedback-option base_url=URL."),
+    click.option("--refine-model", help="A different model for the refine role."),
+    click.option("--refine-option", "refine_options", multiple=True, metavar="KEY=VALUE",
+                 help="Option of --refine-model's backend only."),
     click.option("--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4)."),
     click.option("--history", type=click.Choice(["full", "last", "none"]),
                  help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's)."),
@@ -153,7 +177,8 @@ def engine_options(func: Any) -> Any:
 
 
 def build_engine(the_task: Any, *, model: str, feedback_model: str | None, refine_model: str | None,
-                 base_url: str | None, options: tuple[str, ...], max_iters: int | None, stop_contains: tuple[str, ...],
+                 base_url: str | None, options: tuple[str, ...], feedback_options: tuple[str, ...],
+                 refine_options: tuple[str, ...], max_iters: int | None, stop_contains: tuple[str, ...],
                  budget_tokens: int | None, budget_seconds: float | None, no_constrain: bool,
                  **config: Any) -> SelfRefine:
     """The engine from the shared options (config errors surface before any model loads)."""
@@ -161,12 +186,13 @@ def build_engine(the_task: Any, *, model: str, feedback_model: str | None, refin
         max_iterations=max_iters, stop_contains=list(stop_contains), max_total_tokens=budget_tokens,
         max_seconds=budget_seconds, constrained=not no_constrain, **config,
     )
-    opts = _options(options, base_url)
+    feedback = _role_options(feedback_model, feedback_options, "--feedback-option", "--feedback-model")
+    refine = _role_options(refine_model, refine_options, "--refine-option", "--refine-model")
     return SelfRefine(
         the_task,
-        _backend_spec(model, opts),
-        feedback_model=_backend_spec(feedback_model, opts),
-        refine_model=_backend_spec(refine_model, opts),
+        _backend_spec(model, _main_options(model, options, base_url)),
+        feedback_model=_backend_spec(feedback_model, feedback),
+        refine_model=_backend_spec(refine_model, refine),
         config=cfg,
     )
 
@@ -216,18 +242,38 @@ def run(task: str, input: str | None, input_file: Path | None, reference: str | 
               help="Response cache file (default ~/.cache/selfrefine/responses.sqlite).")
 @click.option("--judge", "judge_model", metavar="MODEL",
               help="Also compare each output with its one-step draft using this model as pairwise judge.")
+@click.option("--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE",
+              help="Option of the --judge model's backend only (it never gets -o or --base-url), "
+                   "e.g. --judge-option base_url=URL.")
+@click.option("--retry-failed/--no-retry-failed", default=True, show_default=True,
+              help="On a rerun, run again the examples whose row failed (no result, or stopped by an error).")
+@click.option("--tests", "tests_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="codeopt only: test cases per PIE problem id, for the metric (format below).")
 @engine_options
 def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int | None, no_cache: bool,
-          cache_path: Path | None, judge_model: str | None, **options: Any) -> None:
+          cache_path: Path | None, judge_model: str | None, judge_options: tuple[str, ...],
+          retry_failed: bool, tests_path: Path | None, **options: Any) -> None:
     """Run TASK over a dataset into a durable, resumable run folder.
 
     Every finished example is appended to OUT/results.jsonl (fsync'ed) before the next is
-    counted; rerunning the same command after a crash skips the finished ones. Model
-    responses are cached by full request, so a repeated run costs no model calls.
+    counted; rerunning the same command after a crash skips the finished ones and runs
+    the failed ones again (their new row supersedes the old). Failed examples are counted
+    apart and left out of every mean; a judge, metric or answer hook that raised is
+    recorded in the row and counted in the summary. Model responses are cached by full
+    request, so a repeated run costs no model calls.
+
+    PIE rows (codeopt) ship no test inputs, so their metric needs --tests FILE: a JSON
+    object {PROBLEM_ID: [CASE, ...]}, or for a .jsonl file one
+    {"problem_id": ID, "tests": [CASE, ...]} per line. A CASE is
+    {"input": STDIN, "output": EXPECTED_STDOUT}; without "output" (or as a bare STDIN
+    string) the expected output is what the original program prints. Every selected
+    problem id needs tests.
 
     \b
-    Example:
+    Examples:
       selfrefine eval gsm8k --data ../shared/datasets/gsm8k.dev.jsonl --limit 20 --out runs/gsm-base
+      selfrefine eval codeopt --data ../shared/datasets/pie_codenet_python.dev.jsonl \\
+        --tests pie_tests.json --limit 5 --out runs/pie
     """
     from .cache import ResponseCache
     from .datasets import load_examples
@@ -238,26 +284,34 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int 
     examples = load_examples(the_task.name, data, limit)
     if not examples:
         raise InputError(f"{data} has no examples")
+    if tests_path is not None:
+        if the_task.name != "codeopt":
+            raise click.UsageError(f"--tests gives test cases to codeopt's metric; task {the_task.name!r} takes none")
+        from .tasks.codeopt_bench import attach_tests, load_tests_file
+
+        examples = attach_tests(examples, load_tests_file(tests_path), f"tests file {tests_path}")
     engine = build_engine(the_task, **options)
     cache = None if no_cache else ResponseCache(cache_path)
     if cache is not None:
         from .harness import use_cache
 
         use_cache(engine, cache)
+    judge_opts = _role_options(judge_model, judge_options, "--judge-option", "--judge")
     judge = None
     if judge_model:
         from .cache import CachedBackend
         from .judge import DEFAULT_CRITERIA, PairwiseJudge
 
-        backend = _backend_spec(judge_model, _options(options["options"], options["base_url"]))
+        backend = _backend_spec(judge_model, judge_opts)
         if cache is not None:
             backend = CachedBackend(backend, cache)
         judge = PairwiseJudge(backend, seed=options["seed"], criteria=the_task.judge_criteria or DEFAULT_CRITERIA)
     if concurrency is None:
         concurrency = engine.examples_in_flight()
     store = RunStore(out)
-    store.start(run_meta(out.name, engine, str(data.resolve()), limit))
-    summary, _ = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency, judge=judge))
+    store.start(run_meta(out.name, engine, str(data.resolve()), limit, tests_path))
+    summary, _ = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency, judge=judge,
+                                      retry_failed=retry_failed))
     Console().print(summary_table(summary, out))
 
 
@@ -310,7 +364,7 @@ def models(ctx: click.Context, as_json: bool) -> None:
                         "pull": f"selfrefine models pull {st.entry.name}"})
     default = entries[0]
     embedded_file = default["file"] if default["installed"] else f"not installed: run `{default['pull']}`"
-    rows = [{"model": s.usage, "description": s.help} for s in schemes().values()]
+    rows = [{"model": s.usage, "description": s.help, "options": _scheme_options(s)} for s in schemes().values()]
     if as_json:
         click.echo(json.dumps({"catalogue": entries, "models": rows, "embedded_file": embedded_file}, indent=2))
         return
@@ -322,9 +376,29 @@ def models(ctx: click.Context, as_json: bool) -> None:
     for row in rows:
         table.add_row(row["model"], row["description"])
     Console().print(table)
+    table = Table("model", "option", "type", "default", "description",
+                  title="backend options (-o, --feedback-option, --refine-option, --judge-option KEY=VALUE)")
+    for row in rows:
+        for opt in row["options"] or [{"name": "(not declared by the plugin)", "type": "", "default": "",
+                                       "description": ""}]:
+            shown = "-" if opt["default"] is None else str(opt["default"])
+            table.add_row(row["model"], opt["name"], opt["type"], shown, opt["description"])
+    Console().print(table)
     if not default["installed"]:
         click.echo(f"The default model is not installed; `embedded` falls back to {catalogue.FALLBACK}. "
                    f"Install it: {default['pull']}")
+
+
+def _scheme_options(scheme: Any) -> list[dict[str, Any]] | None:
+    """A scheme's typed options; None for a plugin that declares none (or cannot be imported)."""
+    from .backends.options import describe
+
+    try:
+        model = scheme.options_model()
+    except Exception as exc:  # a broken plugin must not break the listing; say so instead
+        click.secho(f"Warning: cannot load plugin backend {scheme.name}: {exc}", fg="yellow", err=True)
+        return None
+    return describe(model) if model is not None else None
 
 
 @models.command("pull")

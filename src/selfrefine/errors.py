@@ -20,6 +20,10 @@ class ConfigError(SelfRefineError):
     exit_code = 2
 
 
+class SandboxUnavailableError(ConfigError):
+    """This machine cannot cut model-written code off from the network, so it is not run."""
+
+
 class InputError(SelfRefineError):
     """The input given to a task is empty, too large or malformed."""
 

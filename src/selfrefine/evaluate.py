@@ -4,7 +4,9 @@ Like DSPy's ``Evaluate``: dataset + task metric + concurrency → a score and pe
 rows. The metric is computed by the task's code on every draft, so the report shows the
 one-step baseline (iteration 0), each iteration, the final and the best-selected output,
 and the paper's cumulative variant (solved at any iteration). An example whose run failed
-is kept as a row with its error; it never stops the others.
+is kept as a row with its error; it never stops the others, and the summary counts it
+apart from the means. A metric, answer or judge hook that raises is recorded in the row
+(``metric_errors``, ``answer_error``, ``judge_error``) and counted, never dropped quietly.
 """
 
 from __future__ import annotations
@@ -27,7 +29,22 @@ class ExampleRow(BaseModel):
     result: RunResult | None = None
     error: str | None = None
     metrics: list[float | None] = Field(default_factory=list)  # the metric of draft 0, 1, …
+    # metric_errors[t]: why metrics[t] is None when the metric hook raised on draft t
+    # (empty in rows written before errors were recorded, and when no hook raised)
+    metric_errors: list[str | None] = Field(default_factory=list)
     judge: JudgeResult | None = None  # returned output ('b') vs the one-step draft 0 ('a')
+    judge_error: str | None = None  # the judge call failed (bad key, dead server): no verdict
+    answer_error: str | None = None  # the task's answer hook raised on the returned output
+
+    @property
+    def failed(self) -> bool:
+        """No result, or a run stopped by an error: counted apart, left out of the means,
+        and retried by a rerun of the same eval."""
+        return self.result is None or self.result.stop_reason is StopReason.ERROR
+
+    @property
+    def metric_failed(self) -> bool:
+        return any(e is not None for e in self.metric_errors)
 
     def metric_at(self, t: int) -> float | None:
         """The metric of the output after t refinements (a stopped run keeps its last draft;
@@ -42,9 +59,11 @@ class ExampleRow(BaseModel):
 
 
 class EvalSummary(BaseModel):
+    """Means over the examples that did not fail; the failed ones are only counted."""
+
     task: str
-    examples: int
-    failed: int
+    examples: int  # rows, one per example id
+    failed: int  # rows without a result or stopped by an error: left out of every mean below
     by_iteration: list[float | None]  # mean metric after t refinements, t = 0..max
     final: float | None  # mean metric of the returned outputs (per the select policy)
     cumulative: float | None  # share solved at any iteration (binary metrics)
@@ -55,6 +74,10 @@ class EvalSummary(BaseModel):
     stop_reasons: dict[str, int]
     rejected_per_example: float = 0.0  # refinements rejected by accept="not_worse"
     judge_preference: dict[str, float] | None = None  # win/tie/loss of the output over draft 0
+    judge_failed: int = 0  # examples whose judge call failed (no verdict, not in judge_preference)
+    metric_failed: int = 0  # examples whose metric hook raised on at least one draft
+    answer_failed: int = 0  # examples whose answer hook raised on the returned output
+    first_errors: dict[str, str] = Field(default_factory=dict)  # kind -> the first such error, for the fix
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -62,14 +85,34 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return statistics.fmean(known) if known else None
 
 
-def _metrics(engine: SelfRefine, example: Example, result: RunResult) -> list[float | None]:
-    out: list[float | None] = []
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _metrics(engine: SelfRefine, example: Example, result: RunResult) -> tuple[list[float | None], list[str | None]]:
+    """The metric of every draft, and the error of each draft whose metric hook raised."""
+    values: list[float | None] = []
+    errors: list[str | None] = []
     for it in result.iterations:
         try:
-            out.append(engine.task.metric(result.input, it.draft, example.reference))
-        except Exception:  # a metric crash on one draft must not lose the row
-            out.append(None)
-    return out
+            values.append(engine.task.metric(result.input, it.draft, example.reference))
+            errors.append(None)
+        except Exception as exc:  # a metric crash on one draft must not lose the row
+            values.append(None)
+            errors.append(_describe(exc))
+    return values, errors if any(errors) else []
+
+
+def _answer_error(engine: SelfRefine, result: RunResult) -> str | None:
+    """Why the task's answer hook gave nothing for the returned output, if it raised (the
+    loop keeps the run and leaves ``result.answer`` None; run it again to learn why)."""
+    if result.output is None or result.answer is not None:
+        return None
+    try:
+        engine.task.answer(result.output)
+    except Exception as exc:
+        return _describe(exc)
+    return None
 
 
 async def evaluate_rows(
@@ -93,10 +136,12 @@ async def evaluate_rows(
             except Exception as exc:  # bad input etc.: record it and go on
                 row = ExampleRow(id=example.id, error=f"{type(exc).__name__}: {exc}")
             else:
-                metrics = await asyncio.to_thread(_metrics, engine, example, result)
-                row = ExampleRow(id=example.id, result=result, metrics=metrics, error=result.error)
+                metrics, errors = await asyncio.to_thread(_metrics, engine, example, result)
+                answer_error = await asyncio.to_thread(_answer_error, engine, result)
+                row = ExampleRow(id=example.id, result=result, metrics=metrics, metric_errors=errors,
+                                 error=result.error, answer_error=answer_error)
                 if judge is not None:
-                    row.judge = await _judge(judge, result)
+                    row.judge, row.judge_error = await _judge(judge, result)
         if on_row is not None:
             on_row(row)
         return row
@@ -104,44 +149,71 @@ async def evaluate_rows(
     return list(await asyncio.gather(*(one(e) for e in examples)))
 
 
-async def _judge(judge: PairwiseJudge, result: RunResult) -> JudgeResult | None:
+async def _judge(judge: PairwiseJudge, result: RunResult) -> tuple[JudgeResult | None, str | None]:
+    """(verdict, None), (None, error) when the judge call failed, or (None, None) when there
+    is nothing to judge (no returned output)."""
     if result.output is None or not result.iterations:
-        return None
+        return None, None
     base = result.iterations[0].draft
     if base.strip() == result.output.strip():
-        return JudgeResult(winner="tie")
+        return JudgeResult(winner="tie"), None
     try:
-        return await judge.acompare(result.input, base, result.output)
-    except Exception:  # a judge failure must not lose the finished example
-        return None
+        return await judge.acompare(result.input, base, result.output), None
+    except Exception as exc:  # a judge failure must not lose the finished example
+        return None, _describe(exc)
 
 
 def summarize(task: str, rows: Sequence[ExampleRow], max_iterations: int) -> EvalSummary:
-    done = [r for r in rows if r.result is not None]
-    by_iteration = [_mean([r.metric_at(t) for r in done]) for t in range(max_iterations + 1)]
-    final = _mean([r.metrics[r.result.selected] if r.result.selected is not None and r.metrics else None for r in done])
-    known = [m for r in done for m in r.metrics if m is not None]
+    """Means over the rows that did not fail (a failed row has no comparable trajectory);
+    failures and hook errors are counted apart."""
+    ok = [r for r in rows if not r.failed]
+    by_iteration = [_mean([r.metric_at(t) for r in ok]) for t in range(max_iterations + 1)]
+    final = _mean([r.metrics[r.result.selected] if r.result.selected is not None and r.metrics else None for r in ok])
+    known = [m for r in ok for m in r.metrics if m is not None]
     binary = bool(known) and all(m in (0.0, 1.0) for m in known)  # no metric: no solve rate
-    cumulative = _mean([float(any(m == 1.0 for m in r.metrics)) for r in done if r.metrics]) if binary else None
-    n = max(1, len(done))
+    cumulative = _mean([float(any(m == 1.0 for m in r.metrics)) for r in ok if r.metrics]) if binary else None
+    n = max(1, len(ok))
     reasons: dict[str, int] = {}
-    for r in done:
-        reasons[r.result.stop_reason.value] = reasons.get(r.result.stop_reason.value, 0) + 1
+    for r in rows:
+        if r.result is not None:
+            reasons[r.result.stop_reason.value] = reasons.get(r.result.stop_reason.value, 0) + 1
+    judged = [r.judge for r in ok if r.judge]
     return EvalSummary(
         task=task,
         examples=len(rows),
-        failed=sum(1 for r in rows if r.result is None or r.result.stop_reason is StopReason.ERROR),
+        failed=len(rows) - len(ok),
         by_iteration=by_iteration,
         final=final,
         cumulative=cumulative,
-        calls_per_example=sum(r.result.usage.calls for r in done) / n,
-        prompt_tokens_per_example=sum(r.result.usage.prompt_tokens for r in done) / n,
-        completion_tokens_per_example=sum(r.result.usage.completion_tokens for r in done) / n,
-        seconds_per_example=sum(r.result.usage.seconds for r in done) / n,
+        calls_per_example=sum(r.result.usage.calls for r in ok) / n,
+        prompt_tokens_per_example=sum(r.result.usage.prompt_tokens for r in ok) / n,
+        completion_tokens_per_example=sum(r.result.usage.completion_tokens for r in ok) / n,
+        seconds_per_example=sum(r.result.usage.seconds for r in ok) / n,
         stop_reasons=reasons,
-        rejected_per_example=sum(not it.accepted for r in done for it in r.result.iterations) / n,
-        judge_preference=preference_rate([r.judge for r in done if r.judge]) if any(r.judge for r in done) else None,
+        rejected_per_example=sum(not it.accepted for r in ok for it in r.result.iterations) / n,
+        judge_preference=preference_rate(judged) if judged else None,
+        judge_failed=sum(r.judge_error is not None for r in rows),
+        metric_failed=sum(r.metric_failed for r in rows),
+        answer_failed=sum(r.answer_error is not None for r in rows),
+        first_errors=first_errors(rows),
     )
+
+
+def first_errors(rows: Sequence[ExampleRow]) -> dict[str, str]:
+    """The first error of each kind, with its example id: enough to see the fix (a bad key
+    fails every judge call the same way)."""
+    out: dict[str, str] = {}
+    for r in rows:
+        found = {
+            "example": r.error if r.failed else None,
+            "judge": r.judge_error,
+            "metric": next((e for e in r.metric_errors if e), None),
+            "answer": r.answer_error,
+        }
+        for kind, error in found.items():
+            if error and kind not in out:
+                out[kind] = f"{r.id}: {error}"
+    return out
 
 
 def evaluate(engine: SelfRefine, examples: Sequence[Example], *, concurrency: int = 4) -> tuple[EvalSummary, list[ExampleRow]]:

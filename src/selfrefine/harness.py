@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -29,7 +31,9 @@ def use_cache(engine: SelfRefine, cache: ResponseCache) -> None:
         engine.backends[role] = wrapped[id(backend)]
 
 
-def run_meta(name: str, engine: SelfRefine, data: str, limit: int | None) -> RunMeta:
+def run_meta(name: str, engine: SelfRefine, data: str, limit: int | None, tests: Path | None = None) -> RunMeta:
+    """What the run folder holds; ``tests`` is the --tests file of a codeopt eval (its
+    content is part of the experiment: other tests, other metric)."""
     config = engine.config.model_dump(mode="json")
     config.update(max_iterations=engine.max_iterations, history=engine.history, select=engine.select)
     for volatile in ("record_prompts", "retry_base_delay", "retry_max_delay", "backend_retries"):
@@ -46,6 +50,8 @@ def run_meta(name: str, engine: SelfRefine, data: str, limit: int | None) -> Run
         config=config,
         limit=limit,
         version=__version__,
+        tests=str(tests.resolve()) if tests is not None else None,
+        tests_sha256=hashlib.sha256(tests.read_bytes()).hexdigest() if tests is not None else None,
     )
 
 
@@ -65,10 +71,15 @@ async def run_eval(
     concurrency: int = 4,
     console: Console | None = None,
     judge: PairwiseJudge | None = None,
+    retry_failed: bool = True,
 ) -> tuple[EvalSummary, list[ExampleRow]]:
-    """Run the examples not yet in ``store``; each row is on disk before it is counted."""
+    """Run the examples not yet in ``store``; each row is on disk before it is counted.
+
+    A failed example (no result, or stopped by an error) is run again unless
+    ``retry_failed`` is False; its new row supersedes the old one (:class:`RunStore`)."""
     check_ids(examples)
-    done = store.finished_ids()
+    done = store.finished_ids() if retry_failed else store.recorded_ids()
+    retried = len((store.recorded_ids() - done) & {e.id for e in examples})
     todo = [e for e in examples if e.id not in done]
     console = console or Console(stderr=True)
     finals: list[float] = []
@@ -98,7 +109,11 @@ async def run_eval(
             if not console.is_terminal:  # logs get one line per example instead of a bar
                 count = int(progress.tasks[0].completed)
                 what = row.error or (row.result.stop_reason.value if row.result else "")
-                console.print(f"[{count}/{len(examples)}] {row.id}: {what}; running {metric}, tokens {tokens[0]:,}")
+                what += "".join(f"; {kind} error: {err}" for kind, err in (
+                    ("judge", row.judge_error), ("answer", row.answer_error)) if err)
+                if row.metric_failed:
+                    what += f"; metric error: {next(e for e in row.metric_errors if e)}"
+                console.print(escape(f"[{count}/{len(examples)}] {row.id}: {what}; running {metric}, tokens {tokens[0]:,}"))
 
         try:
             await evaluate_rows(engine, todo, concurrency=concurrency, on_row=on_row, judge=judge)
@@ -108,7 +123,7 @@ async def run_eval(
                 await judge.backend.aclose()
     rows = store.rows()
     summary = summarize(engine.task.name, rows, engine.max_iterations)
-    store.write_summary(summary, {"skipped_as_finished": len(done)})
+    store.write_summary(summary, {"skipped_as_finished": len(done), "retried_failed": retried})
     return summary, rows
 
 
@@ -131,7 +146,14 @@ def summary_table(summary: EvalSummary, folder: Path) -> Table:
                       f"win {p['win']:.2f} / tie {p['tie']:.2f} / loss {p['loss']:.2f} (n={p['n']:.0f})")
     if summary.rejected_per_example:
         table.add_row("rejected refinements / example", f"{summary.rejected_per_example:.2f}")
-    table.add_row("failed examples", str(summary.failed))
+    table.add_row("failed examples (left out of every mean)", str(summary.failed))
+    if summary.judge_preference is not None or summary.judge_failed:
+        table.add_row("judge calls failed (no verdict)", str(summary.judge_failed))
+    table.add_row("examples whose metric raised", str(summary.metric_failed))
+    if summary.answer_failed:
+        table.add_row("examples whose answer hook raised", str(summary.answer_failed))
+    for kind, error in summary.first_errors.items():
+        table.add_row(f"first {kind} error", escape(error if len(error) <= 200 else error[:200] + "…"))
     table.add_row("calls / example", f"{summary.calls_per_example:.1f}")
     table.add_row("prompt + completion tokens / example",
                   f"{summary.prompt_tokens_per_example:,.0f} + {summary.completion_tokens_per_example:,.0f}")

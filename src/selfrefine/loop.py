@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from .backends.base import Backend, CompletionRequest, CompletionResponse
 from .backends.registry import get_backend
 from .config import DEFAULT_MAX_ITERATIONS, RefineConfig
-from .errors import BackendError, ConfigError, ParseError, TransientBackendError
+from .errors import BackendError, ConfigError, ParseError, SandboxUnavailableError, TransientBackendError
 from .records import (
     ROLES,
     CallRecord,
@@ -514,10 +514,14 @@ class SelfRefine:
         metric = answer = None
         try:  # a broken metric or answer hook must not lose the finished run
             metric = self.task.metric(run.input, output, run.reference)
+        except SandboxUnavailableError:
+            raise  # this machine cannot run model code at all: say so, not metric=None
         except Exception:
             pass
         try:
             answer = self.task.answer(output)
+        except SandboxUnavailableError:
+            raise
         except Exception:
             pass
         return metric, answer

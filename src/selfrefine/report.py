@@ -7,7 +7,9 @@ time and for any mix of runs (an ablation is just several folders).
 Numbers follow the paper's layout: the one-step baseline is draft 0 of the same run (the
 paper's "base" column), "Self-Refine" is the returned output (``result.selected``), the
 per-iteration rows carry a stopped example's last draft forward, and the gain comes with a
-paired bootstrap interval (:mod:`selfrefine.stats`).
+paired bootstrap interval (:mod:`selfrefine.stats`). Failed examples (no result, or a run
+stopped by an error) are counted and left out of every mean, Δ and interval; judge,
+metric and answer-hook errors recorded in the rows are counted and shown.
 """
 
 from __future__ import annotations
@@ -60,8 +62,8 @@ class RunReport(BaseModel):
     metric_name: str
     models: dict[str, str]
     config: dict[str, Any] = Field(default_factory=dict)
-    n: int  # rows in the folder
-    failed: int  # rows without a result, or stopped by an error
+    n: int  # examples in the folder (one row per id)
+    failed: int  # rows without a result, or stopped by an error: left out of every number below
     by_iteration: list[float | None]  # mean metric after t refinements, t = 0..K (carry-forward)
     final: float | None  # the returned outputs (result.selected)
     best_selected: float | None  # the draft select="best" would return (highest feedback total)
@@ -71,6 +73,14 @@ class RunReport(BaseModel):
     cost_by_iteration: list[Cost]  # per example, calls of iteration t only
     stop_reasons: dict[str, int] = Field(default_factory=dict)
     judge_preference: dict[str, float] | None = None  # output vs one-step, when eval had --judge
+    judge_failed: int = 0  # examples whose judge call failed
+    metric_failed: int = 0  # examples whose metric hook raised on some draft
+    answer_failed: int = 0  # examples whose answer hook raised
+    first_errors: dict[str, str] = Field(default_factory=dict)  # kind -> first error, with its example id
+
+    @property
+    def errors(self) -> int:
+        return self.failed + self.judge_failed + self.metric_failed + self.answer_failed
 
     @property
     def baseline(self) -> float | None:
@@ -144,7 +154,7 @@ def run_table(folder: str | Path, *, seed: int = 0) -> RunReport:
     meta, rows = _load(folder)
     k = _max_iterations(meta, rows)
     summary = summarize(meta.task, rows, k)
-    done = [r for r in rows if r.result is not None]
+    done = [r for r in rows if not r.failed]  # a failed run has no comparable trajectory
     finals = [_metric_of(r, r.result.selected) for r in done]  # type: ignore[union-attr]
     bests = [_metric_of(r, select_index(r.result.iterations, "best")) for r in done]  # type: ignore[union-attr]
     delta = paired_bootstrap_diff([r.metric_at(0) for r in done], finals, seed=seed)
@@ -171,6 +181,10 @@ def run_table(folder: str | Path, *, seed: int = 0) -> RunReport:
         cost_by_iteration=[_cost_of_iteration(done, t) for t in range(k + 1)],
         judge_preference=summary.judge_preference,
         stop_reasons=summary.stop_reasons,
+        judge_failed=summary.judge_failed,
+        metric_failed=summary.metric_failed,
+        answer_failed=summary.answer_failed,
+        first_errors=summary.first_errors,
     )
 
 
@@ -211,7 +225,7 @@ def tables(reports: Sequence[RunReport]) -> list[Table]:
     names = _unique_names(reports)
     main: Table = (
         "Self-Refine vs. the one-step baseline (paper Table 1 layout)",
-        ["Run", "Task", "Metric", "Model", "n", "Failed", "Base (y0)", "+Self-Refine", "Δ", "95% CI"],
+        ["Run", "Task", "Metric", "Model", "n", "Failed (left out)", "Base (y0)", "+Self-Refine", "Δ", "95% CI"],
         [
             [name, r.task, r.metric_name, r.model, str(r.n), str(r.failed), _f(r.baseline), _f(r.final), _d(r.delta), _ci(r.delta)]
             for name, r in zip(names, reports)
@@ -247,6 +261,15 @@ def tables(reports: Sequence[RunReport]) -> list[Table]:
             ["Run", "n", "Preferred", "Tie", "One-step preferred"],
             [[name, f"{p['n']:.0f}", _f(p["win"]), _f(p["tie"]), _f(p["loss"])] for name, p in judged],
         ))
+    errored = [(name, r) for name, r in zip(names, reports) if r.errors]
+    if errored:
+        out.append((
+            "Errors recorded in the rows (failed examples are left out of every number above)",
+            ["Run", "Failed examples", "Judge errors", "Metric errors", "Answer errors", "First of each"],
+            [[name, str(r.failed), str(r.judge_failed), str(r.metric_failed), str(r.answer_failed),
+              "; ".join(f"{kind}: {_clip(text)}" for kind, text in r.first_errors.items()) or "-"]
+             for name, r in errored],
+        ))
     if len(reports) > 1:
         out.append((
             "Ablations (one row per run)",
@@ -256,6 +279,10 @@ def tables(reports: Sequence[RunReport]) -> list[Table]:
              for name, s, r in zip(names, _settings(reports), reports)],
         ))
     return out
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _md_cell(text: str) -> str:
@@ -270,7 +297,8 @@ def markdown(reports: Sequence[RunReport]) -> str:
         parts += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in rows]
         parts.append("")
     parts.append("Δ is the paired mean of (returned output − draft 0) over examples; the interval is a "
-                 "95% percentile bootstrap over examples (2000 resamples, seeded).")
+                 "95% percentile bootstrap over examples (2000 resamples, seeded). Failed examples (no "
+                 "result, or stopped by an error) are left out of every mean, Δ and interval.")
     return "\n".join(parts) + "\n"
 
 
@@ -351,7 +379,7 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
     """One example as the viewer shows it: drafts, diffs, feedback and metric per draft."""
     result = row.result
     if result is None:
-        return {"id": row.id, "error": row.error, "input": "", "drafts": []}
+        return {"id": row.id, "error": row.error, "input": "", "drafts": [], "judge_error": None, "answer_error": None}
     drafts, previous = [], None
     for pos, it in enumerate(result.iterations):
         drafts.append({
@@ -359,6 +387,7 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
             "text": it.draft,
             "diff": word_diff(previous, it.draft) if previous is not None else None,
             "metric": row.metrics[pos] if pos < len(row.metrics) else None,
+            "metric_error": row.metric_errors[pos] if pos < len(row.metric_errors) else None,
             "feedback": it.feedback.text if it.feedback else None,
             "feedback_source": it.feedback.source if it.feedback else None,
         })
@@ -371,6 +400,8 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
         "selected": result.selected,
         "best": select_index(result.iterations, "best"),
         "drafts": drafts,
+        "judge_error": row.judge_error,
+        "answer_error": row.answer_error,
     }
 
 
@@ -415,7 +446,7 @@ def write_report(folders: Sequence[str | Path], out: str | Path, *, seed: int = 
 def _paired_runs(a: str | Path, b: str | Path, seed: int) -> Interval | None:
     """Final metric of B minus A over the example ids both runs finished."""
     def finals(folder: str | Path) -> dict[str, float | None]:
-        return {r.id: _metric_of(r, r.result.selected) for r in RunStore(folder).rows() if r.result is not None}
+        return {r.id: _metric_of(r, r.result.selected) for r in RunStore(folder).rows() if not r.failed}  # type: ignore[union-attr]
 
     fa, fb = finals(a), finals(b)
     ids = [i for i in fa if i in fb]
@@ -436,7 +467,8 @@ def compare_table(folder_a: str | Path, folder_b: str | Path, *, seed: int = 0) 
     rows: list[tuple[str, str, str]] = [
         ("task", ra.task, rb.task),
         ("model", ra.model, rb.model),
-        ("n (failed)", f"{ra.n} ({ra.failed})", f"{rb.n} ({rb.failed})"),
+        ("n (failed, left out)", f"{ra.n} ({ra.failed})", f"{rb.n} ({rb.failed})"),
+        ("judge / metric / answer errors", *(f"{r.judge_failed} / {r.metric_failed} / {r.answer_failed}" for r in (ra, rb))),
     ]
     k = max(len(ra.by_iteration), len(rb.by_iteration))
     for t in range(k):
@@ -482,7 +514,8 @@ def report_command(runs: tuple[Path, ...], out: Path, seed: int) -> None:
 def compare_lines(reports: Sequence[RunReport]) -> str:
     """One line per run: the headline numbers, for the terminal."""
     return "\n".join(
-        f"{name}: base {_f(r.baseline)} -> final {_f(r.final)} (Δ {_d(r.delta)} {_ci(r.delta)}, n={r.n})"
+        f"{name}: base {_f(r.baseline)} -> final {_f(r.final)} (Δ {_d(r.delta)} {_ci(r.delta)}, n={r.n}"
+        + (f", {r.failed} failed left out" if r.failed else "") + ")"
         for name, r in zip(_unique_names(reports), reports)
     )
 

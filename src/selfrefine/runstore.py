@@ -9,6 +9,10 @@ Layout of ``runs/NAME/``::
 Every finished example is on disk (written, flushed and fsync'ed) before the next one is
 counted, so a ``kill -9`` loses at most the examples in flight. A line cut short by a
 crash is dropped on the next open; rerunning the same eval skips the finished ids.
+
+A failed example (no result, or a run stopped by an error) is retried by a rerun: its new
+row is appended and supersedes the old one, which stays in the file. ``rows()`` returns
+one row per id, the latest, except that a failed row never replaces a good one.
 """
 
 from __future__ import annotations
@@ -39,10 +43,12 @@ class RunMeta(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
     limit: int | None = None
     version: str = ""
+    tests: str | None = None  # the --tests file of a codeopt eval, for people
+    tests_sha256: str | None = None  # its content, which decides the metric
 
     def same_job(self, other: "RunMeta") -> bool:
         """Whether resuming ``other`` into this folder would mix different experiments."""
-        keys = ("task", "model_ids", "config")
+        keys = ("task", "model_ids", "config", "tests_sha256")
         return all(getattr(self, k) == getattr(other, k) for k in keys) and self.data == other.data
 
 
@@ -67,9 +73,10 @@ class RunStore:
         if (self.folder / META).exists():
             old = self.meta()
             if not old.same_job(meta):
+                tests = f", tests {old.tests or 'none'}" if old.tests_sha256 != meta.tests_sha256 else ""
                 raise ConfigError(
                     f"{self.folder} holds a different run ({old.task} on {old.data} with "
-                    f"{old.models.get('generate')}); use another --out or delete that folder"
+                    f"{old.models.get('generate')}{tests}); use another --out or delete that folder"
                 )
             return
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -78,7 +85,18 @@ class RunStore:
     # -- rows --------------------------------------------------------------------------------
 
     def rows(self) -> list[ExampleRow]:
-        """Finished rows; a last line cut short by a crash is dropped from the file."""
+        """One row per example id, in the order ids first appear: the latest row, unless it
+        failed and an earlier one did not (a retried failure never hides a good row)."""
+        latest: dict[str, ExampleRow] = {}
+        for row in self.all_rows():
+            old = latest.get(row.id)
+            if old is None or not row.failed or old.failed:
+                latest[row.id] = row
+        return list(latest.values())
+
+    def all_rows(self) -> list[ExampleRow]:
+        """Every line of results.jsonl, superseded rows too; a last line cut short by a crash
+        is dropped from the file."""
         path = self.folder / RESULTS
         if not path.exists():
             return []
@@ -98,6 +116,11 @@ class RunStore:
         return rows
 
     def finished_ids(self) -> set[str]:
+        """Ids with a good row: what a rerun skips (failed ones are retried)."""
+        return {row.id for row in self.rows() if not row.failed}
+
+    def recorded_ids(self) -> set[str]:
+        """Ids with any row, failed or not: what a rerun with --no-retry-failed skips."""
         return {row.id for row in self.rows()}
 
     def append(self, row: ExampleRow) -> None:

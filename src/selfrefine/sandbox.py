@@ -5,12 +5,14 @@ a temporary working directory, with CPU-time, address-space and file-size limits
 wall-clock timeout that kills the whole process group, capped output (read incrementally,
 so a program printing forever cannot fill the caller's memory) and no network:
 
-1. where the kernel permits, the child enters a fresh network namespace before ``exec``
-   (``unshare(CLONE_NEWNET)``, or ``CLONE_NEWUSER | CLONE_NEWNET`` without root), which
-   has no interface but a downed loopback, so no connection can be made at all;
+1. the kernel keeps the child and everything it starts off the network, with a network
+   namespace and/or a seccomp filter (:mod:`selfrefine.isolation`); where neither works,
+   :func:`run_python` refuses with :class:`SandboxUnavailableError` unless
+   ``SELFREFINE_SANDBOX_NETWORK=allow``;
 2. in every case a small launcher replaces ``socket.socket``, ``_socket.socket`` and the
    connection helpers with a function raising ``PermissionError`` before the program runs
-   (no sitecustomize is needed, which ``-I`` would ignore anyway).
+   (no sitecustomize is needed, which ``-I`` would ignore anyway): a clear message for the
+   program itself, but no barrier for the processes it starts.
 
 It never runs in the caller's process. With ``measure=True`` the launcher also reports
 the CPU time of the program itself (excluding interpreter start-up, ~20-40 ms, which
@@ -20,8 +22,6 @@ does not know about.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import os
 import signal
 import subprocess
@@ -30,9 +30,12 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
+from .errors import SandboxUnavailableError
+from .isolation import Isolation, child_setup, network_isolation, require_isolation
+
+__all__ = ["Isolation", "SandboxResult", "network_isolation", "run_python"]
+
 MARKER = "__SELFREFINE_RESULT__"
-CLONE_NEWNET = 0x40000000
-CLONE_NEWUSER = 0x10000000
 
 
 @dataclass(frozen=True)
@@ -86,56 +89,13 @@ finally:
 """
 
 
-@functools.lru_cache(maxsize=1)
-def _unshare_fn():
-    try:
-        return ctypes.CDLL(None, use_errno=True).unshare
-    except (OSError, AttributeError):  # pragma: no cover - non-glibc platforms
-        return None
+def _limits(cpu_seconds: int, memory_mb: int, file_mb: int, isolation: Isolation):
+    isolate = child_setup(isolation)
 
-
-@functools.lru_cache(maxsize=1)
-def network_isolation() -> str:
-    """How this machine isolates the sandbox from the network, probed once.
-
-    ``"namespace"`` (root, or CAP_SYS_ADMIN), ``"user-namespace"`` (unprivileged user
-    namespaces enabled) or ``"guard"`` (only the in-process socket guard)."""
-    fn = _unshare_fn()
-    if fn is None or not sys.platform.startswith("linux"):
-        return "guard"
-    for flags, label in ((CLONE_NEWNET, "namespace"), (CLONE_NEWUSER | CLONE_NEWNET, "user-namespace")):
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-I", "-c", "pass"],
-                preexec_fn=_enter_namespace(flags, strict=True),
-                capture_output=True,
-                timeout=30,
-            )
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if proc.returncode == 0:
-            return label
-    return "guard"
-
-
-def _enter_namespace(flags: int, strict: bool = False):  # pragma: no cover - runs in the child
-    fn = _unshare_fn()
-
-    def apply() -> None:
-        if fn is not None and fn(flags) != 0 and strict:
-            os._exit(97)
-
-    return apply
-
-
-def _limits(cpu_seconds: int, memory_mb: int, file_mb: int, netflags: int):  # pragma: no cover - child
-    enter = _enter_namespace(netflags) if netflags else None
-
-    def apply() -> None:
+    def apply() -> None:  # pragma: no cover - runs in the child
         import resource
 
-        if enter is not None:
-            enter()  # before the rlimits: creating a namespace needs some memory
+        isolate()  # before the rlimits: creating a namespace needs some memory
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
         mem = memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
@@ -144,11 +104,6 @@ def _limits(cpu_seconds: int, memory_mb: int, file_mb: int, netflags: int):  # p
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
     return apply
-
-
-def _netflags() -> int:
-    mode = network_isolation()
-    return {"namespace": CLONE_NEWNET, "user-namespace": CLONE_NEWUSER | CLONE_NEWNET}.get(mode, 0)
 
 
 def run_python(
@@ -160,10 +115,16 @@ def run_python(
     max_output: int = 65_536,
     stdin: str = "",
     measure: bool = False,
+    isolation: Isolation | None = None,
 ) -> SandboxResult:
     """Execute ``code``; with ``call`` (e.g. ``"solution"``) also call it and return its repr.
 
-    ``measure``: report the program's own CPU seconds in ``SandboxResult.seconds``."""
+    ``measure``: report the program's own CPU seconds in ``SandboxResult.seconds``.
+    ``isolation``: the network barriers to use; default every one :func:`network_isolation`
+    found (tests pass a subset to exercise one mode). Raises :class:`SandboxUnavailableError`
+    when none is given or found, unless ``SELFREFINE_SANDBOX_NETWORK=allow``."""
+    isolation = network_isolation() if isolation is None else isolation
+    require_isolation(isolation)
     script = code
     if call:
         script += f"\n\nif __name__ == '__main__':\n    print({MARKER!r} + repr({call}()))\n"
@@ -174,7 +135,7 @@ def run_python(
         timing = open(os.path.join(tmp, "timing"), "w+b") if measure else None
         try:
             fd = timing.fileno() if timing else -1
-            out, err, code_, timed_out = _execute(path, tmp, fd, stdin, timeout, memory_mb, max_output)
+            out, err, code_, timed_out = _execute(path, tmp, fd, stdin, timeout, memory_mb, max_output, isolation)
             seconds = _read_seconds(timing)
         finally:
             if timing:
@@ -192,20 +153,17 @@ def _read_seconds(timing) -> float | None:
         return None  # the program was killed before the launcher could report
 
 
-def _execute(path: str, cwd: str, fd: int, stdin: str, timeout: float, memory_mb: int, max_output: int):
+def _execute(path: str, cwd: str, fd: int, stdin: str, timeout: float, memory_mb: int, max_output: int,
+             isolation: Isolation):
     """Start the launcher, feed stdin, read capped output; kill the group on timeout."""
     env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "HOME": cwd, "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-I", "-c", _LAUNCHER, path, str(fd)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-        pass_fds=(fd,) if fd >= 0 else (),
-        start_new_session=True,  # its own process group: a timeout kills its children too
-        preexec_fn=_limits(max(1, int(timeout) + 1), memory_mb, 16, _netflags()),
-    )
+    try:
+        proc = _start(path, cwd, fd, env, timeout, memory_mb, isolation)
+    except subprocess.SubprocessError as exc:  # the isolation step failed in the child: fail closed
+        raise SandboxUnavailableError(
+            f"could not isolate the sandboxed program ({isolation.describe()}) although the start-up "
+            f"probe succeeded: {exc}"
+        ) from exc
     # bytes kept per stream: the cap in characters, plus room for multi-byte characters
     out_buf, err_buf = bytearray(), bytearray()
     readers = [
@@ -224,6 +182,21 @@ def _execute(path: str, cwd: str, fd: int, stdin: str, timeout: float, memory_mb
     for thread in readers:
         thread.join(timeout=2.0)  # a process that left the group may hold a pipe: give up
     return bytes(out_buf), bytes(err_buf), proc.returncode, timed_out
+
+
+def _start(path: str, cwd: str, fd: int, env: dict[str, str], timeout: float, memory_mb: int,
+           isolation: Isolation) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-I", "-c", _LAUNCHER, path, str(fd)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        pass_fds=(fd,) if fd >= 0 else (),
+        start_new_session=True,  # its own process group: a timeout kills its children too
+        preexec_fn=_limits(max(1, int(timeout) + 1), memory_mb, 16, isolation),
+    )
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -318,7 +318,7 @@ def _rejecting(call: Any, **kwargs: Any) -> dict[str, Any]:
     except ValueError as exc:
         raise BackendError(
             f"llama.cpp rejected the request: {exc}. Shorten the input or raise n_ctx "
-            "(--option n_ctx=8192)"
+            "(-o n_ctx=8192 for --model; --feedback-option/--refine-option n_ctx=8192 for those roles' models)"
         ) from None
 
 

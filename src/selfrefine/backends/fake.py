@@ -8,7 +8,9 @@ Replies come, in this order of precedence, from:
 
 A reply that is an exception instance is raised instead of returned, which lets tests
 script failures (``TransientBackendError`` for retries, anything else for fatal errors).
-Every request is recorded in ``self.requests`` with its role, in call order.
+Every request is recorded in ``self.requests`` with its role, in call order; one that the
+caller cancelled while it waited out its ``latency`` (e.g. a time budget ran out) also in
+``self.cancelled``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class FakeBackend(Backend):
         *,
         table: Mapping[str, Reply] | None = None,
         default: str | Callable[[CompletionRequest], str] | None = None,
-        latency: float = 0.0,
+        latency: float | Mapping[str, float] = 0.0,
         name: str = "fake",
     ) -> None:
         super().__init__(name)
@@ -52,8 +54,9 @@ class FakeBackend(Backend):
             self._queues[None] = deque(replies)
         self.table = dict(table or {})
         self.default = default
-        self.latency = latency
+        self.latency = latency  # seconds per call, or per role ({"refine": 5.0})
         self.requests: list[CompletionRequest] = []
+        self.cancelled: list[CompletionRequest] = []
 
     @classmethod
     def from_file(cls, path: str | Path) -> "FakeBackend":
@@ -97,8 +100,13 @@ class FakeBackend(Backend):
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         self.requests.append(request)
-        if self.latency:
-            await asyncio.sleep(self.latency)
+        delay = self.latency.get(request.role, 0.0) if isinstance(self.latency, Mapping) else self.latency
+        if delay:
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:
+                self.cancelled.append(request)  # lets tests see that a call was cut off mid-way
+                raise
         reply = self._next_reply(request)
         if isinstance(reply, BaseException):
             raise reply

@@ -16,12 +16,13 @@ import functools
 import json
 import random
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..datasets import Example
 from ..errors import InputError, TaskError
 from ..sandbox import run_python
 
@@ -340,3 +341,75 @@ def load_pie(path: str | Path, tests: Mapping[str, Sequence[Any]] | None = None)
             meta = {k: v for k, v in obj.items() if k not in ("problem_id", "input", "target")}
             rows.append(PieRow(problem_id, slow, obj.get("target", ""), cases, meta))
     return rows
+
+
+# --- test cases for PIE rows, from a file (``selfrefine eval codeopt --tests FILE``) ---------
+
+
+def load_tests_file(path: str | Path) -> dict[str, list[TestCase]]:
+    """Test cases per problem id from a tests file: a JSON object keyed by problem id,
+    ``{"p03371": [{"input": "1500 2000 1600 3 2\\n", "output": "7900\\n"}, ...]}``, or for a
+    ``.jsonl`` file one ``{"problem_id": ID, "tests": [...]}`` per line. A case without
+    ``output`` (or a bare stdin string) expects what the original program prints."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read tests file {p}: {exc}") from None
+    if p.suffix == ".jsonl":
+        entries = list(_tests_jsonl(p, text))
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"tests file {p}: line {exc.lineno}: bad JSON: {exc.msg}") from None
+        if not isinstance(data, dict):
+            raise InputError(f"tests file {p} must hold a JSON object keyed by problem id, got {type(data).__name__}")
+        entries = [(f"{p}: problem {pid!r}", str(pid), cases) for pid, cases in data.items()]
+    out: dict[str, list[TestCase]] = {}
+    for where, problem_id, cases in entries:
+        if problem_id in out:
+            raise InputError(f"{where}: problem id {problem_id!r} appears twice; give its tests once")
+        if not isinstance(cases, list) or not cases:
+            raise InputError(f"{where}: the tests must be a non-empty list of test cases, e.g. "
+                             f'[{{"input": "3\\n", "output": "6\\n"}}]')
+        try:
+            out[problem_id] = to_test_cases(cases)
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+    return out
+
+
+def _tests_jsonl(p: Path, text: str) -> Iterator[tuple[str, str, Any]]:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"tests file {p}: line {number}"
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise InputError(f"{where}: bad JSON: {exc}") from None
+        if not isinstance(row, dict) or not isinstance(row.get("problem_id"), (str, int)) or "tests" not in row:
+            raise InputError(f'{where}: expected {{"problem_id": ID, "tests": [...]}}')
+        yield where, str(row["problem_id"]), row["tests"]
+
+
+def attach_tests(examples: Sequence[Example], tests: Mapping[str, list[TestCase]], source: str) -> list[Example]:
+    """PIE examples with their problem's test cases as the metric's reference; every
+    example must have tests (a missing one would silently get no metric)."""
+    missing: dict[str, list[str]] = {}
+    for e in examples:
+        problem_id = str(e.meta.get("problem_id", ""))
+        if problem_id not in tests:
+            missing.setdefault(problem_id or "(none)", []).append(e.id)
+    if missing:
+        shown = "; ".join(f"{pid} (example {', '.join(ids[:3])}{', …' if len(ids) > 3 else ''})"
+                          for pid, ids in list(missing.items())[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise InputError(f"{source} has no tests for problem id {shown}{more}; add them to the tests file "
+                         "(or select fewer examples with --limit)")
+    return [
+        e.model_copy(update={"reference": [{"stdin": c.stdin, "expected": c.expected}
+                                           for c in tests[str(e.meta["problem_id"])]]})
+        for e in examples
+    ]
