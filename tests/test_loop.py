@@ -390,3 +390,22 @@ def test_empty_refinement_after_retries_keeps_the_previous_draft(task):
     result = run(task, backend)
     assert result.drafts == ["d0", "d0"] and result.stop_reason is StopReason.NO_CHANGE
     assert result.output == "d0"
+
+
+def test_a_raising_metric_or_answer_hook_is_recorded_not_a_bare_none():
+    # the run is kept (drafts are finished work), and the reason is in the result
+    class Broken(type(scored_task())):
+        def metric(self, input, output, reference):
+            raise ZeroDivisionError("metric blew up")
+
+        def answer(self, output):
+            raise ValueError("no answer in it")
+
+    task = scored_task()
+    task.__class__ = Broken
+    result = SelfRefine(task, fake(feedback=["score: 9"]), max_iterations=0).run("cats", reference="x")
+    assert result.output == "d0" and result.metric is None and result.answer is None
+    assert result.metric_error == "ZeroDivisionError: metric blew up"
+    assert result.answer_error == "ValueError: no answer in it"
+    ok = SelfRefine(scored_task(), fake(feedback=["score: 9"]), max_iterations=0).run("cats")
+    assert ok.metric_error is None and ok.answer_error is None

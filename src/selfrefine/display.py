@@ -73,6 +73,8 @@ class StepPrinter:
             self.console.print(f"answer: [bold]{escape(result.answer)}[/bold]")
         if result.metric is not None:
             self.console.print(f"metric: {result.metric:.3g}")
+        if result.metric_error is not None:
+            self.console.print(f"[yellow]metric failed: {escape(result.metric_error)}[/yellow]")
         self.console.print(
             f"stop reason: [bold]{result.stop_reason.value}[/bold]; {len(result.iterations)} draft(s); "
             f"{u.calls} calls, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, "

@@ -105,9 +105,9 @@ def _metrics(engine: SelfRefine, example: Example, result: RunResult) -> tuple[l
 
 def _answer_error(engine: SelfRefine, result: RunResult) -> str | None:
     """Why the task's answer hook gave nothing for the returned output, if it raised (the
-    loop keeps the run and leaves ``result.answer`` None; run it again to learn why)."""
-    if result.output is None or result.answer is not None:
-        return None
+    loop records it; results made before it did are asked again)."""
+    if result.answer_error is not None or result.output is None or result.answer is not None:
+        return result.answer_error
     try:
         engine.task.answer(result.output)
     except Exception as exc:

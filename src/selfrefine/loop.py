@@ -487,9 +487,9 @@ class SelfRefine:
     async def _result(self, run: _Run, stop: StopReason, error: str | None) -> RunResult:
         selected = select_index(run.iterations, self.select)
         output = run.iterations[selected].draft if selected is not None else None
-        metric = answer = None
+        metric = answer = metric_error = answer_error = None
         if output is not None:
-            metric, answer = await asyncio.to_thread(self._evaluate, run, output)
+            (metric, metric_error), (answer, answer_error) = await asyncio.to_thread(self._evaluate, run, output)
         config = self.config.model_dump(mode="json")
         config["models"] = {role: self.backends[role].name for role in ROLES}
         config["model_files"] = {r: i.model_dump() for r in ROLES if (i := self.backends[r].model_info()) is not None}
@@ -507,24 +507,24 @@ class SelfRefine:
             usage=Usage.of(run.calls),
             config=config,
             metric=metric,
+            metric_error=metric_error,
             answer=answer,
+            answer_error=answer_error,
         )
 
-    def _evaluate(self, run: _Run, output: str) -> tuple[float | None, str | None]:
-        metric = answer = None
-        try:  # a broken metric or answer hook must not lose the finished run
-            metric = self.task.metric(run.input, output, run.reference)
-        except SandboxUnavailableError:
-            raise  # this machine cannot run model code at all: say so, not metric=None
-        except Exception:
-            pass
-        try:
-            answer = self.task.answer(output)
-        except SandboxUnavailableError:
-            raise
-        except Exception:
-            pass
-        return metric, answer
+    def _evaluate(self, run: _Run, output: str) -> tuple[tuple[Any, str | None], tuple[Any, str | None]]:
+        """(metric, its error), (answer, its error): a broken hook must not lose the finished
+        run, and its error is kept in the result instead of a bare None."""
+        return (_hook(self.task.metric, run.input, output, run.reference), _hook(self.task.answer, output))
+
+
+def _hook(fn: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:
+    try:
+        return fn(*args), None
+    except SandboxUnavailableError:
+        raise  # this machine cannot run model code at all: say so, not metric=None
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {exc}"
 
 
 def select_index(iterations: list[Iteration], policy: str) -> int | None:

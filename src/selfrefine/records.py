@@ -129,6 +129,8 @@ class RunResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     config: dict[str, object] = Field(default_factory=dict)
     metric: float | None = None  # the task's metric on `output`, when a reference was given
+    metric_error: str | None = None  # the metric hook raised on `output` (metric is then None)
+    answer_error: str | None = None  # the answer hook raised on `output` (answer is then None)
 
     @property
     def drafts(self) -> list[str]:

@@ -8,10 +8,15 @@ Constrained output: the standard ``response_format={"type": "json_schema", ...}`
 first; servers that only know the older ``{"type": "json_object", "schema": ...}`` form
 (``llama_cpp.server``) refuse it (400/422, or a 500 naming response_format), and the
 backend then switches to that form for good.
+
+A 200 whose body is not the API's shape (cut off by a proxy, empty, no ``choices``) is
+transient like a 5xx: the SDK parses bodies leniently and raises ``JSONDecodeError`` or
+hands back a half-built object, so the reply is checked here before it is used.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -81,6 +86,10 @@ class OpenAIBackend(Backend):
             return await self._chat(request)
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise TransientBackendError(f"{self.name}: cannot reach server: {exc}") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # e.g. a body cut off in transit
+            raise TransientBackendError(f"{self.name}: {MALFORMED}: the body is not valid JSON ({exc})") from exc
+        except openai.APIResponseValidationError as exc:
+            raise TransientBackendError(f"{self.name}: {MALFORMED}: {exc}") from exc
         except openai.RateLimitError as exc:
             raise TransientBackendError(f"{self.name}: rate limited (429)") from exc
         except openai.AuthenticationError as exc:
@@ -113,15 +122,22 @@ class OpenAIBackend(Backend):
             resp = await self._client.chat.completions.create(
                 model=self.model, messages=chat_messages(request), **kwargs
             )
-        choice = resp.choices[0]
-        return self._response(choice.message.content or "", resp, choice.finish_reason)
+        choice = _first_choice(self.name, resp)
+        message = getattr(choice, "message", None)
+        content = getattr(message, "content", None)
+        if message is None or not isinstance(content, (str, type(None))):
+            raise TransientBackendError(f"{self.name}: {MALFORMED}: the choice has no message text")
+        return self._response(content or "", resp, choice.finish_reason)
 
     async def _completion(self, request: CompletionRequest) -> CompletionResponse:
         resp = await self._client.completions.create(
             model=self.model, prompt=flat_prompt(request), **self._sampling(request)
         )
-        choice = resp.choices[0]
-        return self._response(choice.text or "", resp, choice.finish_reason)
+        choice = _first_choice(self.name, resp)
+        text = getattr(choice, "text", None)
+        if not isinstance(text, str):
+            raise TransientBackendError(f"{self.name}: {MALFORMED}: the choice has no text")
+        return self._response(text, resp, choice.finish_reason)
 
     def _schema_form_refused(self, fmt: dict[str, Any] | None, exc: Any) -> bool:
         """Did a server refuse the standard json_schema form? (llama_cpp.server says 500.)"""
@@ -151,17 +167,52 @@ class OpenAIBackend(Backend):
 
     def _response(self, text: str, resp: Any, finish_reason: str | None) -> CompletionResponse:
         usage = getattr(resp, "usage", None)
+        try:
+            cached = cached_prompt_tokens(resp)
+        except (TypeError, ValueError) as exc:
+            raise TransientBackendError(f"{self.name}: {MALFORMED}: bad cached token count: {exc}") from exc
         return CompletionResponse(
             text=text,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            model=getattr(resp, "model", None) or self.name,
-            finish_reason=finish_reason,
-            cached_prompt_tokens=cached_prompt_tokens(resp),
+            prompt_tokens=_count(self.name, getattr(usage, "prompt_tokens", 0)),
+            completion_tokens=_count(self.name, getattr(usage, "completion_tokens", 0)),
+            model=str(getattr(resp, "model", None) or self.name),
+            finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+            cached_prompt_tokens=cached,
         )
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+MALFORMED = "server sent a malformed response"
+
+
+def _first_choice(name: str, resp: Any) -> Any:
+    """The first choice of a reply; a body without one (``choices`` missing, null or empty,
+    or not an object at all) is a malformed response, retried like a 5xx."""
+    choices = getattr(resp, "choices", None)
+    if not isinstance(choices, list) or not choices or isinstance(choices[0], (str, int, float, list, dict)):
+        raise TransientBackendError(f"{name}: {MALFORMED}: no usable choice in {_preview(resp)}")
+    return choices[0]
+
+
+def _count(name: str, value: Any) -> int:
+    """A token count from ``usage``; absent is 0, anything but a number is malformed."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TransientBackendError(f"{name}: {MALFORMED}: token count {value!r} is not a number")
+    return int(value)
+
+
+def _preview(resp: Any) -> str:
+    if hasattr(resp, "model_dump"):  # an SDK object built from the body without validation
+        try:
+            resp = resp.model_dump(exclude_unset=True, warnings=False)
+        except Exception:  # the dump is only for the message; never hide the real error
+            pass
+    text = repr(resp)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def cached_prompt_tokens(resp: Any) -> int | None:
