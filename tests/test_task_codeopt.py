@@ -226,3 +226,12 @@ def test_load_pie_attaches_tests_by_problem_id(tmp_path):
         load_pie(path)
 
 
+
+
+def test_extract_program_is_one_rule_for_program_tasks():
+    # readability and codeopt share it: code before a lone closing fence wins, a word does not
+    from selfrefine.tasks.readability import extract_program as readability_extract
+
+    assert readability_extract is extract_program
+    assert extract_program("count = 1\nprint(count)\n```\nmore") == "count = 1\nprint(count)"
+    assert extract_program("Solution\n```python\nx = 1\n```") == "x = 1"

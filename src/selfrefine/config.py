@@ -68,12 +68,11 @@ class RefineConfig(BaseModel):
     def build(cls, **values: object) -> "RefineConfig":
         """Like the constructor, but a bad value is a ConfigError naming the option."""
         try:
-            return cls(**{k: v for k, v in values.items() if v is not None or k in _NULLABLE})
+            return cls(**{k: v for k, v in values.items() if v is not None})
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "config"
             raise ConfigError(f"invalid option {where}: {first['msg']}") from None
 
 
-_NULLABLE: frozenset[str] = frozenset()
 DEFAULT_MAX_ITERATIONS = 4

@@ -58,10 +58,6 @@ class TransientBackendError(BackendError):
     """A backend failure worth retrying: connection, rate limit, 5xx, timeout."""
 
 
-class UnsupportedFeatureError(BackendError):
-    """The backend cannot honour a request option (e.g. constrained output)."""
-
-
 class ParseError(SelfRefineError):
     """Model output could not be parsed into what the task needs."""
 
@@ -73,6 +69,3 @@ class FeedbackParseError(ParseError):
 class DraftParseError(ParseError):
     """A generated or refined draft is empty or lacks what the task needs."""
 
-
-class BudgetExceeded(SelfRefineError):
-    """Raised internally when a token or time budget runs out mid-call."""

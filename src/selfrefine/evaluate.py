@@ -12,7 +12,6 @@ apart from the means. A metric, answer or judge hook that raises is recorded in 
 from __future__ import annotations
 
 import asyncio
-import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ from .datasets import Example
 from .judge import JudgeResult, PairwiseJudge, preference_rate
 from .loop import SelfRefine
 from .records import RunResult, StopReason
+from .stats import mean_known
 
 
 class ExampleRow(BaseModel):
@@ -78,11 +78,6 @@ class EvalSummary(BaseModel):
     metric_failed: int = 0  # examples whose metric hook raised on at least one draft
     answer_failed: int = 0  # examples whose answer hook raised on the returned output
     first_errors: dict[str, str] = Field(default_factory=dict)  # kind -> the first such error, for the fix
-
-
-def _mean(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.fmean(known) if known else None
 
 
 def _describe(exc: BaseException) -> str:
@@ -167,11 +162,11 @@ def summarize(task: str, rows: Sequence[ExampleRow], max_iterations: int) -> Eva
     """Means over the rows that did not fail (a failed row has no comparable trajectory);
     failures and hook errors are counted apart."""
     ok = [r for r in rows if not r.failed]
-    by_iteration = [_mean([r.metric_at(t) for r in ok]) for t in range(max_iterations + 1)]
-    final = _mean([r.metrics[r.result.selected] if r.result.selected is not None and r.metrics else None for r in ok])
+    by_iteration = [mean_known([r.metric_at(t) for r in ok]) for t in range(max_iterations + 1)]
+    final = mean_known([r.metrics[r.result.selected] if r.result.selected is not None and r.metrics else None for r in ok])
     known = [m for r in ok for m in r.metrics if m is not None]
     binary = bool(known) and all(m in (0.0, 1.0) for m in known)  # no metric: no solve rate
-    cumulative = _mean([float(any(m == 1.0 for m in r.metrics)) for r in ok if r.metrics]) if binary else None
+    cumulative = mean_known([float(any(m == 1.0 for m in r.metrics)) for r in ok if r.metrics]) if binary else None
     n = max(1, len(ok))
     reasons: dict[str, int] = {}
     for r in rows:

@@ -273,10 +273,9 @@ class SelfRefine:
                 return stop(StopReason.SCORE, f"score {feedback.total:g} >= {threshold:g}")
         if attempted >= self.max_iterations:
             return stop(StopReason.MAX_ITERATIONS, f"reached {self.max_iterations} refinement(s)")
-        if cfg.max_total_tokens is not None and run.tokens() >= cfg.max_total_tokens:
-            return stop(StopReason.TOKEN_BUDGET, f"{run.tokens()} tokens used of {cfg.max_total_tokens}")
-        if cfg.max_seconds is not None and run.elapsed() >= cfg.max_seconds:
-            return stop(StopReason.TIME_BUDGET, f"{run.elapsed():.1f}s used of {cfg.max_seconds:g}s")
+        spent = self._budget_spent(run)
+        if spent is not None:
+            return stop(*spent)
         return DecisionStep(iteration=t, stop=False, detail="refine")
 
     # -- prompts ---------------------------------------------------------------------------
@@ -449,16 +448,23 @@ class SelfRefine:
             except asyncio.TimeoutError:
                 if remaining is None:  # the backend's own timeout surfaced as asyncio's
                     raise TransientBackendError(f"{backend.name}: request timed out") from None
-                raise _BudgetExceeded(StopReason.TIME_BUDGET, f"time budget of {self.config.max_seconds:g}s ran out") from None
+                raise _BudgetExceeded(*self._budget_spent(run) or (StopReason.TIME_BUDGET, "time budget ran out")) from None
             finally:
                 call.seconds = round(time.perf_counter() - start, 6)
 
-    def _check_budgets(self, run: _Run) -> None:
+    def _budget_spent(self, run: _Run) -> tuple[StopReason, str] | None:
+        """The budget that has run out (the one place both budgets are checked), or None."""
         cfg = self.config
         if cfg.max_total_tokens is not None and run.tokens() >= cfg.max_total_tokens:
-            raise _BudgetExceeded(StopReason.TOKEN_BUDGET, f"token budget of {cfg.max_total_tokens} is used up")
+            return StopReason.TOKEN_BUDGET, f"token budget used up: {run.tokens()} tokens of {cfg.max_total_tokens}"
         if cfg.max_seconds is not None and run.elapsed() >= cfg.max_seconds:
-            raise _BudgetExceeded(StopReason.TIME_BUDGET, f"time budget of {cfg.max_seconds:g}s ran out")
+            return StopReason.TIME_BUDGET, f"time budget ran out: {run.elapsed():.1f}s of {cfg.max_seconds:g}s"
+        return None
+
+    def _check_budgets(self, run: _Run) -> None:
+        spent = self._budget_spent(run)
+        if spent is not None:
+            raise _BudgetExceeded(*spent)
 
     def _backoff(self, attempt: int, run: _Run) -> float:
         cfg = self.config

@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from .errors import FeedbackParseError, InputError
+from .errors import DraftParseError, FeedbackParseError, InputError
 
 # ```python … ``` (the closing fence may be missing: a stop sequence or max_tokens cut it)
 FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|$)", re.S | re.I)
@@ -57,3 +57,45 @@ def json_input(text: str, task: str) -> dict[str, Any] | None:
     except ValueError:
         raise InputError(f"{task} input looks like JSON but does not parse") from None
     return data if isinstance(data, dict) else None
+
+
+def extract_program(text: str) -> str:
+    """The program in a model reply: the first fenced block (or the text), minus trailing prose.
+
+    A reply cut by max_tokens or followed by prose does not parse; trailing lines are then
+    dropped until it does, keeping at least half of it (else the text is returned as is
+    and the verifier or the metric reports the syntax error). One rule for every task
+    whose drafts are programs (codeopt, readability). A program before the first fence
+    wins: a stop sequence may have cut the reply's opening fence, leaving only the closing
+    one and whatever followed it."""
+    fenced = fenced_blocks(text)
+    code = _code_before_fence(text)
+    if code is not None:
+        pass
+    elif fenced:
+        code = fenced[0]
+    else:  # no usable fenced block: drop stray fence lines, keep the rest
+        code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("```"))
+    code = code.strip("\n")
+    code = "\n".join(line.rstrip() for line in code.splitlines()).strip("\n")
+    if not code.strip():
+        raise DraftParseError("the model returned no code")
+    if parses(code):
+        return code
+    lines = code.splitlines()
+    for end in range(len(lines) - 1, max(0, len(lines) // 2) - 1, -1):
+        head = "\n".join(lines[:end]).rstrip()
+        if head.strip() and parses(head):
+            return head
+    return code
+
+
+def _code_before_fence(text: str) -> str | None:
+    """The text before the first fence when it is a program (not a word or a sentence)."""
+    before = text.split("```", 1)[0].strip("\n").rstrip()
+    if "```" not in text or not before.strip() or not parses(before):
+        return None
+    body = ast.parse(before).body
+    if all(isinstance(n, ast.Expr) and isinstance(n.value, (ast.Name, ast.Constant)) for n in body):
+        return None  # "Solution" or a docstring parses too, but is prose
+    return before

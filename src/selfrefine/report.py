@@ -32,7 +32,7 @@ from .errors import InputError
 from .evaluate import ExampleRow, summarize
 from .loop import select_index
 from .runstore import RunMeta, RunStore
-from .stats import Interval, paired_bootstrap_diff
+from .stats import Interval, mean_known, paired_bootstrap_diff
 
 MARKDOWN = "report.md"
 HTML = "report.html"
@@ -133,11 +133,6 @@ def _metric_of(row: ExampleRow, index: int | None) -> float | None:
     return row.metrics[pos] if pos is not None and pos < len(row.metrics) else None
 
 
-def _mean(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) / len(known) if known else None
-
-
 def _cost_of_iteration(rows: Sequence[ExampleRow], t: int) -> Cost:
     calls = [c for r in rows if r.result is not None for c in r.result.calls if c.iteration == t]
     n = max(1, len(rows))
@@ -168,8 +163,8 @@ def run_table(folder: str | Path, *, seed: int = 0) -> RunReport:
         n=summary.examples,
         failed=summary.failed,
         by_iteration=summary.by_iteration,
-        final=_mean(finals),
-        best_selected=_mean(bests),
+        final=mean_known(finals),
+        best_selected=mean_known(bests),
         cumulative=summary.cumulative,
         delta=delta,
         cost=Cost(

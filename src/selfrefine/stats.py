@@ -10,6 +10,7 @@ reproducible byte for byte.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,6 +31,12 @@ class Interval(BaseModel):
 
     def __str__(self) -> str:
         return f"{self.estimate:+.3f} [{self.low:+.3f}, {self.high:+.3f}]"
+
+
+def mean_known(values: Sequence[float | None]) -> float | None:
+    """The mean of the values that are not None; None when there are none."""
+    known = [v for v in values if v is not None]
+    return statistics.fmean(known) if known else None
 
 
 def bootstrap_mean(

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import BackendError, ConfigError, ModelNotFoundError
 from . import catalogue
-from .base import Backend, CompletionRequest, CompletionResponse, ModelInfo, chat_messages
+from .base import Backend, CompletionRequest, CompletionResponse, ModelInfo, chat_messages, flat_prompt
 from .prefix_cache import PrefixCache, as_tokens, common_prefix
 
 INSTALL_HINT = (
@@ -241,7 +241,7 @@ class LlamaCppBackend(Backend):
         way ``create_chat_completion`` would; plus the stop strings (request + end of turn)."""
         formatter = self._formatter(llm)
         if formatter is None:  # a base model without a chat template: plain completion
-            return llm.tokenize(_flat(request).encode("utf-8"), add_bos=True, special=False), list(request.stop)
+            return llm.tokenize(flat_prompt(request).encode("utf-8"), add_bos=True, special=False), list(request.stop)
         result = formatter(messages=chat_messages(request))
         tokens = llm.tokenize(result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True)
         stops = result.stop if isinstance(result.stop, list) else [result.stop] if result.stop else []
@@ -320,10 +320,6 @@ def _rejecting(call: Any, **kwargs: Any) -> dict[str, Any]:
             f"llama.cpp rejected the request: {exc}. Shorten the input or raise n_ctx "
             "(-o n_ctx=8192 for --model; --feedback-option/--refine-option n_ctx=8192 for those roles' models)"
         ) from None
-
-
-def _flat(request: CompletionRequest) -> str:
-    return f"{request.system}\n\n{request.prompt}" if request.system else request.prompt
 
 
 def _save(llm: Any) -> bytes | None:

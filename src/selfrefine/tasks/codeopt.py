@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import DraftParseError, FeedbackParseError, InputError
-from ..parsing import FENCE, fenced_blocks, parses
+from ..parsing import FENCE, extract_program, parses
 from ..records import Feedback, Verification
 from ..sandbox import run_python
 from ..task import Task, system_message
@@ -44,30 +44,6 @@ def verdicts(text: str) -> list[str]:
         out.append("slow" if slow_word != negated else "not slow")
     return out
 
-
-def extract_program(text: str) -> str:
-    """The program in a model reply: the first fenced block (or the text), minus trailing prose.
-
-    A reply cut by max_tokens or followed by prose does not parse; trailing lines are then
-    dropped until it does, keeping at least half of it (else the text is returned as is
-    and the verifier or the metric reports the syntax error)."""
-    fenced = fenced_blocks(text)
-    if fenced:
-        code = fenced[0]
-    else:  # no usable fenced block: drop stray fence lines, keep the rest
-        code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("```"))
-    code = code.strip("\n")
-    code = "\n".join(line.rstrip() for line in code.splitlines()).strip("\n")
-    if not code.strip():
-        raise DraftParseError("the model returned no code")
-    if parses(code):
-        return code
-    lines = code.splitlines()
-    for end in range(len(lines) - 1, max(0, len(lines) // 2) - 1, -1):
-        head = "\n".join(lines[:end]).rstrip()
-        if head.strip() and parses(head):
-            return head
-    return code
 
 
 def outputs_match(expected: str, got: str, tol: float = 1e-6) -> bool:

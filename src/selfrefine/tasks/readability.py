@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..errors import DraftParseError, FeedbackParseError
-from ..parsing import FENCE, fenced_blocks, parses
+from ..parsing import FENCE, extract_program
 from ..records import Feedback, Verification
 from ..task import Task, system_message
 
@@ -164,22 +164,6 @@ def readability_score(stats: ReadabilityStats) -> float:
     comments = min(1.0, stats.comments_per_line / COMMENTS_TARGET)
     functions = min(1.0, stats.functions / FUNCTIONS_TARGET)
     return round((stats.meaningful_share + comments + functions) / 3, 4)
-
-
-def extract_program(text: str) -> str:
-    """Code from a reply.
-
-    The model usually opens a ```python fence and the stop sequence cuts the closing one,
-    leaving an unclosed block; a bare reply may still end with a closing fence, so text
-    before the first fence that parses as Python is the program. Otherwise the first
-    non-empty fenced block, else the whole text."""
-    before = text.split("```", 1)[0].strip("\n").rstrip()
-    if before.strip() and "```" in text and parses(before):
-        return before
-    fenced = fenced_blocks(text)
-    if fenced:
-        return fenced[0].strip("\n").rstrip()
-    return before
 
 
 def suggestion_aspect(text: str) -> str:
