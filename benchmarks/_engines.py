@@ -27,8 +27,8 @@ from selfrefine import SelfRefine
 from selfrefine.backends.base import Backend, CompletionRequest, CompletionResponse
 from selfrefine.backends.embedded import LlamaCppBackend, default_model_path
 from selfrefine.backends.openai_compat import OpenAIBackend
-from selfrefine.datasets import Example, load_examples
-from selfrefine.evaluate import evaluate_rows
+from selfrefine.evaluation.datasets import Example, load_examples
+from selfrefine.evaluation.runner import evaluate_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "datasets"

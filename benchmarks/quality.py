@@ -43,15 +43,15 @@ from typing import Any
 from rich.console import Console
 
 from selfrefine.backends.registry import get_backend
-from selfrefine.cache import ResponseCache
-from selfrefine.config import RefineConfig
-from selfrefine.datasets import Example, load_examples
-from selfrefine.errors import SelfRefineError
-from selfrefine.harness import run_eval, run_meta, use_cache
-from selfrefine.judge import DEFAULT_CRITERIA, PairwiseJudge
-from selfrefine.loop import SelfRefine
-from selfrefine.report import RunReport, run_table
-from selfrefine.runstore import RunStore
+from selfrefine.evaluation.response_cache import ResponseCache
+from selfrefine.engine.config import RefineConfig
+from selfrefine.evaluation.datasets import Example, load_examples
+from selfrefine.engine.errors import SelfRefineError
+from selfrefine.evaluation.driver import run_eval, run_meta, use_cache
+from selfrefine.evaluation.judge import DEFAULT_CRITERIA, PairwiseJudge
+from selfrefine.engine.loop import SelfRefine
+from selfrefine.evaluation.report import RunReport, run_table
+from selfrefine.evaluation.runstore import RunStore
 from selfrefine.tasks import get_task
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import pytest
 from selfrefine import BackendError, ConfigError, FakeBackend, TransientBackendError, get_backend
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.embedded import check_gguf
-from selfrefine.errors import ModelNotFoundError
+from selfrefine.engine.errors import ModelNotFoundError
 
 
 def req(prompt="hi", role="generate", **kw) -> CompletionRequest:

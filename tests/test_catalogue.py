@@ -23,8 +23,8 @@ from selfrefine.backends.catalogue import (
     Part,
 )
 from selfrefine.backends.registry import get_backend
-from selfrefine.cli import cli
-from selfrefine.errors import InputError, ModelNotFoundError
+from selfrefine.cli.commands import cli
+from selfrefine.engine.errors import InputError, ModelNotFoundError
 
 DATA = [b"GGUF" + bytes(range(256)) * 9, b"second part " * 300, b"tail"]
 
@@ -160,7 +160,7 @@ def test_default_not_installed_falls_back_with_a_warning(only_smollm, entry):
 
 
 def test_cli_prints_the_fallback_as_one_line_on_every_run(only_smollm, monkeypatch):
-    from selfrefine import cli as cli_module
+    from selfrefine.cli import commands as cli_module
 
     def stop(*args, **kwargs):  # stop right after the backend is built
         raise InputError("stopped")
@@ -211,7 +211,7 @@ def test_run_results_and_run_meta_record_the_model_file(tmp_path):
     from selfrefine import SelfRefine
     from selfrefine.backends.base import ModelInfo
     from selfrefine.backends.fake import FakeBackend
-    from selfrefine.harness import run_meta
+    from selfrefine.evaluation.driver import run_meta
 
     info = ModelInfo(name="embedded", path="/m/x.gguf", size=3, sha256="ab" * 32)
 

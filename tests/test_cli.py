@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import FB_DONE, FB_MISSING
-from selfrefine.cli import cli
+from selfrefine.cli.commands import cli
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

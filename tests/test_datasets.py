@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from selfrefine import InputError
-from selfrefine.datasets import Example, load_examples, load_hub
+from selfrefine.evaluation.datasets import Example, load_examples, load_hub
 
 # the development files beside the checkout (../shared/datasets), as the benchmarks find them
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"

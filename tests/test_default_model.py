@@ -17,8 +17,8 @@ from click.testing import CliRunner
 
 from conftest import require_embedded
 from selfrefine import SelfRefine, StopReason
-from selfrefine.cli import cli
-from selfrefine.sandbox import run_python
+from selfrefine.cli.commands import cli
+from selfrefine.sandbox.process import run_python
 from selfrefine.tasks.acronym import ASPECTS, acronym_checks
 from selfrefine.tasks.codeopt_bench import load_benchmark
 from selfrefine.tasks.commongen import concept_coverage, missing_concepts, parse_concepts

@@ -17,11 +17,11 @@ from conftest import FB_DONE
 
 FB_MISSING_BALL = json.dumps({"missing_concepts": ["ball"], "commonsense": "NONE"})
 from selfrefine import FakeBackend, SelfRefine
-from selfrefine.cache import ResponseCache
-from selfrefine.cli import cli
-from selfrefine.datasets import load_examples
-from selfrefine.harness import run_eval, run_meta, use_cache
-from selfrefine.runstore import RunStore
+from selfrefine.evaluation.response_cache import ResponseCache
+from selfrefine.cli.commands import cli
+from selfrefine.evaluation.datasets import load_examples
+from selfrefine.evaluation.driver import run_eval, run_meta, use_cache
+from selfrefine.evaluation.runstore import RunStore
 
 
 def write_data(path: Path, n: int) -> Path:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from selfrefine.cli import cli
-from selfrefine.runstore import RunStore
+from selfrefine.cli.commands import cli
+from selfrefine.evaluation.runstore import RunStore
 
 SLOW = "n = int(input())\ns = 0\nfor i in range(n):\n    s += i\nprint(s)\n"
 FAST = "n = int(input())\nprint(n * (n - 1) // 2)\n"

@@ -11,14 +11,14 @@ from click.testing import CliRunner
 
 from conftest import FB_DONE
 from selfrefine import FakeBackend, SelfRefine, Task
-from selfrefine.cli import cli
-from selfrefine.datasets import Example
-from selfrefine.errors import BackendError
-from selfrefine.evaluate import ExampleRow, evaluate_rows, summarize
-from selfrefine.judge import PairwiseJudge
-from selfrefine.records import CallRecord, Iteration, RunResult, StopReason, Usage
-from selfrefine.report import compare_table, run_table, write_report
-from selfrefine.runstore import RunMeta, RunStore
+from selfrefine.cli.commands import cli
+from selfrefine.evaluation.datasets import Example
+from selfrefine.engine.errors import BackendError
+from selfrefine.evaluation.runner import ExampleRow, evaluate_rows, summarize
+from selfrefine.evaluation.judge import PairwiseJudge
+from selfrefine.engine.records import CallRecord, Iteration, RunResult, StopReason, Usage
+from selfrefine.evaluation.report import compare_table, run_table, write_report
+from selfrefine.evaluation.runstore import RunMeta, RunStore
 
 
 def write_data(path: Path, concepts: list[list[str]]) -> Path:

@@ -15,7 +15,7 @@ import pytest
 from conftest import SMOLLM, require_embedded, require_smollm
 from selfrefine import SelfRefine, StopReason, load_task
 from selfrefine.backends.embedded import LlamaCppBackend, default_model_path
-from selfrefine.sandbox import run_python
+from selfrefine.sandbox.process import run_python
 from selfrefine.tasks.commongen import concept_coverage, parse_concepts
 from selfrefine.tasks.gsm8k import to_number
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from selfrefine.backends.fake import FakeBackend
-from selfrefine.judge import VERDICT_SCHEMA, JudgeResult, PairwiseJudge, parse_verdict, preference_rate
+from selfrefine.evaluation.judge import VERDICT_SCHEMA, JudgeResult, PairwiseJudge, parse_verdict, preference_rate
 
 ONE, TWO, TIE = (json.dumps({"winner": w}) for w in ("1", "2", "tie"))
 

@@ -18,7 +18,7 @@ from selfrefine import (
     TransientBackendError,
 )
 from selfrefine import get_task
-from selfrefine.records import CallStep, DecisionStep, DraftStep, FeedbackStep, ResultStep
+from selfrefine.engine.records import CallStep, DecisionStep, DraftStep, FeedbackStep, ResultStep
 
 
 def fake(generate=("d0",), feedback=(), refine=()) -> FakeBackend:
@@ -344,8 +344,8 @@ def test_verifier_mode_replaces_the_critic_with_code_checks():
     result = run("commongen", backend, "dog, frisbee, catch", verifier_mode="verifier")
     assert [c.role for c in result.calls] == ["generate", "refine"]
     fb0, fb1 = (it.feedback for it in result.iterations)
-    assert fb0.source == "verifier" and "frisbee, catch" in fb0.text and fb0.stop is False
-    assert fb1.stop is True and result.stop_reason is StopReason.FEEDBACK
+    assert fb0.source == "verifier" and "frisbee, catch" in fb0.text and fb0.done is False
+    assert fb1.done is True and result.stop_reason is StopReason.FEEDBACK
     assert "Missing concepts (checked by code): frisbee, catch" in backend.prompts("refine")[0]
 
 
@@ -356,8 +356,8 @@ def test_hybrid_mode_appends_findings_and_needs_both_to_stop():
     result = run("gsm8k", backend, "What is 1 + 1?", verifier_mode="hybrid")
     fb0 = result.iterations[0].feedback
     assert fb0.source == "hybrid" and fb0.text.startswith("# it is correct") and "ZeroDivisionError" in fb0.text
-    assert fb0.stop is False  # the critic said done, the code check did not
-    assert result.iterations[1].feedback.stop is True and result.stop_reason is StopReason.FEEDBACK
+    assert fb0.done is False  # the critic said done, the code check did not
+    assert result.iterations[1].feedback.done is True and result.stop_reason is StopReason.FEEDBACK
 
 
 def test_commongen_hybrid_takes_the_missing_concepts_from_the_code_check():
@@ -365,11 +365,11 @@ def test_commongen_hybrid_takes_the_missing_concepts_from_the_code_check():
     result = run("commongen", backend, "dog, frisbee, catch", verifier_mode="hybrid")
     fb0, fb1 = (it.feedback for it in result.iterations)
     assert fb0.source == "hybrid" and fb0.fields["missing_concepts"] == ["frisbee", "catch"]
-    assert fb0.stop is False  # the critic said nothing was missing; the code found two
+    assert fb0.done is False  # the critic said nothing was missing; the code found two
     assert '{"missing_concepts": ["frisbee", "catch"], "commonsense": "NONE"}' in backend.prompts("refine")[0]
     # the critic's false "frisbee" on the fixed sentence is overruled by the count
     assert fb1.fields["missing_concepts"] == [] and fb1.fields["critic_missing"] == ["frisbee"]
-    assert fb1.stop is True and result.stop_reason is StopReason.FEEDBACK
+    assert fb1.done is True and result.stop_reason is StopReason.FEEDBACK
 
 
 def test_verifier_mode_needs_a_task_with_a_verifier(task):

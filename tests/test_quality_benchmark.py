@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from selfrefine.report import run_table
+from selfrefine.evaluation.report import run_table
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "quality.py"

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from selfrefine.evaluate import ExampleRow
-from selfrefine.records import CallRecord, Feedback, Iteration, RunResult, StopReason, Usage
-from selfrefine.report import compare_command, compare_table, report_command, run_table, word_diff, write_report
-from selfrefine.runstore import RunMeta, RunStore
-from selfrefine.stats import bootstrap_mean, paired_bootstrap_diff
+from selfrefine.evaluation.runner import ExampleRow
+from selfrefine.engine.records import CallRecord, Feedback, Iteration, RunResult, StopReason, Usage
+from selfrefine.evaluation.report import compare_command, compare_table, report_command, run_table, word_diff, write_report
+from selfrefine.evaluation.runstore import RunMeta, RunStore
+from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff
 
 # Every generate/refine call costs 100 prompt + 10 completion tokens and 2 s; every
 # feedback call 50 + 5 tokens and 1 s, so the cost tables can be computed by hand.
@@ -193,7 +193,7 @@ def test_empty_run_and_missing_folder(tmp_path):
     write_report([empty], tmp_path / "rep")  # still writes every file
     assert "| empty |" in (tmp_path / "rep" / "report.md").read_text()
     assert (tmp_path / "rep" / "cost_vs_iteration.png").exists()
-    from selfrefine.errors import InputError
+    from selfrefine.engine.errors import InputError
 
     with pytest.raises(InputError, match="not a run folder"):
         run_table(tmp_path)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from selfrefine.report import write_report
+from selfrefine.evaluation.report import write_report
 from test_report import make_runs
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -110,9 +110,9 @@ def test_recorded_errors_show_in_the_viewer(tmp_path):
     _require_browser()
     from playwright.sync_api import sync_playwright
 
-    from selfrefine.evaluate import ExampleRow
-    from selfrefine.records import StopReason
-    from selfrefine.runstore import RunMeta
+    from selfrefine.evaluation.runner import ExampleRow
+    from selfrefine.engine.records import StopReason
+    from selfrefine.evaluation.runstore import RunMeta
     from test_report import make_result, write_run
 
     row = ExampleRow(id="e", metrics=[None, 1.0], metric_errors=["ValueError: cannot score", None],

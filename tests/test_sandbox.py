@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from selfrefine.sandbox import network_isolation, run_python
+from selfrefine.sandbox.process import network_isolation, run_python
 
 
 def test_stdin_is_passed_and_errors_are_reported():

@@ -16,8 +16,8 @@ import textwrap
 
 import pytest
 
-from selfrefine.errors import ConfigError, SandboxUnavailableError
-from selfrefine.sandbox import Isolation, network_isolation, run_python
+from selfrefine.engine.errors import ConfigError, SandboxUnavailableError
+from selfrefine.sandbox.process import Isolation, network_isolation, run_python
 
 PY = sys.executable
 DENIED = ("Operation not permitted", "Network is unreachable")  # seccomp, namespace
@@ -228,7 +228,7 @@ def test_the_opt_out_runs_with_only_the_socket_guard(monkeypatch, listener):
 def test_a_run_whose_metric_needs_the_sandbox_reports_the_refusal(monkeypatch):
     """The loop swallows a broken metric hook, but not a machine that cannot run the code."""
     from selfrefine import FakeBackend, SelfRefine
-    from selfrefine import sandbox
+    from selfrefine.sandbox import process as sandbox
 
     monkeypatch.delenv("SELFREFINE_SANDBOX_NETWORK", raising=False)
     monkeypatch.setattr(sandbox, "network_isolation", lambda: Isolation(problems=("simulated machine",)))

@@ -15,11 +15,11 @@ from click.testing import CliRunner
 
 from conftest import scored_task
 from selfrefine import ConfigError, FakeBackend, SelfRefine, StopReason, Task
-from selfrefine.cli import cli
-from selfrefine.datasets import Example
-from selfrefine.evaluate import evaluate, summarize
-from selfrefine.loop import select_index
-from selfrefine.records import DecisionStep, Feedback, FeedbackStep, Iteration, Verification
+from selfrefine.cli.commands import cli
+from selfrefine.evaluation.datasets import Example
+from selfrefine.evaluation.runner import evaluate, summarize
+from selfrefine.engine.loop import select_index
+from selfrefine.engine.records import DecisionStep, Feedback, FeedbackStep, Iteration, Verification
 
 # prefix-stable like the built-in prompts: each history item is rendered like the current
 # draft and ends with the cue the next draft follows

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from selfrefine import FakeBackend, FeedbackParseError, InputError, SelfRefine, StopReason
-from selfrefine.errors import DraftParseError
+from selfrefine.engine.errors import DraftParseError
 from selfrefine.tasks.acronym import (
     ASPECTS,
     FEEDBACK_SCHEMA,
@@ -99,7 +99,7 @@ def test_json_feedback_parses_to_scores_and_total(task):
     fb = task.parse_feedback(FULL, input=TITLE, draft="STAR")
     assert fb.scores == {"ease_of_pronunciation": 4, "ease_of_spelling": 5, "relation_to_title": 3,
                          "positive_connotation": 4, "well_known": 2}
-    assert fb.total == 18 and fb.stop is None
+    assert fb.total == 18 and fb.done is None
     assert fb.fields["aspects_parsed"] == list(ASPECTS) and fb.fields["well_known_reason"] == "ok"
 
 

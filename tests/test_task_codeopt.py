@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from selfrefine.errors import DraftParseError, FeedbackParseError, InputError
+from selfrefine.engine.errors import DraftParseError, FeedbackParseError, InputError
 from selfrefine.tasks.codeopt import CodeOpt, extract_program, outputs_match, verdicts
 from selfrefine.tasks.codeopt_bench import TestCase, get_program, load_benchmark, load_pie
-from selfrefine.timing import compare_programs, significance
+from selfrefine.sandbox.timing import compare_programs, significance
 
 SLOW = "n = int(input())\ntotal = 0\nfor i in range(n):\n    total += i\nprint(total)"
 FAST = "n = int(input())\nprint(n * (n - 1) // 2)"
@@ -63,8 +63,8 @@ def test_generic_feedback_and_defaults(task):
 )
 def test_verdicts_last_one_wins(task, text, verdict, stop):
     fb = task.parse_feedback(text, input=SLOW, draft=SLOW)
-    assert fb.fields["verdict"] == verdict and fb.stop is stop
-    assert task.contains_stop(text) is stop
+    assert fb.fields["verdict"] == verdict and fb.done is stop
+    assert task.says_done(text) is stop
 
 
 def test_feedback_reasons_exclude_the_verdict(task):
@@ -130,7 +130,7 @@ def stairs():
 
 
 def test_metric_slow_to_fast_is_one(task, stairs):
-    ev = task.evaluate(stairs.slow, stairs.fast, stairs.tests[:1])
+    ev = task.check_program(stairs.slow, stairs.fast, stairs.tests[:1])
     assert ev.correct and ev.faster and ev.speedup > 5 and ev.p_value < 0.05
     assert ev.score == 1.0 and len(ev.timing.per_input) == 1
 
@@ -141,7 +141,7 @@ def test_metric_slow_to_slow_is_zero(task, stairs):
 
 def test_metric_wrong_output_is_zero_without_timing(task, stairs):
     wrong = stairs.fast.replace("print(w[n])", "print(w[n] + 1)")
-    ev = task.evaluate(stairs.slow, wrong, stairs.tests)
+    ev = task.check_program(stairs.slow, wrong, stairs.tests)
     assert not ev.correct and ev.timing is None and ev.score == 0.0
     assert task.metric(stairs.slow, "```python\n```", stairs.tests) == 0.0  # nothing to run
 
@@ -199,7 +199,7 @@ def test_benchmark_records_are_complete_and_deterministic():
 
 
 def test_benchmark_slow_and_fast_agree_on_first_input():
-    from selfrefine.sandbox import run_python
+    from selfrefine.sandbox.process import run_python
 
     for p in load_benchmark():
         case = p.tests[0]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from selfrefine import InputError
-from selfrefine.errors import DraftParseError, FeedbackParseError
+from selfrefine.engine.errors import DraftParseError, FeedbackParseError
 from selfrefine.tasks.dialogue import FEEDBACK_SCHEMA, KEYS, Dialogue
 
 CONV = "User: I adopted a puppy today!\nSystem: Congratulations! What breed?\nUser: A beagle. He chews everything."
@@ -40,7 +40,7 @@ def test_prompts_render_and_refine_extends_byte_for_byte(task):
     assert two.endswith("Improved response: d1\nFeedback: f1\nNow improve it: fix every aspect rated below 3 and follow the reason.\nImproved response:")
     assert task.render("refine_nofeedback", CONV, draft="d0").endswith("Response: d0\nImproved response:")
     assert task.default_max_iterations == 3 and task.metric(CONV, "anything") is None
-    assert not task.has_verifier and task.contains_stop("all 3") is None
+    assert not task.has_verifier and task.says_done("all 3") is None
 
 
 def test_draft_strips_speaker_and_rejects_user_turn(task):

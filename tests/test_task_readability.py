@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from selfrefine import FakeBackend, FeedbackParseError, SelfRefine, StopReason
-from selfrefine.errors import DraftParseError
+from selfrefine.engine.errors import DraftParseError
 from selfrefine.tasks.readability import (
     Readability,
     bound_names,
@@ -84,7 +84,7 @@ def test_feedback_takes_one_suggestion(task):
         " Suggestion: Rename n and a to count and values.\n2. Add comments.", input=UNREADABLE, draft="x"
     )
     assert fb.fields["suggestion"] == "Rename n and a to count and values."
-    assert fb.fields["aspect"] == "naming" and fb.stop is None and fb.total is None
+    assert fb.fields["aspect"] == "naming" and fb.done is None and fb.total is None
     fb = task.parse_feedback("- Move the loop into a helper function.", input="", draft="x")
     assert fb.fields["aspect"] == "functions"
 

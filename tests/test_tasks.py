@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from selfrefine import FeedbackParseError, InputError, TaskError, get_task
-from selfrefine.errors import DraftParseError
-from selfrefine.sandbox import run_python
+from selfrefine.engine.errors import DraftParseError
+from selfrefine.sandbox.process import run_python
 from selfrefine.tasks.commongen import concept_coverage, missing_concepts, parse_concepts
 from selfrefine.tasks.gsm8k import extract_code
 
@@ -38,11 +38,11 @@ def test_commongen_metric_is_code_not_feedback():
 def test_commongen_feedback_json_and_text_forms():
     task = get_task("commongen")
     fb = task.parse_feedback('{"missing_concepts": ["ball"], "commonsense": "NONE"}', input="dog, ball", draft="A dog.")
-    assert fb.stop is False and fb.fields["missing_concepts"] == ["ball"] and fb.total == 0.5
+    assert fb.done is False and fb.fields["missing_concepts"] == ["ball"] and fb.total == 0.5
     done = task.parse_feedback('{"missing_concepts": ["NONE"], "commonsense": "none"}', input="dog, ball", draft="x")
-    assert done.stop is True and done.total == 1.0
+    assert done.done is True and done.total == 1.0
     text = task.parse_feedback("Concepts missing: ball\nCommonsense: NONE", input="dog, ball", draft="x")
-    assert text.fields["missing_concepts"] == ["ball"] and text.stop is False
+    assert text.fields["missing_concepts"] == ["ball"] and text.done is False
 
 
 @pytest.mark.parametrize(
@@ -111,10 +111,10 @@ def test_extract_code_from_fences_and_trailing_text():
 def test_gsm8k_verdict_is_the_last_one():
     task = get_task("gsm8k")
     parse = task.parse_feedback
-    assert parse("# a = 3 is right\n# it is correct", input="q", draft=CODE).stop is True
-    assert parse("# it is correct? no.\n# it is wrong", input="q", draft=CODE).stop is False
-    assert parse("# it's not correct", input="q", draft=CODE).stop is False
-    assert parse("# looks odd", input="q", draft=CODE).stop is False
+    assert parse("# a = 3 is right\n# it is correct", input="q", draft=CODE).done is True
+    assert parse("# it is correct? no.\n# it is wrong", input="q", draft=CODE).done is False
+    assert parse("# it's not correct", input="q", draft=CODE).done is False
+    assert parse("# looks odd", input="q", draft=CODE).done is False
     with pytest.raises(FeedbackParseError):
         parse("  ", input="q", draft=CODE)
 

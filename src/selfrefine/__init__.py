@@ -10,8 +10,8 @@ history of earlier drafts and feedback, until a stop rule holds::
 """
 
 from .backends import Backend, CompletionRequest, CompletionResponse, FakeBackend, get_backend
-from .config import RefineConfig
-from .errors import (
+from .engine.config import RefineConfig
+from .engine.errors import (
     BackendError,
     ConfigError,
     FeedbackParseError,
@@ -23,8 +23,8 @@ from .errors import (
     TemplateError,
     TransientBackendError,
 )
-from .loop import SelfRefine, refine
-from .records import (
+from .engine.loop import SelfRefine, refine
+from .engine.records import (
     CallRecord,
     DecisionStep,
     DraftStep,
@@ -37,8 +37,8 @@ from .records import (
     Usage,
     Verification,
 )
-from .task import Task
-from .taskfile import load_task
+from .engine.task import Task
+from .tasks.taskfile import load_task
 from .tasks import get_task
 
 __version__ = "0.1.0"

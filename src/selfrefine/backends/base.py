@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..records import Role
+from ..engine.records import Role
 
 
 class CompletionRequest(BaseModel):

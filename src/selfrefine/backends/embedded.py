@@ -28,7 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..errors import BackendError, ConfigError, ModelNotFoundError
+from ..engine.errors import BackendError, ConfigError, ModelNotFoundError
 from . import catalogue
 from .base import Backend, CompletionRequest, CompletionResponse, ModelInfo, chat_messages, flat_prompt
 from .prefix_cache import PrefixCache, as_tokens, common_prefix

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import ConfigError, ModelNotFoundError
+from ..engine.errors import ConfigError, ModelNotFoundError
 from .base import Backend
 from .options import FakeOptions, LlamaCppOptions, OpenAIOptions, validate
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
-from ..errors import TaskError
-from ..task import Task
+from ..engine.errors import TaskError
+from ..engine.task import Task
 from .acronym import Acronym
 from .codeopt import CodeOpt
 from .commongen import CommonGen
@@ -46,7 +46,7 @@ def get_task(spec: str | Task) -> Task:
         obj = plugins[spec].load()
         return obj() if isinstance(obj, type) else obj
     if _looks_like_path(spec):
-        from ..taskfile import load_task
+        from .taskfile import load_task
 
         return load_task(spec)
     raise TaskError(

@@ -29,10 +29,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..errors import DraftParseError, FeedbackParseError, InputError
-from ..parsing import json_object
-from ..records import Feedback, Verification
-from ..task import Task, system_message
+from ..engine.errors import DraftParseError, FeedbackParseError, InputError
+from ..engine.parsing import json_object
+from ..engine.records import Feedback, Verification
+from ..engine.task import Task, system_message
 
 # key → label. Alphabetical, like every other key in the feedback JSON: the embedded
 # backend builds its grammar from the schema with sorted keys, so the few-shot example
@@ -266,7 +266,7 @@ class Acronym(Task):
         fields.update({f"{key}_reason": reason for key, (_, reason) in parsed.items() if reason})
         # partial feedback is scaled to /25 so totals stay comparable for "best" selection
         total = round(sum(scores.values()) * len(ASPECTS) / len(scores), 2)
-        return Feedback(text=raw, scores=scores, total=total, stop=None, fields=fields)
+        return Feedback(text=raw, scores=scores, total=total, done=None, fields=fields)
 
     def metric(self, input: str, output: str, reference: Any = None) -> float:
         # re-extract: a draft that failed to parse reaches here as the model's raw reply

@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import DraftParseError, FeedbackParseError, InputError
-from ..parsing import FENCE, extract_program, parses
-from ..records import Feedback, Verification
-from ..sandbox import run_python
-from ..task import Task, system_message
-from ..timing import TimingResult, compare_programs
+from ..engine.errors import DraftParseError, FeedbackParseError, InputError
+from ..engine.parsing import FENCE, extract_program, parses
+from ..engine.records import Feedback, Verification
+from ..sandbox.process import run_python
+from ..engine.task import Task, system_message
+from ..sandbox.timing import TimingResult, compare_programs
 from .codeopt_bench import TestCase, _normalise, find_by_source, to_test_cases
 
 # "this code is slow", "it's not slow", "the program isn't slow", "code is already fast"
@@ -92,7 +92,7 @@ class TestOutcome:
 
 
 @dataclass
-class Evaluation:
+class ProgramCheck:
     """Correctness and speed of a new program against the original on known tests."""
 
     correct: bool
@@ -200,12 +200,12 @@ class CodeOpt(Task):
         verdict = found[-1] if found else ""
         return Feedback(
             text=raw,
-            stop=verdict == "not slow",
+            done=verdict == "not slow",
             total=1.0 if verdict == "not slow" else 0.0,  # the critic's verdict, for selection ties
             fields={"verdict": verdict, "reasons": reasons},
         )
 
-    def contains_stop(self, text: str) -> bool | None:
+    def says_done(self, text: str) -> bool | None:
         found = verdicts(text)
         return bool(found) and found[-1] == "not slow"
 
@@ -222,7 +222,7 @@ class CodeOpt(Task):
                 return bench.tests
         return []
 
-    def evaluate(self, original: str, new: str, tests: Sequence[Any], *, repeats: int | None = None) -> Evaluation:
+    def check_program(self, original: str, new: str, tests: Sequence[Any], *, repeats: int | None = None) -> ProgramCheck:
         """Run ``new`` on every test (checking outputs), then time it against ``original``."""
         cases = to_test_cases(tests)
         if not cases:
@@ -244,7 +244,7 @@ class CodeOpt(Task):
                 original, new, [c.stdin for c in cases],
                 repeats=repeats or self.metric_repeats, timeout=self.timeout,
             )
-        return Evaluation(correct, outcomes, timing, original_error)
+        return ProgramCheck(correct, outcomes, timing, original_error)
 
     def metric(self, input: str, output: str, reference: Any = None) -> float | None:
         tests = to_test_cases(reference) if reference is not None else self.known_tests(input)
@@ -254,7 +254,7 @@ class CodeOpt(Task):
             program = extract_program(output)
         except DraftParseError:
             return 0.0
-        return self.evaluate(input, program, tests).score
+        return self.check_program(input, program, tests).score
 
     def verify(self, input: str, draft: str) -> Verification | None:
         """Run the draft on the known test inputs and time it against the original.
@@ -267,7 +267,7 @@ class CodeOpt(Task):
         tests = self.known_tests(input)
         if not tests:
             return self._smoke_test(input, draft)
-        ev = self.evaluate(input, draft, tests, repeats=self.verify_repeats)
+        ev = self.check_program(input, draft, tests, repeats=self.verify_repeats)
         if not ev.correct:
             lines = [f"# Wrong on {len(ev.failures)} of {len(ev.tests)} test inputs:"]
             lines += [f"# {t.describe()}" for t in ev.failures[:3]]

@@ -22,9 +22,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..datasets import Example
-from ..errors import InputError, TaskError
-from ..sandbox import run_python
+from ..engine.errors import InputError, TaskError
+from ..sandbox.process import run_python
 
 Generator = Callable[[random.Random], str]
 
@@ -392,24 +391,3 @@ def _tests_jsonl(p: Path, text: str) -> Iterator[tuple[str, str, Any]]:
         if not isinstance(row, dict) or not isinstance(row.get("problem_id"), (str, int)) or "tests" not in row:
             raise InputError(f'{where}: expected {{"problem_id": ID, "tests": [...]}}')
         yield where, str(row["problem_id"]), row["tests"]
-
-
-def attach_tests(examples: Sequence[Example], tests: Mapping[str, list[TestCase]], source: str) -> list[Example]:
-    """PIE examples with their problem's test cases as the metric's reference; every
-    example must have tests (a missing one would silently get no metric)."""
-    missing: dict[str, list[str]] = {}
-    for e in examples:
-        problem_id = str(e.meta.get("problem_id", ""))
-        if problem_id not in tests:
-            missing.setdefault(problem_id or "(none)", []).append(e.id)
-    if missing:
-        shown = "; ".join(f"{pid} (example {', '.join(ids[:3])}{', …' if len(ids) > 3 else ''})"
-                          for pid, ids in list(missing.items())[:5])
-        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        raise InputError(f"{source} has no tests for problem id {shown}{more}; add them to the tests file "
-                         "(or select fewer examples with --limit)")
-    return [
-        e.model_copy(update={"reference": [{"stdin": c.stdin, "expected": c.expected}
-                                           for c in tests[str(e.meta["problem_id"])]]})
-        for e in examples
-    ]

@@ -14,10 +14,10 @@ import json
 import re
 from typing import Any
 
-from ..errors import FeedbackParseError, InputError
-from ..parsing import json_object
-from ..records import Feedback, Verification
-from ..task import Task, system_message
+from ..engine.errors import FeedbackParseError, InputError
+from ..engine.parsing import json_object
+from ..engine.records import Feedback, Verification
+from ..engine.task import Task, system_message
 
 FEEDBACK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -134,7 +134,7 @@ class CommonGen(Task):
         return Feedback(
             # the refiner sees the cleaned critique; the raw reply stays in the call record
             text=json.dumps({"missing_concepts": known, "commonsense": commonsense}),
-            stop=not known and sensible,
+            done=not known and sensible,
             # the critic's own view of coverage: drives "best" selection, not the metric
             total=round(1 - len(known) / len(concepts), 4) if concepts else None,
             fields={"missing_concepts": known, "not_concepts": others, "commonsense": commonsense},
@@ -154,7 +154,7 @@ class CommonGen(Task):
         return critique.model_copy(
             update={
                 "text": json.dumps({"missing_concepts": missing, "commonsense": commonsense}),
-                "stop": not missing and commonsense.lower() in _NONE,
+                "done": not missing and commonsense.lower() in _NONE,
                 "total": check.score,
                 "fields": {**critique.fields, "missing_concepts": missing, "critic_missing": critique.fields.get("missing_concepts", [])},
                 "source": "hybrid",

@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import DraftParseError, FeedbackParseError, InputError
-from ..parsing import json_input, json_object
-from ..records import Feedback
-from ..task import Task, system_message
+from ..engine.errors import DraftParseError, FeedbackParseError, InputError
+from ..engine.parsing import json_input, json_object
+from ..engine.records import Feedback
+from ..engine.task import Task, system_message
 
 ASPECTS = (
     "Relevant",

@@ -11,11 +11,11 @@ import math
 import re
 from typing import Any
 
-from ..errors import DraftParseError, FeedbackParseError
-from ..parsing import fenced_blocks
-from ..records import Feedback, Verification
-from ..sandbox import run_python
-from ..task import Task, system_message
+from ..engine.errors import DraftParseError, FeedbackParseError
+from ..engine.parsing import fenced_blocks
+from ..engine.records import Feedback, Verification
+from ..sandbox.process import run_python
+from ..engine.task import Task, system_message
 
 _VERDICT = re.compile(r"\bit(?:\s+is|'s)\s+(not\s+correct|incorrect|correct|wrong)", re.I)
 
@@ -86,9 +86,9 @@ class GSM8K(Task):
         # the critic's verdict as a score (1 correct, 0 otherwise): breaks ties in
         # "best"/"verified" selection between drafts that all run
         total = 1.0 if verdict == "correct" else 0.0
-        return Feedback(text=raw, stop=verdict == "correct", total=total, fields={"verdict": verdict})
+        return Feedback(text=raw, done=verdict == "correct", total=total, fields={"verdict": verdict})
 
-    def contains_stop(self, text: str) -> bool | None:
+    def says_done(self, text: str) -> bool | None:
         return _last_verdict(text) == "correct"
 
     def verify(self, input: str, draft: str) -> Verification:

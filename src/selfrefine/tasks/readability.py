@@ -30,10 +30,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..errors import DraftParseError, FeedbackParseError
-from ..parsing import FENCE, extract_program
-from ..records import Feedback, Verification
-from ..task import Task, system_message
+from ..engine.errors import DraftParseError, FeedbackParseError
+from ..engine.parsing import FENCE, extract_program
+from ..engine.records import Feedback, Verification
+from ..engine.task import Task, system_message
 
 # Single letters that are conventional loop indices, and short words that are real words.
 SHORT_ALLOWED = frozenset({"i", "j", "k", "id", "ok", "db", "io", "os"})
@@ -209,7 +209,7 @@ class Readability(Task):
             raise FeedbackParseError(f"the suggestion {suggestion[:60]!r} is not a sentence of advice")
         return Feedback(
             text=raw,
-            stop=None,  # readability has no natural end: fixed rounds
+            done=None,  # readability has no natural end: fixed rounds
             fields={"suggestion": suggestion, "aspect": suggestion_aspect(suggestion)},
         )
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import FeedbackParseError, InputError
-from ..parsing import json_input
-from ..records import Feedback, Verification
-from ..task import Task, system_message
+from ..engine.errors import FeedbackParseError, InputError
+from ..engine.parsing import json_input
+from ..engine.records import Feedback, Verification
+from ..engine.task import Task, system_message
 
 POLARITIES = ("positive", "negative")
 NEUTRAL_BAND = 0.05  # VADER's convention: |compound| < 0.05 is neutral

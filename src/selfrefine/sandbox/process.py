@@ -30,7 +30,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-from .errors import SandboxUnavailableError
+from ..engine.errors import SandboxUnavailableError
 from .isolation import Isolation, child_setup, network_isolation, require_isolation
 
 __all__ = ["Isolation", "SandboxResult", "network_isolation", "run_python"]

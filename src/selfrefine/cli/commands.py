@@ -15,16 +15,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
-from .backends import catalogue
-from .backends.catalogue import ModelFallbackWarning
-from .backends.registry import DEFAULT_MODEL, schemes
-from .config import RefineConfig
+from .. import __version__
+from ..backends import catalogue
+from ..backends.catalogue import ModelFallbackWarning
+from ..backends.registry import DEFAULT_MODEL, schemes
+from ..engine.config import RefineConfig
 from .display import StepPrinter
-from .errors import InputError, SelfRefineError
-from .loop import SelfRefine
-from .records import ResultStep, RunResult, StopReason
-from .tasks import get_task, task_names
+from ..engine.errors import InputError, SelfRefineError
+from ..engine.loop import SelfRefine
+from ..engine.records import ResultStep, RunResult, StopReason
+from ..tasks import get_task, task_names
 
 MAX_INPUT_BYTES = 10_000_000
 
@@ -92,7 +92,7 @@ def _role_options(spec: str | None, pairs: tuple[str, ...], flag: str, model_fla
 
 def _main_options(model: str, pairs: tuple[str, ...], base_url: str | None) -> dict[str, str]:
     """-o and --base-url: the options of --model (and of the roles that share its backend)."""
-    from .backends.registry import scheme_of
+    from ..backends.registry import scheme_of
 
     opts = _options(pairs, "--option")
     if base_url:
@@ -106,7 +106,7 @@ def _main_options(model: str, pairs: tuple[str, ...], base_url: str | None) -> d
 
 
 def _backend_spec(spec: str | None, options: dict[str, str]) -> Any:
-    from .backends.registry import get_backend
+    from ..backends.registry import get_backend
 
     if spec is None:
         return None
@@ -275,10 +275,10 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int 
       selfrefine eval codeopt --data ../shared/datasets/pie_codenet_python.dev.jsonl \\
         --tests pie_tests.json --limit 5 --out runs/pie
     """
-    from .cache import ResponseCache
-    from .datasets import load_examples
-    from .harness import run_eval, run_meta, summary_table
-    from .runstore import RunStore
+    from ..evaluation.response_cache import ResponseCache
+    from ..evaluation.datasets import load_examples
+    from ..evaluation.driver import run_eval, run_meta, summary_table
+    from ..evaluation.runstore import RunStore
 
     the_task = get_task(task)
     examples = load_examples(the_task.name, data, limit)
@@ -287,20 +287,21 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int 
     if tests_path is not None:
         if the_task.name != "codeopt":
             raise click.UsageError(f"--tests gives test cases to codeopt's metric; task {the_task.name!r} takes none")
-        from .tasks.codeopt_bench import attach_tests, load_tests_file
+        from ..evaluation.datasets import attach_tests
+        from ..tasks.codeopt_bench import load_tests_file
 
         examples = attach_tests(examples, load_tests_file(tests_path), f"tests file {tests_path}")
     engine = build_engine(the_task, **options)
     cache = None if no_cache else ResponseCache(cache_path)
     if cache is not None:
-        from .harness import use_cache
+        from ..evaluation.driver import use_cache
 
         use_cache(engine, cache)
     judge_opts = _role_options(judge_model, judge_options, "--judge-option", "--judge")
     judge = None
     if judge_model:
-        from .cache import CachedBackend
-        from .judge import DEFAULT_CRITERIA, PairwiseJudge
+        from ..evaluation.response_cache import CachedBackend
+        from ..evaluation.judge import DEFAULT_CRITERIA, PairwiseJudge
 
         backend = _backend_spec(judge_model, judge_opts)
         if cache is not None:
@@ -391,7 +392,7 @@ def models(ctx: click.Context, as_json: bool) -> None:
 
 def _scheme_options(scheme: Any) -> list[dict[str, Any]] | None:
     """A scheme's typed options; None for a plugin that declares none (or cannot be imported)."""
-    from .backends.options import describe
+    from ..backends.options import describe
 
     try:
         model = scheme.options_model()
@@ -409,7 +410,7 @@ def models_pull(name: str) -> None:
 
 
 def _add_report_commands() -> None:
-    from .report import compare_command, report_command
+    from ..evaluation.report import compare_command, report_command
 
     cli.add_command(report_command)
     cli.add_command(compare_command)

@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field
 
 from .datasets import Example
 from .judge import JudgeResult, PairwiseJudge, preference_rate
-from .loop import SelfRefine
-from .records import RunResult, StopReason
+from ..engine.loop import SelfRefine
+from ..engine.records import RunResult, StopReason
 from .stats import mean_known
 
 

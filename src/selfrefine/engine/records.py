@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal, Union
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 Role = Literal["generate", "feedback", "refine"]
 ROLES: tuple[Role, ...] = ("generate", "feedback", "refine")
@@ -78,7 +78,9 @@ class Feedback(BaseModel):
     text: str
     scores: dict[str, float] = Field(default_factory=dict)  # per-aspect scores
     total: float | None = None  # drives "best" selection and score thresholds
-    stop: bool | None = None  # the task's stop signal; None when unknown
+    # the critique says the draft needs no more work (a stop signal for the loop); None when
+    # the task cannot tell. Run folders written before the rename stored it as "stop".
+    done: bool | None = Field(default=None, validation_alias=AliasChoices("done", "stop"))
     fields: dict[str, str | list[str]] = Field(default_factory=dict)  # other parsed parts
     source: Literal["model", "generic", "none", "verifier", "hybrid"] = "model"
     parse_error: str | None = None  # set when every parse attempt failed

@@ -12,13 +12,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from . import __version__
-from .cache import CachedBackend, ResponseCache
+from .. import __version__
+from .response_cache import CachedBackend, ResponseCache
 from .datasets import Example
-from .errors import InputError
-from .evaluate import EvalSummary, ExampleRow, evaluate_rows, summarize
+from ..engine.errors import InputError
+from .runner import EvalSummary, ExampleRow, evaluate_rows, summarize
 from .judge import PairwiseJudge
-from .loop import SelfRefine
+from ..engine.loop import SelfRefine
 from .runstore import RunMeta, RunStore
 
 

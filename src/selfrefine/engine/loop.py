@@ -22,8 +22,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .backends.base import Backend, CompletionRequest, CompletionResponse
-from .backends.registry import get_backend
+from ..backends.base import Backend, CompletionRequest, CompletionResponse
+from ..backends.registry import get_backend
 from .config import DEFAULT_MAX_ITERATIONS, RefineConfig
 from .errors import BackendError, ConfigError, ParseError, SandboxUnavailableError, TransientBackendError
 from .records import (
@@ -92,7 +92,7 @@ class SelfRefine:
         config: RefineConfig | None = None,
         **options: Any,
     ) -> None:
-        from .tasks import get_task
+        from ..tasks import get_task
 
         self.task = get_task(task) if isinstance(task, str) else task
         if config is not None and options:
@@ -261,7 +261,7 @@ class SelfRefine:
         attempted = len(run.iterations) - 1  # refinements attempted, rejected ones included
         if feedback is None:
             pass
-        elif cfg.stop_on_feedback and feedback.stop:
+        elif cfg.stop_on_feedback and feedback.done:
             return stop(StopReason.FEEDBACK, "the feedback says the draft is done")
         else:
             low = feedback.text.lower()
@@ -330,7 +330,7 @@ class SelfRefine:
             check = await self._verify(run, t)
         if verifier == "verifier":
             assert check is not None
-            return Feedback(text=check.text, stop=check.passed, total=check.score, source="verifier", verification=check)
+            return Feedback(text=check.text, done=check.passed, total=check.score, source="verifier", verification=check)
         critique = await self._critique(run, t)
         if check is None:
             return critique
@@ -363,7 +363,7 @@ class SelfRefine:
         if error is None:
             return feedback
         raw = _raw(call)
-        return Feedback(text=raw, stop=self.task.contains_stop(raw), parse_error=error)
+        return Feedback(text=raw, done=self.task.says_done(raw), parse_error=error)
 
     async def _parsed_call(
         self,
@@ -495,7 +495,7 @@ class SelfRefine:
         output = run.iterations[selected].draft if selected is not None else None
         metric = answer = metric_error = answer_error = None
         if output is not None:
-            (metric, metric_error), (answer, answer_error) = await asyncio.to_thread(self._evaluate, run, output)
+            (metric, metric_error), (answer, answer_error) = await asyncio.to_thread(self._score_output, run, output)
         config = self.config.model_dump(mode="json")
         config["models"] = {role: self.backends[role].name for role in ROLES}
         config["model_files"] = {r: i.model_dump() for r in ROLES if (i := self.backends[r].model_info()) is not None}
@@ -518,7 +518,7 @@ class SelfRefine:
             answer_error=answer_error,
         )
 
-    def _evaluate(self, run: _Run, output: str) -> tuple[tuple[Any, str | None], tuple[Any, str | None]]:
+    def _score_output(self, run: _Run, output: str) -> tuple[tuple[Any, str | None], tuple[Any, str | None]]:
         """(metric, its error), (answer, its error): a broken hook must not lose the finished
         run, and its error is kept in the result instead of a bare None."""
         return (_hook(self.task.metric, run.input, output, run.reference), _hook(self.task.answer, output))

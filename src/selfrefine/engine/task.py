@@ -183,9 +183,9 @@ class Task:
                 total = float(match.group(1))
             except (TypeError, ValueError):
                 raise FeedbackParseError(f"score {match.group(1)!r} is not a number") from None
-        return Feedback(text=raw, total=total, stop=self.contains_stop(raw))
+        return Feedback(text=raw, total=total, done=self.says_done(raw))
 
-    def contains_stop(self, text: str) -> bool | None:
+    def says_done(self, text: str) -> bool | None:
         """True/False when the task has stop phrases, None when it has none."""
         if not self.stop_contains:
             return None
@@ -211,7 +211,7 @@ class Task:
         return critique.model_copy(
             update={
                 "text": f"{critique.text}\n{check.text}".strip(),
-                "stop": bool(critique.stop) and check.passed is not False,
+                "done": bool(critique.done) and check.passed is not False,
                 "source": "hybrid",
                 "verification": check,
             }

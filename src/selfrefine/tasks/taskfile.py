@@ -33,8 +33,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import TaskError, TaskFileError
-from .task import Task
+from ..engine.errors import TaskError, TaskFileError
+from ..engine.task import Task
 
 MAX_TASK_FILE_BYTES = 1_000_000
 

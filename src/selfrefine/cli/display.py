@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from .records import CallStep, DecisionStep, DraftStep, FeedbackStep, ResultStep, RunResult, Step
+from ..engine.records import CallStep, DecisionStep, DraftStep, FeedbackStep, ResultStep, RunResult, Step
 
 
 class StepPrinter:
@@ -49,8 +49,8 @@ class StepPrinter:
         notes = []
         if fb.total is not None:
             notes.append(f"score {fb.total:g}")
-        if fb.stop is not None:
-            notes.append(f"stop signal: {'yes' if fb.stop else 'no'}")
+        if fb.done is not None:
+            notes.append(f"stop signal: {'yes' if fb.done else 'no'}")
         if fb.parse_error:
             notes.append(f"unparsed: {fb.parse_error}")
         title = f"feedback {step.iteration}" + (f" ({fb.source})" if fb.source != "model" else "")

@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from .backends.base import Backend, CompletionRequest, CompletionResponse, ModelInfo
+from ..backends.base import Backend, CompletionRequest, CompletionResponse, ModelInfo
 
 
 def default_cache_path() -> Path:

@@ -27,13 +27,13 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .errors import InputError
+from ..engine.errors import InputError
 
 
 class Example(BaseModel):
@@ -278,3 +278,24 @@ def load_hub(name: str, split: str | None = None, limit: int | None = None) -> l
 
 
 __all__ = ["Example", "FORMATS", "HUB_SETS", "load_examples", "load_hub"]
+
+
+def attach_tests(examples: Sequence[Example], tests: Mapping[str, list[Any]], source: str) -> list[Example]:
+    """PIE examples with their problem's test cases as the metric's reference; every
+    example must have tests (a missing one would silently get no metric)."""
+    missing: dict[str, list[str]] = {}
+    for e in examples:
+        problem_id = str(e.meta.get("problem_id", ""))
+        if problem_id not in tests:
+            missing.setdefault(problem_id or "(none)", []).append(e.id)
+    if missing:
+        shown = "; ".join(f"{pid} (example {', '.join(ids[:3])}{', …' if len(ids) > 3 else ''})"
+                          for pid, ids in list(missing.items())[:5])
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise InputError(f"{source} has no tests for problem id {shown}{more}; add them to the tests file "
+                         "(or select fewer examples with --limit)")
+    return [
+        e.model_copy(update={"reference": [{"stdin": c.stdin, "expected": c.expected}
+                                           for c in tests[str(e.meta["problem_id"])]]})
+        for e in examples
+    ]

@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from .errors import ConfigError, InputError
-from .evaluate import EvalSummary, ExampleRow
+from ..engine.errors import ConfigError, InputError
+from .runner import EvalSummary, ExampleRow
 
 RESULTS = "results.jsonl"
 META = "meta.json"

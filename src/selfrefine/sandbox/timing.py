@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from scipy.stats import mannwhitneyu
 
-from .sandbox import SandboxResult, run_python
+from .process import SandboxResult, run_python
 
 MIN_REPEATS = 4
 

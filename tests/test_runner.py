@@ -6,8 +6,8 @@ import pytest
 
 from conftest import FB_DONE, FB_MISSING
 from selfrefine import FakeBackend, SelfRefine, get_task
-from selfrefine.datasets import Example
-from selfrefine.evaluate import evaluate
+from selfrefine.evaluation.datasets import Example
+from selfrefine.evaluation.runner import evaluate
 
 
 def test_summary_matches_hand_computed_numbers():
@@ -47,3 +47,11 @@ def test_tasks_without_a_code_metric_have_no_scores():
     summary, rows = evaluate(SelfRefine(get_task("dialogue"), backend, max_iterations=1), [Example(id="d", input="User: hi")])
     assert rows[0].metrics == [None] * len(rows[0].result.iterations)
     assert summary.by_iteration == [None, None] and summary.final is None and summary.cumulative is None
+
+
+def test_feedback_rows_written_before_the_done_rename_still_load():
+    # run folders store Feedback.done as "stop" up to 0.1.0; resuming them must keep the signal
+    from selfrefine.engine.records import Feedback
+
+    assert Feedback.model_validate_json('{"text": "ok", "stop": true}').done is True
+    assert "done" in Feedback(text="ok", done=False).model_dump()

@@ -28,9 +28,9 @@ from typing import Any
 import click
 from pydantic import BaseModel, Field
 
-from .errors import InputError
-from .evaluate import ExampleRow, summarize
-from .loop import select_index
+from ..engine.errors import InputError
+from .runner import ExampleRow, summarize
+from ..engine.loop import select_index
 from .runstore import RunMeta, RunStore
 from .stats import Interval, mean_known, paired_bootstrap_diff
 
@@ -104,7 +104,7 @@ def _load(folder: str | Path) -> tuple[RunMeta, list[ExampleRow]]:
 
 def _metric_name(task: str) -> str:
     try:  # a YAML task or plugin may not be importable where the report is built
-        from .tasks import get_task
+        from ..tasks import get_task
 
         return get_task(task).metric_name or "metric"
     except Exception:
@@ -415,7 +415,7 @@ def render_html(reports: Sequence[RunReport], examples: Sequence[list[dict[str, 
         for p in plots
     )
     data = {"runs": [{"name": n, "examples": ex} for n, ex in zip(_unique_names(reports), examples)]}
-    template = resources.files("selfrefine").joinpath("report_template.html").read_text(encoding="utf-8")
+    template = resources.files("selfrefine.evaluation").joinpath("report_template.html").read_text(encoding="utf-8")
     parts = {"__TABLES__": _html_tables(reports), "__PLOTS__": images, "__DATA__": _script_json(data)}
     # One pass, so text inserted for one placeholder is never scanned for another.
     return re.sub("|".join(parts), lambda m: parts[m.group(0)], template)

@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from .backends.base import Backend, CompletionRequest
-from .errors import ConfigError
-from .parsing import json_object
+from ..backends.base import Backend, CompletionRequest
+from ..engine.errors import ConfigError
+from ..engine.parsing import json_object
 
 Winner = Literal["a", "b", "tie"]
 Verdict = Literal["1", "2", "tie"]

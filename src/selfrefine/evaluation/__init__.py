@@ -1,0 +1,8 @@
+"""Evaluation: an engine over a dataset, measured.
+
+``datasets`` (loaders of the paper's files), ``runner`` (examples → rows with the metric
+of every draft, and their summary), ``driver`` (the ``eval`` command's run: progress,
+response cache, run folder), ``runstore`` (durable, resumable run folders), ``cache``
+(the response cache), ``judge`` (pairwise preference), ``stats`` (bootstrap intervals)
+and ``report`` (Markdown/HTML reports and comparisons).
+"""
