@@ -18,7 +18,7 @@ from selfrefine import ConfigError, FakeBackend, SelfRefine, StopReason, Task
 from selfrefine.cli.commands import cli
 from selfrefine.evaluation.datasets import Example
 from selfrefine.evaluation.runner import evaluate, summarize
-from selfrefine.engine.loop import select_index
+from selfrefine.engine.selection import select_index
 from selfrefine.engine.records import DecisionStep, Feedback, FeedbackStep, Iteration, Verification
 
 # prefix-stable like the built-in prompts: each history item is rendered like the current

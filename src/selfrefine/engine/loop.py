@@ -43,6 +43,7 @@ from .records import (
     Usage,
     Verification,
 )
+from .selection import score_text, select_index, worse
 from .task import Task
 
 T = TypeVar("T")
@@ -219,9 +220,9 @@ class SelfRefine:
                 rejected = ""
                 if self._verify_every_draft:
                     check = await self._verify(run, n)
-                    if self.config.accept == "not_worse" and _worse(check, refined.verification):
+                    if self.config.accept == "not_worse" and worse(check, refined.verification):
                         rejected = (
-                            f"rejected: verifier score fell {_fmt(refined.verification)} → {_fmt(check)}; "
+                            f"rejected: verifier score fell {score_text(refined.verification)} → {score_text(check)}; "
                             f"draft {t} is refined again"
                         )
                         it.accepted = False
@@ -531,47 +532,6 @@ def _hook(fn: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:
         raise  # this machine cannot run model code at all: say so, not metric=None
     except Exception as exc:
         return None, f"{type(exc).__name__}: {exc}"
-
-
-def select_index(iterations: list[Iteration], policy: str) -> int | None:
-    """Index of the returned draft among the accepted ones (a refinement rejected by
-    ``accept="not_worse"`` is never returned):
-
-    - ``last``: the last accepted draft;
-    - ``best``: the highest feedback score, ties → later (no scores: the last);
-    - ``verified``: the highest verifier score, ties → the higher feedback score, then the
-      later draft; a missing score of either kind ranks lowest.
-    """
-    candidates = [it for it in iterations if it.accepted]
-    if not candidates:
-        return None
-    if policy == "best":
-        scored = [(it.feedback.total, it.index) for it in candidates if it.feedback and it.feedback.total is not None]
-        if scored:
-            return max(scored)[1]
-    if policy == "verified":
-        return max(candidates, key=_verified_rank).index
-    return candidates[-1].index
-
-
-def _verified_rank(it: Iteration) -> tuple[bool, float, bool, float, int]:
-    score = it.verification.score if it.verification is not None else None
-    total = it.feedback.total if it.feedback is not None else None
-    return (score is not None, score or 0.0, total is not None, total or 0.0, it.index)
-
-
-def _worse(new: Verification | None, old: Verification | None) -> bool:
-    """Whether a refinement's verifier score fell below the draft it refined (a missing
-    score counts as the lowest; nothing to compare with: not worse)."""
-    old_score = old.score if old is not None else None
-    new_score = new.score if new is not None else None
-    if old_score is None:
-        return False
-    return new_score is None or new_score < old_score
-
-
-def _fmt(check: Verification | None) -> str:
-    return "none" if check is None or check.score is None else f"{check.score:.2f}"
 
 
 def from_decision(run: _Run, reason: StopReason, detail: str) -> DecisionStep:

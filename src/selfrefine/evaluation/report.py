@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from ..engine.errors import InputError
 from .runner import ExampleRow, summarize
-from ..engine.loop import select_index
+from ..engine.selection import select_index
 from .runstore import RunMeta, RunStore
 from .stats import Interval, mean_known, paired_bootstrap_diff
 

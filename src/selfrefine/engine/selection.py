@@ -1,0 +1,50 @@
+"""Which draft a run returns, and when a refinement is rejected as worse than its parent.
+
+Pure functions of the iterations so far: the loop calls them, and reports re-apply them to
+stored rows (``select_index`` with another policy shows what it would have returned).
+"""
+
+from __future__ import annotations
+
+from .records import Iteration, Verification
+
+
+def select_index(iterations: list[Iteration], policy: str) -> int | None:
+    """Index of the returned draft among the accepted ones (a refinement rejected by
+    ``accept="not_worse"`` is never returned):
+
+    - ``last``: the last accepted draft;
+    - ``best``: the highest feedback score, ties → later (no scores: the last);
+    - ``verified``: the highest verifier score, ties → the higher feedback score, then the
+      later draft; a missing score of either kind ranks lowest.
+    """
+    candidates = [it for it in iterations if it.accepted]
+    if not candidates:
+        return None
+    if policy == "best":
+        scored = [(it.feedback.total, it.index) for it in candidates if it.feedback and it.feedback.total is not None]
+        if scored:
+            return max(scored)[1]
+    if policy == "verified":
+        return max(candidates, key=_verified_rank).index
+    return candidates[-1].index
+
+
+def _verified_rank(it: Iteration) -> tuple[bool, float, bool, float, int]:
+    score = it.verification.score if it.verification is not None else None
+    total = it.feedback.total if it.feedback is not None else None
+    return (score is not None, score or 0.0, total is not None, total or 0.0, it.index)
+
+
+def worse(new: Verification | None, old: Verification | None) -> bool:
+    """Whether a refinement's verifier score fell below the draft it refined (a missing
+    score counts as the lowest; nothing to compare with: not worse)."""
+    old_score = old.score if old is not None else None
+    new_score = new.score if new is not None else None
+    if old_score is None:
+        return False
+    return new_score is None or new_score < old_score
+
+
+def score_text(check: Verification | None) -> str:
+    return "none" if check is None or check.score is None else f"{check.score:.2f}"
