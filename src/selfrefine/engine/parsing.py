@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import threading
 from typing import Any
 
 from .errors import DraftParseError, FeedbackParseError, InputError
@@ -18,10 +19,22 @@ def fenced_blocks(text: str) -> list[str]:
     return [block for block in FENCE.findall(text) if block.strip()]
 
 
+# CPython 3.11 keeps ast.parse's recursion counter in state shared by threads, so two
+# threads parsing at once can fail with "SystemError: AST constructor recursion depth
+# mismatch" (python/cpython#106905); drafts are parsed in worker threads, so parse one at a time.
+_AST_LOCK = threading.Lock()
+
+
+def parse_python(code: str) -> ast.Module:
+    """``ast.parse``, safe to call from several threads at once."""
+    with _AST_LOCK:
+        return ast.parse(code)
+
+
 def parses(code: str) -> bool:
     """Whether the text is syntactically valid Python."""
     try:
-        ast.parse(code)
+        parse_python(code)
     except (SyntaxError, ValueError):
         return False
     return True
@@ -95,7 +108,7 @@ def _code_before_fence(text: str) -> str | None:
     before = text.split("```", 1)[0].strip("\n").rstrip()
     if "```" not in text or not before.strip() or not parses(before):
         return None
-    body = ast.parse(before).body
+    body = parse_python(before).body
     if all(isinstance(n, ast.Expr) and isinstance(n.value, (ast.Name, ast.Constant)) for n in body):
         return None  # "Solution" or a docstring parses too, but is prose
     return before

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine.errors import DraftParseError, FeedbackParseError, InputError
-from ..engine.parsing import FENCE, extract_program, parses
+from ..engine.parsing import FENCE, extract_program, parse_python, parses
 from ..engine.records import Feedback, Verification
 from ..sandbox.process import run_python
 from ..engine.task import Task, system_message
@@ -175,13 +175,13 @@ class CodeOpt(Task):
         if fenced and fenced[0].strip():
             text = fenced[0].strip()
         try:
-            tree = ast.parse(text)
+            tree = parse_python(text)
         except SyntaxError as exc:
             raise InputError(f"the input program does not parse (line {exc.lineno}: {exc.msg})") from None
         # CodeNet programs often have blank lines doubled; drop them (saves prompt tokens)
         # unless that changes the program (blank lines inside a multi-line string)
         compact = "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
-        if ast.dump(ast.parse(compact)) == ast.dump(tree):
+        if ast.dump(parse_python(compact)) == ast.dump(tree):
             text = compact
         return text
 
@@ -296,7 +296,7 @@ def _kind(error: str | None) -> str:
 
 def _syntax_error(code: str) -> str:
     try:
-        ast.parse(code)
+        parse_python(code)
     except SyntaxError as exc:
         return f"SyntaxError on line {exc.lineno}: {exc.msg}"
     except ValueError as exc:
@@ -306,7 +306,7 @@ def _syntax_error(code: str) -> str:
 
 def _looks_like_code(text: str) -> bool:
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except (SyntaxError, ValueError):
         return False
     return any(isinstance(node, _CODE_NODES) for node in tree.body)

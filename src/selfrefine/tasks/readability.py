@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..engine.errors import DraftParseError, FeedbackParseError
-from ..engine.parsing import FENCE, extract_program
+from ..engine.parsing import FENCE, extract_program, parse_python
 from ..engine.records import Feedback, Verification
 from ..engine.task import Task, system_message
 
@@ -130,7 +130,7 @@ def _line_counts(code: str) -> tuple[int, int]:
 def readability_stats(code: str) -> ReadabilityStats:
     """All three numbers for one program; a SyntaxError gives zeros and the error text."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
         comments, lines = _line_counts(code)
     except SyntaxError as exc:
         return ReadabilityStats(syntax_error=f"line {exc.lineno}: {exc.msg}")
