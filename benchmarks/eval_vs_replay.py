@@ -17,8 +17,8 @@ import asyncio
 import time
 
 import openai
-
 from _engines import TASKS, Recording, dump, examples, llama_server, run_eval
+
 from selfrefine.backends.base import CompletionRequest, chat_messages
 from selfrefine.backends.openai_compat import OpenAIBackend
 

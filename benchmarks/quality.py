@@ -43,14 +43,14 @@ from typing import Any
 from rich.console import Console
 
 from selfrefine.backends.registry import get_backend
-from selfrefine.evaluation.response_cache import ResponseCache
 from selfrefine.engine.config import RefineConfig
-from selfrefine.evaluation.datasets import Example, load_examples
 from selfrefine.engine.errors import SelfRefineError
-from selfrefine.evaluation.driver import run_eval, run_meta, use_cache
-from selfrefine.evaluation.judge import DEFAULT_CRITERIA, PairwiseJudge
 from selfrefine.engine.loop import SelfRefine
+from selfrefine.evaluation.datasets import Example, load_examples
+from selfrefine.evaluation.driver import run_eval, run_meta, use_cache
+from selfrefine.evaluation.judge import DEFAULT_CRITERIA, PairwiseJudge, Preference
 from selfrefine.evaluation.report import RunReport, run_table
+from selfrefine.evaluation.response_cache import ResponseCache
 from selfrefine.evaluation.runstore import RunStore
 from selfrefine.tasks import get_task
 
@@ -241,8 +241,8 @@ def _f(x: float | None, digits: int = 3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
-def judge_text(p: dict[str, float] | None) -> str:
-    return "-" if not p else f"win {p['win']:.2f} / tie {p['tie']:.2f} / loss {p['loss']:.2f} (n={p['n']:.0f})"
+def judge_text(p: Preference | None) -> str:
+    return "-" if not p else str(p)
 
 
 def headline(r: RunReport) -> str:
@@ -356,7 +356,7 @@ def summary_json(runs: list[Run], args: argparse.Namespace) -> dict[str, Any]:
         "task": task, "mode": mode, "folder": Path(r.folder).name, "metric": r.metric_name, "n": r.n,
         "failed": r.failed, "one_step": r.baseline, "returned": r.final,
         "delta": r.delta.model_dump() if r.delta else None, "by_iteration": r.by_iteration,
-        "per_example": r.cost.model_dump(), "judge": r.judge_preference, "stop_reasons": r.stop_reasons,
+        "per_example": r.cost.model_dump(), "judge": r.judge_preference.model_dump() if r.judge_preference else None, "stop_reasons": r.stop_reasons,
         "wall_s": wall_s(side), "inputs": side.get("selection"),
     } for task, mode, r, side in runs]
     return _round({"generated": now(), "models": models, "machines": machines, "commands": commands, "runs": entries})

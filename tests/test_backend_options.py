@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import FB_DONE
+
 from selfrefine.backends import FakeBackend, get_backend
 from selfrefine.backends.embedded import LlamaCppBackend
 from selfrefine.backends.openai_compat import OpenAIBackend

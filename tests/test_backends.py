@@ -8,7 +8,13 @@ import socket
 
 import pytest
 
-from selfrefine import BackendError, ConfigError, FakeBackend, TransientBackendError, get_backend
+from selfrefine import (
+    BackendError,
+    ConfigError,
+    FakeBackend,
+    TransientBackendError,
+    get_backend,
+)
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.embedded import check_gguf
 from selfrefine.engine.errors import ModelNotFoundError

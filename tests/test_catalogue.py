@@ -222,6 +222,6 @@ def test_run_results_and_run_meta_record_the_model_file(tmp_path):
     engine = SelfRefine("commongen", FileBackend(default="A dog."), feedback_model=FakeBackend(default="{}"),
                         max_iterations=0)
     result = engine.run("dog, ball")
-    assert result.config["model_files"] == {"generate": info.model_dump(), "refine": info.model_dump()}
+    assert result.config.model_files == {"generate": info, "refine": info}
     meta = run_meta("r", engine, "data.jsonl", None)
     assert meta.model_files["generate"]["sha256"] == "ab" * 32 and "feedback" not in meta.model_files

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import FB_DONE, FB_MISSING
+
 from selfrefine.cli.commands import cli
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

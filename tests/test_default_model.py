@@ -14,14 +14,18 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import require_embedded
+
 from selfrefine import SelfRefine, StopReason
 from selfrefine.cli.commands import cli
 from selfrefine.sandbox.process import run_python
 from selfrefine.tasks.acronym import ASPECTS, acronym_checks
 from selfrefine.tasks.codeopt_bench import load_benchmark
-from selfrefine.tasks.commongen import concept_coverage, missing_concepts, parse_concepts
+from selfrefine.tasks.commongen import (
+    concept_coverage,
+    missing_concepts,
+    parse_concepts,
+)
 from selfrefine.tasks.readability import readability_stats
 from selfrefine.tasks.sentiment import has_sentiment
 

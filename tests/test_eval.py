@@ -12,15 +12,14 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from conftest import FB_DONE
 
 FB_MISSING_BALL = json.dumps({"missing_concepts": ["ball"], "commonsense": "NONE"})
 from selfrefine import FakeBackend, SelfRefine
-from selfrefine.evaluation.response_cache import ResponseCache
 from selfrefine.cli.commands import cli
 from selfrefine.evaluation.datasets import load_examples
 from selfrefine.evaluation.driver import run_eval, run_meta, use_cache
+from selfrefine.evaluation.response_cache import ResponseCache
 from selfrefine.evaluation.runstore import RunStore
 
 

@@ -8,16 +8,22 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from conftest import FB_DONE
+
 from selfrefine import FakeBackend, SelfRefine, Task
 from selfrefine.cli.commands import cli
-from selfrefine.evaluation.datasets import Example
 from selfrefine.engine.errors import BackendError
-from selfrefine.evaluation.runner import ExampleRow, evaluate_rows, summarize
+from selfrefine.engine.records import (
+    CallRecord,
+    Iteration,
+    RunResult,
+    StopReason,
+    Usage,
+)
+from selfrefine.evaluation.datasets import Example
 from selfrefine.evaluation.judge import PairwiseJudge
-from selfrefine.engine.records import CallRecord, Iteration, RunResult, StopReason, Usage
 from selfrefine.evaluation.report import compare_table, run_table, write_report
+from selfrefine.evaluation.runner import ExampleRow, evaluate_rows, summarize
 from selfrefine.evaluation.runstore import RunMeta, RunStore
 
 

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import SMOLLM, require_embedded, require_smollm
+
 from selfrefine import SelfRefine, StopReason, load_task
 from selfrefine.backends.embedded import LlamaCppBackend, default_model_path
 from selfrefine.sandbox.process import run_python

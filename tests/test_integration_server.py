@@ -15,8 +15,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import SMOLLM, require_smollm
+
 from selfrefine import SelfRefine, StopReason
 from selfrefine.backends.openai_compat import OpenAIBackend
 from selfrefine.engine.records import DraftStep, ResultStep

@@ -9,7 +9,13 @@ import re
 import pytest
 
 from selfrefine.backends.fake import FakeBackend
-from selfrefine.evaluation.judge import VERDICT_SCHEMA, JudgeResult, PairwiseJudge, parse_verdict, preference_rate
+from selfrefine.evaluation.judge import (
+    VERDICT_SCHEMA,
+    JudgeResult,
+    PairwiseJudge,
+    parse_verdict,
+    preference_rate,
+)
 
 ONE, TWO, TIE = (json.dumps({"winner": w}) for w in ("1", "2", "tie"))
 
@@ -112,8 +118,8 @@ def test_async_api_and_sync_guard():
 
 def test_preference_rate_shares():
     results = [JudgeResult(winner=w) for w in ("b", "b", "tie", "a")]
-    assert preference_rate(results) == {"win": 0.5, "tie": 0.25, "loss": 0.25, "n": 4}
-    assert preference_rate([]) == {"win": 0.0, "tie": 0.0, "loss": 0.0, "n": 0}
+    assert preference_rate(results).model_dump() == {"win": 0.5, "tie": 0.25, "loss": 0.25, "n": 4}
+    assert preference_rate([]).model_dump() == {"win": 0.0, "tie": 0.0, "loss": 0.0, "n": 0}
 
 
 def test_empty_criteria_rejected():

@@ -6,8 +6,8 @@ import asyncio
 import time
 
 import pytest
-
 from conftest import FB_DONE, FB_MISSING, scored_task
+
 from selfrefine import (
     BackendError,
     ConfigError,
@@ -16,9 +16,15 @@ from selfrefine import (
     SelfRefine,
     StopReason,
     TransientBackendError,
+    get_task,
 )
-from selfrefine import get_task
-from selfrefine.engine.records import CallStep, DecisionStep, DraftStep, FeedbackStep, ResultStep
+from selfrefine.engine.records import (
+    CallStep,
+    DecisionStep,
+    DraftStep,
+    FeedbackStep,
+    ResultStep,
+)
 
 
 def fake(generate=("d0",), feedback=(), refine=()) -> FakeBackend:

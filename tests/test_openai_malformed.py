@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from conftest import scored_task
+
 from selfrefine import SelfRefine, StopReason, TransientBackendError
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.openai_compat import OpenAIBackend

@@ -72,8 +72,8 @@ def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(
         assert (entry["n"], entry["failed"]) == (r.n, r.failed)
         assert r.n == {"readability": 1, "codeopt": 1, "dialogue": 1}.get(r.task, 2)
         if r.task == "dialogue":
-            assert entry["judge"]["n"] == r.judge_preference["n"] == 1
-            assert f"| {entry['mode']} | {r.n} | {r.failed} | win {r.judge_preference['win']:.2f}" in text
+            assert entry["judge"]["n"] == r.judge_preference.n == 1
+            assert f"| {entry['mode']} | {r.n} | {r.failed} | win {r.judge_preference.win:.2f}" in text
         else:
             assert entry["one_step"] == round(r.baseline, 4) and entry["returned"] == round(r.final, 4)
             numbers = f"{r.baseline:.3f} | {r.final:.3f} | {r.delta.estimate:+.3f} | [{r.delta.low:+.3f}, {r.delta.high:+.3f}]"

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import require_embedded
+
 from selfrefine import FakeBackend, RunResult, StopReason
 from selfrefine.backends import registry
 

@@ -8,9 +8,23 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from selfrefine.engine.records import (
+    CallRecord,
+    Feedback,
+    Iteration,
+    RunResult,
+    StopReason,
+    Usage,
+)
+from selfrefine.evaluation.report import (
+    compare_command,
+    compare_table,
+    report_command,
+    run_table,
+    word_diff,
+    write_report,
+)
 from selfrefine.evaluation.runner import ExampleRow
-from selfrefine.engine.records import CallRecord, Feedback, Iteration, RunResult, StopReason, Usage
-from selfrefine.evaluation.report import compare_command, compare_table, report_command, run_table, word_diff, write_report
 from selfrefine.evaluation.runstore import RunMeta, RunStore
 from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff
 

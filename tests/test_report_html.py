@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+from test_report import make_runs
 
 from selfrefine.evaluation.report import write_report
-from test_report import make_runs
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -109,11 +109,11 @@ def test_recorded_errors_show_in_the_viewer(tmp_path):
     shown with their messages, not as a bare '-'."""
     _require_browser()
     from playwright.sync_api import sync_playwright
-
-    from selfrefine.evaluation.runner import ExampleRow
-    from selfrefine.engine.records import StopReason
-    from selfrefine.evaluation.runstore import RunMeta
     from test_report import make_result, write_run
+
+    from selfrefine.engine.records import StopReason
+    from selfrefine.evaluation.runner import ExampleRow
+    from selfrefine.evaluation.runstore import RunMeta
 
     row = ExampleRow(id="e", metrics=[None, 1.0], metric_errors=["ValueError: cannot score", None],
                      judge_error="BackendError: 401 invalid key", answer_error="RuntimeError: no answer",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import FB_DONE, FB_MISSING
+
 from selfrefine import FakeBackend, SelfRefine, get_task
 from selfrefine.evaluation.datasets import Example
 from selfrefine.evaluation.runner import evaluate
@@ -55,3 +55,17 @@ def test_feedback_rows_written_before_the_done_rename_still_load():
 
     assert Feedback.model_validate_json('{"text": "ok", "stop": true}').done is True
     assert "done" in Feedback(text="ok", done=False).model_dump()
+
+
+def test_run_config_is_a_typed_record_and_old_rows_load():
+    # RunResult.config was a bare dict; rows written then (with keys since removed) must load
+    from selfrefine import FakeBackend, RunResult, SelfRefine
+    from selfrefine.engine.records import RunConfig
+
+    result = SelfRefine("commongen", FakeBackend(default="a dog runs"), max_iterations=0).run("dog, run")
+    assert isinstance(result.config, RunConfig)
+    assert result.config.models == {"generate": "fake", "feedback": "fake", "refine": "fake"}
+    assert result.config.max_iterations == 0 and result.config["select"] == result.config.select
+    old = result.model_dump(mode="json")
+    old["config"]["a_key_from_an_old_version"] = 1
+    assert RunResult.model_validate(old).config == result.config

@@ -12,14 +12,20 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import scored_task
+
 from selfrefine import ConfigError, FakeBackend, SelfRefine, StopReason, Task
 from selfrefine.cli.commands import cli
+from selfrefine.engine.records import (
+    DecisionStep,
+    Feedback,
+    FeedbackStep,
+    Iteration,
+    Verification,
+)
+from selfrefine.engine.selection import select_index
 from selfrefine.evaluation.datasets import Example
 from selfrefine.evaluation.runner import evaluate, summarize
-from selfrefine.engine.selection import select_index
-from selfrefine.engine.records import DecisionStep, Feedback, FeedbackStep, Iteration, Verification
 
 # prefix-stable like the built-in prompts: each history item is rendered like the current
 # draft and ends with the cue the next draft follows

@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from selfrefine import FakeBackend, FeedbackParseError, InputError, SelfRefine, StopReason
+from selfrefine import (
+    FakeBackend,
+    FeedbackParseError,
+    InputError,
+    SelfRefine,
+    StopReason,
+)
 from selfrefine.engine.errors import DraftParseError
 from selfrefine.tasks.acronym import (
     ASPECTS,

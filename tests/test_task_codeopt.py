@@ -8,9 +8,14 @@ import json
 import pytest
 
 from selfrefine.engine.errors import DraftParseError, FeedbackParseError, InputError
-from selfrefine.tasks.codeopt import CodeOpt, extract_program, outputs_match, verdicts
-from selfrefine.tasks.codeopt_bench import TestCase, get_program, load_benchmark, load_pie
 from selfrefine.sandbox.timing import compare_programs, significance
+from selfrefine.tasks.codeopt import CodeOpt, extract_program, outputs_match, verdicts
+from selfrefine.tasks.codeopt_bench import (
+    TestCase,
+    get_program,
+    load_benchmark,
+    load_pie,
+)
 
 SLOW = "n = int(input())\ntotal = 0\nfor i in range(n):\n    total += i\nprint(total)"
 FAST = "n = int(input())\nprint(n * (n - 1) // 2)"

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from selfrefine import FakeBackend, SelfRefine, StopReason, Task, TaskError, TaskFileError, get_task, load_task
+from selfrefine import (
+    FakeBackend,
+    SelfRefine,
+    StopReason,
+    Task,
+    TaskError,
+    TaskFileError,
+    get_task,
+    load_task,
+)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

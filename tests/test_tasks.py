@@ -7,9 +7,12 @@ import pytest
 from selfrefine import FeedbackParseError, InputError, TaskError, get_task
 from selfrefine.engine.errors import DraftParseError
 from selfrefine.sandbox.process import run_python
-from selfrefine.tasks.commongen import concept_coverage, missing_concepts, parse_concepts
+from selfrefine.tasks.commongen import (
+    concept_coverage,
+    missing_concepts,
+    parse_concepts,
+)
 from selfrefine.tasks.gsm8k import extract_code
-
 
 # --- commongen ------------------------------------------------------------------------------
 

@@ -9,7 +9,13 @@ history of earlier drafts and feedback, until a stop rule holds::
     print(result.output, result.stop_reason)
 """
 
-from .backends import Backend, CompletionRequest, CompletionResponse, FakeBackend, get_backend
+from .backends import (
+    Backend,
+    CompletionRequest,
+    CompletionResponse,
+    FakeBackend,
+    get_backend,
+)
 from .engine.config import RefineConfig
 from .engine.errors import (
     BackendError,
@@ -38,8 +44,8 @@ from .engine.records import (
     Verification,
 )
 from .engine.task import Task
-from .tasks.taskfile import load_task
 from .tasks import get_task
+from .tasks.taskfile import load_task
 
 __version__ = "0.1.0"
 

@@ -16,7 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..engine.records import Role
+from ..engine.records import (  # ModelInfo: re-exported, backends return it
+    ModelInfo,
+    Role,
+)
 
 
 class CompletionRequest(BaseModel):
@@ -40,15 +43,6 @@ class CompletionResponse(BaseModel):
     # prompt tokens the engine took from its prefix/KV cache instead of computing them;
     # None when the engine does not say (benchmark 3 reads this)
     cached_prompt_tokens: int | None = None
-
-
-class ModelInfo(BaseModel):
-    """The model file a backend runs, for run records and cache keys."""
-
-    name: str  # catalogue name (``embedded``, ``embedded:smollm2-135m``) or ``gguf:PATH``
-    path: str
-    size: int
-    sha256: str | None = None  # pinned and verified for catalogued models; None otherwise
 
 
 class Backend(abc.ABC):

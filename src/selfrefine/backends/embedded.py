@@ -30,7 +30,14 @@ from typing import Any
 
 from ..engine.errors import BackendError, ConfigError, ModelNotFoundError
 from . import catalogue
-from .base import Backend, CompletionRequest, CompletionResponse, ModelInfo, chat_messages, flat_prompt
+from .base import (
+    Backend,
+    CompletionRequest,
+    CompletionResponse,
+    ModelInfo,
+    chat_messages,
+    flat_prompt,
+)
 from .prefix_cache import PrefixCache, as_tokens, common_prefix
 
 INSTALL_HINT = (

@@ -20,8 +20,19 @@ import json
 import os
 from typing import Any
 
-from ..engine.errors import BackendError, ConfigError, ModelNotFoundError, TransientBackendError
-from .base import Backend, CompletionRequest, CompletionResponse, chat_messages, flat_prompt
+from ..engine.errors import (
+    BackendError,
+    ConfigError,
+    ModelNotFoundError,
+    TransientBackendError,
+)
+from .base import (
+    Backend,
+    CompletionRequest,
+    CompletionResponse,
+    chat_messages,
+    flat_prompt,
+)
 
 PLACEHOLDER_KEY = "sk-no-key-required"  # the SDK refuses an empty key, local servers ignore it
 

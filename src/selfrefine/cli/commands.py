@@ -20,11 +20,11 @@ from ..backends import catalogue
 from ..backends.catalogue import ModelFallbackWarning
 from ..backends.registry import DEFAULT_MODEL, schemes
 from ..engine.config import RefineConfig
-from .display import StepPrinter
 from ..engine.errors import InputError, SelfRefineError
 from ..engine.loop import SelfRefine
 from ..engine.records import ResultStep, RunResult, StopReason
 from ..tasks import get_task, task_names
+from .display import StepPrinter
 
 MAX_INPUT_BYTES = 10_000_000
 
@@ -275,9 +275,9 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int 
       selfrefine eval codeopt --data ../shared/datasets/pie_codenet_python.dev.jsonl \\
         --tests pie_tests.json --limit 5 --out runs/pie
     """
-    from ..evaluation.response_cache import ResponseCache
     from ..evaluation.datasets import load_examples
     from ..evaluation.driver import run_eval, run_meta, summary_table
+    from ..evaluation.response_cache import ResponseCache
     from ..evaluation.runstore import RunStore
 
     the_task = get_task(task)
@@ -300,8 +300,8 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int 
     judge_opts = _role_options(judge_model, judge_options, "--judge-option", "--judge")
     judge = None
     if judge_model:
-        from ..evaluation.response_cache import CachedBackend
         from ..evaluation.judge import DEFAULT_CRITERIA, PairwiseJudge
+        from ..evaluation.response_cache import CachedBackend
 
         backend = _backend_spec(judge_model, judge_opts)
         if cache is not None:

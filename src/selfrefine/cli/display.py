@@ -7,7 +7,15 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from ..engine.records import CallStep, DecisionStep, DraftStep, FeedbackStep, ResultStep, RunResult, Step
+from ..engine.records import (
+    CallStep,
+    DecisionStep,
+    DraftStep,
+    FeedbackStep,
+    ResultStep,
+    RunResult,
+    Step,
+)
 
 
 class StepPrinter:

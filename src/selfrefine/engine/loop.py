@@ -25,7 +25,13 @@ from typing import Any, TypeVar
 from ..backends.base import Backend, CompletionRequest, CompletionResponse
 from ..backends.registry import get_backend
 from .config import DEFAULT_MAX_ITERATIONS, RefineConfig
-from .errors import BackendError, ConfigError, ParseError, SandboxUnavailableError, TransientBackendError
+from .errors import (
+    BackendError,
+    ConfigError,
+    ParseError,
+    SandboxUnavailableError,
+    TransientBackendError,
+)
 from .records import (
     ROLES,
     CallRecord,
@@ -37,6 +43,7 @@ from .records import (
     Iteration,
     ResultStep,
     Role,
+    RunConfig,
     RunResult,
     Step,
     StopReason,
@@ -497,11 +504,12 @@ class SelfRefine:
         metric = answer = metric_error = answer_error = None
         if output is not None:
             (metric, metric_error), (answer, answer_error) = await asyncio.to_thread(self._score_output, run, output)
-        config = self.config.model_dump(mode="json")
-        config["models"] = {role: self.backends[role].name for role in ROLES}
-        config["model_files"] = {r: i.model_dump() for r in ROLES if (i := self.backends[r].model_info()) is not None}
-        config["max_iterations"] = self.max_iterations
-        config["history"], config["select"] = self.history, self.select
+        config = RunConfig(
+            **self.config.model_dump(exclude={"max_iterations", "history", "select"}),
+            max_iterations=self.max_iterations, history=self.history, select=self.select,
+            models={role: self.backends[role].name for role in ROLES},
+            model_files={r: i for r in ROLES if (i := self.backends[r].model_info()) is not None},
+        )
         return RunResult(
             task=self.task.name,
             input=run.input,

@@ -10,7 +10,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal, Union
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+from .config import RefineConfig
 
 Role = Literal["generate", "feedback", "refine"]
 ROLES: tuple[Role, ...] = ("generate", "feedback", "refine")
@@ -116,6 +118,30 @@ class Iteration(BaseModel):
     accepted: bool = True
 
 
+class ModelInfo(BaseModel):
+    """The model file a backend runs, for run records and cache keys."""
+
+    name: str  # catalogue name (``embedded``, ``embedded:smollm2-135m``) or ``gguf:PATH``
+    path: str
+    size: int
+    sha256: str | None = None  # pinned and verified for catalogued models; None otherwise
+
+
+class RunConfig(RefineConfig):
+    """What a run ran with: its options as given, the policies the task's defaults resolved
+    them to, and each role's model (name, and file where there is one)."""
+
+    # rows written by older versions may hold keys since removed: still load them
+    model_config = ConfigDict(extra="ignore")
+
+    models: dict[str, str] = Field(default_factory=dict)  # role -> model name
+    model_files: dict[str, ModelInfo] = Field(default_factory=dict)  # role -> model file
+
+    def __getitem__(self, key: str) -> object:
+        """``result.config["select"]``: dict-style reads, as when this was a plain dict."""
+        return getattr(self, key)
+
+
 class RunResult(BaseModel):
     """Everything about one Self-Refine run; serialises to JSON and back."""
 
@@ -129,7 +155,7 @@ class RunResult(BaseModel):
     error: str | None = None
     calls: list[CallRecord] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
-    config: dict[str, object] = Field(default_factory=dict)
+    config: RunConfig = Field(default_factory=RunConfig)
     metric: float | None = None  # the task's metric on `output`, when a reference was given
     metric_error: str | None = None  # the metric hook raised on `output` (metric is then None)
     answer_error: str | None = None  # the answer hook raised on `output` (answer is then None)

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from .errors import FeedbackParseError, DraftParseError, InputError, TaskError
+from .errors import DraftParseError, FeedbackParseError, InputError, TaskError
 from .records import Feedback, Verification
 from .templates import BASE_VARIABLES, Template, packaged_template
 

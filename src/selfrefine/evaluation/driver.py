@@ -9,16 +9,23 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from .. import __version__
-from .response_cache import CachedBackend, ResponseCache
-from .datasets import Example
 from ..engine.errors import InputError
-from .runner import EvalSummary, ExampleRow, evaluate_rows, summarize
-from .judge import PairwiseJudge
 from ..engine.loop import SelfRefine
+from .datasets import Example
+from .judge import PairwiseJudge
+from .response_cache import CachedBackend, ResponseCache
+from .runner import EvalSummary, ExampleRow, evaluate_rows, summarize
 from .runstore import RunMeta, RunStore
 
 
@@ -141,9 +148,7 @@ def summary_table(summary: EvalSummary, folder: Path) -> Table:
     if summary.cumulative is not None:
         table.add_row("cumulative (solved at any iteration)", fmt(summary.cumulative))
     if summary.judge_preference is not None:
-        p = summary.judge_preference
-        table.add_row("judge: output preferred over one-step",
-                      f"win {p['win']:.2f} / tie {p['tie']:.2f} / loss {p['loss']:.2f} (n={p['n']:.0f})")
+        table.add_row("judge: output preferred over one-step", str(summary.judge_preference))
     if summary.rejected_per_example:
         table.add_row("rejected refinements / example", f"{summary.rejected_per_example:.2f}")
     table.add_row("failed examples (left out of every mean)", str(summary.failed))

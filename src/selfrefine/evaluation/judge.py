@@ -170,18 +170,24 @@ def _to_sample(verdict: str, order: str) -> Winner:
     return "b" if shown_first == "a" else "a"
 
 
-def preference_rate(results: Iterable[JudgeResult]) -> dict[str, float]:
-    """Shares of comparisons that 'b' wins, ties and loses against 'a', plus their count n.
+class Preference(BaseModel):
+    """Shares of comparisons that the Self-Refine output ('b') wins, ties and loses against
+    the one-step output ('a'), and how many comparisons there were."""
 
-    Pass the one-step output as ``a`` and the Self-Refine output as ``b``: ``win`` is then
+    win: float = 0.0
+    tie: float = 0.0
+    loss: float = 0.0
+    n: int = 0
+
+    def __str__(self) -> str:
+        return f"win {self.win:.2f} / tie {self.tie:.2f} / loss {self.loss:.2f} (n={self.n})"
+
+
+def preference_rate(results: Iterable[JudgeResult]) -> Preference:
+    """Pass the one-step output as ``a`` and the Self-Refine output as ``b``: ``win`` is then
     the paper's "Self-Refine preferred" rate."""
     winners = [r.winner for r in results]
     n = len(winners)
     if n == 0:
-        return {"win": 0.0, "tie": 0.0, "loss": 0.0, "n": 0}
-    return {
-        "win": winners.count("b") / n,
-        "tie": winners.count("tie") / n,
-        "loss": winners.count("a") / n,
-        "n": n,
-    }
+        return Preference()
+    return Preference(win=winners.count("b") / n, tie=winners.count("tie") / n, loss=winners.count("a") / n, n=n)

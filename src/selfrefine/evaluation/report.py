@@ -29,8 +29,9 @@ import click
 from pydantic import BaseModel, Field
 
 from ..engine.errors import InputError
-from .runner import ExampleRow, summarize
 from ..engine.selection import select_index
+from .judge import Preference
+from .runner import ExampleRow, summarize
 from .runstore import RunMeta, RunStore
 from .stats import Interval, mean_known, paired_bootstrap_diff
 
@@ -72,7 +73,7 @@ class RunReport(BaseModel):
     cost: Cost  # per example
     cost_by_iteration: list[Cost]  # per example, calls of iteration t only
     stop_reasons: dict[str, int] = Field(default_factory=dict)
-    judge_preference: dict[str, float] | None = None  # output vs one-step, when eval had --judge
+    judge_preference: Preference | None = None  # output vs one-step, when eval had --judge
     judge_failed: int = 0  # examples whose judge call failed
     metric_failed: int = 0  # examples whose metric hook raised on some draft
     answer_failed: int = 0  # examples whose answer hook raised
@@ -254,7 +255,7 @@ def tables(reports: Sequence[RunReport]) -> list[Table]:
         out.append((
             "Pairwise judge: returned output vs one-step draft (both orders; a win needs both)",
             ["Run", "n", "Preferred", "Tie", "One-step preferred"],
-            [[name, f"{p['n']:.0f}", _f(p["win"]), _f(p["tie"]), _f(p["loss"])] for name, p in judged],
+            [[name, str(p.n), _f(p.win), _f(p.tie), _f(p.loss)] for name, p in judged],
         ))
     errored = [(name, r) for name, r in zip(names, reports) if r.errors]
     if errored:

@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .datasets import Example
-from .judge import JudgeResult, PairwiseJudge, preference_rate
 from ..engine.loop import SelfRefine
 from ..engine.records import RunResult, StopReason
+from .datasets import Example
+from .judge import JudgeResult, PairwiseJudge, Preference, preference_rate
 from .stats import mean_known
 
 
@@ -73,7 +73,7 @@ class EvalSummary(BaseModel):
     seconds_per_example: float
     stop_reasons: dict[str, int]
     rejected_per_example: float = 0.0  # refinements rejected by accept="not_worse"
-    judge_preference: dict[str, float] | None = None  # win/tie/loss of the output over draft 0
+    judge_preference: Preference | None = None  # win/tie/loss of the output over draft 0
     judge_failed: int = 0  # examples whose judge call failed (no verdict, not in judge_preference)
     metric_failed: int = 0  # examples whose metric hook raised on at least one draft
     answer_failed: int = 0  # examples whose answer hook raised on the returned output

@@ -19,8 +19,8 @@ from typing import Any
 from ..engine.errors import DraftParseError, FeedbackParseError, InputError
 from ..engine.parsing import FENCE, extract_program, parse_python, parses
 from ..engine.records import Feedback, Verification
-from ..sandbox.process import run_python
 from ..engine.task import Task, system_message
+from ..sandbox.process import run_python
 from ..sandbox.timing import TimingResult, compare_programs
 from .codeopt_bench import TestCase, _normalise, find_by_source, to_test_cases
 

@@ -14,8 +14,8 @@ from typing import Any
 from ..engine.errors import DraftParseError, FeedbackParseError
 from ..engine.parsing import fenced_blocks
 from ..engine.records import Feedback, Verification
-from ..sandbox.process import run_python
 from ..engine.task import Task, system_message
+from ..sandbox.process import run_python
 
 _VERDICT = re.compile(r"\bit(?:\s+is|'s)\s+(not\s+correct|incorrect|correct|wrong)", re.I)
 
