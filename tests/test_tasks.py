@@ -153,3 +153,23 @@ def test_sandbox_runs_in_a_temp_dir_with_memory_limit(tmp_path):
 def test_sandbox_caps_output():
     out = run_python("print('x' * 200000)", max_output=1000)
     assert out.ok and len(out.stdout) < 1100 and out.stdout.endswith("[output truncated]")
+
+
+def test_json_aspect_ratings_is_the_one_rating_reader():
+    from selfrefine.engine.parsing import json_aspect_ratings
+    from selfrefine.tasks import acronym, dialogue
+
+    def key_of(name):
+        return {"clear": "clear", "clarity": "clear", "fun": "fun"}.get(name.lower())
+
+    def score_of(v):
+        return float(v) if v in (1, 2, 3) else None
+
+    raw = 'Sure: {"Clear": {"score": 3, "reason": "short"}, "clarity": 1, "fun": 9, "other": 2}'
+    ratings, data = json_aspect_ratings(raw, key_of, score_of)
+    assert ratings == {"clear": (3.0, "short")}  # first mention wins; 9 is off the scale
+    assert data["other"] == 2
+    assert json_aspect_ratings("no json here", key_of, score_of) is None
+    # both rating tasks read their JSON through it (one parser, two scales)
+    assert "json_aspect_ratings" in acronym._parse_json.__code__.co_names
+    assert "json_aspect_ratings" in dialogue._parse_json.__code__.co_names

@@ -6,6 +6,7 @@ import ast
 import json
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .errors import DraftParseError, FeedbackParseError, InputError
@@ -112,3 +113,34 @@ def _code_before_fence(text: str) -> str | None:
     if all(isinstance(n, ast.Expr) and isinstance(n.value, (ast.Name, ast.Constant)) for n in body):
         return None  # "Solution" or a docstring parses too, but is prose
     return before
+
+
+def json_aspect_ratings(
+    raw: str,
+    key_of: Callable[[str], str | None],
+    score_of: Callable[[Any], float | None],
+    *,
+    cut_off_is_error: bool = False,
+) -> tuple[dict[str, tuple[float, str]], dict[str, Any]] | None:
+    """Aspect → (score, reason) from a JSON rating object, and the object itself.
+
+    The one reader of rating feedback for every task that rates aspects (acronym, dialogue):
+    a key is an aspect when ``key_of`` names one, its value a score or
+    ``{"score": N, "reason": "..."}``, kept when ``score_of`` accepts it (first mention
+    wins). None when the reply holds no JSON object (the task may read its text form)."""
+    data = json_object(raw, cut_off_is_error=cut_off_is_error)
+    if data is None:
+        return None
+    ratings: dict[str, tuple[float, str]] = {}
+    for name, value in data.items():
+        key = key_of(str(name))
+        if key is None or key in ratings:
+            continue
+        reason = ""
+        if isinstance(value, dict):
+            reason = str(value.get("reason", "") or "").strip()
+            value = value.get("score")
+        score = score_of(value)
+        if score is not None:
+            ratings[key] = (score, reason)
+    return ratings, data

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..engine.errors import DraftParseError, FeedbackParseError, InputError
-from ..engine.parsing import json_object
+from ..engine.parsing import json_aspect_ratings
 from ..engine.records import Feedback, Verification
 from ..engine.task import Task, system_message
 
@@ -288,22 +288,9 @@ class Acronym(Task):
 
 def _parse_json(raw: str) -> dict[str, tuple[int, str]] | None:
     """Aspect → (score, reason) from a JSON object; None when the text has no JSON."""
-    data = json_object(raw)
-    if data is None:
-        return None  # none or cut off: the text parser may still find 3+ "aspect: N" pairs
-    out: dict[str, tuple[int, str]] = {}
-    for name, value in data.items():
-        key = _aspect_key(str(name))
-        if key is None:
-            continue
-        reason = ""
-        if isinstance(value, dict):
-            reason = str(value.get("reason", "")).strip()
-            value = value.get("score")
-        score = _score(value)
-        if score is not None:
-            out[key] = (score, reason)
-    return out
+    parsed = json_aspect_ratings(raw, _aspect_key, _score)
+    # none or cut off: the text parser may still find 3+ "aspect: N" pairs
+    return None if parsed is None else {key: (int(score), reason) for key, (score, reason) in parsed[0].items()}
 
 
 def _parse_text(raw: str) -> dict[str, tuple[int, str]]:

@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from ..engine.errors import DraftParseError, FeedbackParseError, InputError
-from ..engine.parsing import json_input, json_object
+from ..engine.parsing import json_aspect_ratings, json_input
 from ..engine.records import Feedback
 from ..engine.task import Task, system_message
 
@@ -150,23 +150,25 @@ def _valid(value: Any) -> float | None:
 
 
 def _parse_json(raw: str) -> tuple[dict[str, float], list[str], float | None] | None:
-    data = json_object(raw, cut_off_is_error=True)
-    if data is None:
+    parsed = json_aspect_ratings(raw, _key, _valid, cut_off_is_error=True)
+    if parsed is None:
         return None  # no JSON, or text feedback that happens to contain braces
-    norm = {str(k).strip().lower().replace(" ", "_"): v for k, v in data.items()}
-    scores: dict[str, float] = {}
-    for key in KEYS:
-        value = norm.get(key)
-        if isinstance(value, dict):  # {"relevant": {"score": 3, "reason": "..."}}
-            value = value.get("score")
-        number = _valid(value)
-        if number is not None:
-            scores[key] = number
-    reasons = [f"{k}: {v['reason']}" for k, v in norm.items() if isinstance(v, dict) and v.get("reason")]
+    ratings, data = parsed
+    scores = {key: score for key, (score, _) in ratings.items()}
+    reasons = [f"{key}: {reason}" for key, (_, reason) in ratings.items() if reason]
+    norm = {_norm(k): v for k, v in data.items()}
     if isinstance(norm.get("reason"), str) and norm["reason"].strip():
         reasons.append(norm["reason"].strip())
     stated = norm.get("total")
     return scores, reasons, float(stated) if isinstance(stated, (int, float)) else None
+
+
+def _norm(name: str) -> str:
+    return str(name).strip().lower().replace(" ", "_")
+
+
+def _key(name: str) -> str | None:
+    return _norm(name) if _norm(name) in KEYS else None
 
 
 def _parse_text(raw: str) -> tuple[dict[str, float], list[str], float | None]:
