@@ -69,3 +69,7 @@ class FeedbackParseError(ParseError):
 class DraftParseError(ParseError):
     """A generated or refined draft is empty or lacks what the task needs."""
 
+
+def error_text(exc: BaseException) -> str:
+    """How a caught error is recorded in a result or row: its type and message."""
+    return f"{type(exc).__name__}: {exc}"

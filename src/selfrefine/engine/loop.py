@@ -31,6 +31,7 @@ from .errors import (
     ParseError,
     SandboxUnavailableError,
     TransientBackendError,
+    error_text,
 )
 from .records import (
     ROLES,
@@ -539,7 +540,7 @@ def _hook(fn: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:
     except SandboxUnavailableError:
         raise  # this machine cannot run model code at all: say so, not metric=None
     except Exception as exc:
-        return None, f"{type(exc).__name__}: {exc}"
+        return None, error_text(exc)
 
 
 def from_decision(run: _Run, reason: StopReason, detail: str) -> DecisionStep:

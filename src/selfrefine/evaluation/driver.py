@@ -85,8 +85,9 @@ async def run_eval(
     A failed example (no result, or stopped by an error) is run again unless
     ``retry_failed`` is False; its new row supersedes the old one (:class:`RunStore`)."""
     check_ids(examples)
-    done = store.finished_ids() if retry_failed else store.recorded_ids()
-    retried = len((store.recorded_ids() - done) & {e.id for e in examples})
+    recorded = store.rows()  # read the run folder once
+    done = {r.id for r in recorded if not (retry_failed and r.failed)}
+    retried = len(({r.id for r in recorded} - done) & {e.id for e in examples})
     todo = [e for e in examples if e.id not in done]
     console = console or Console(stderr=True)
     finals: list[float] = []

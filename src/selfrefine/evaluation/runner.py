@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..engine.errors import error_text
 from ..engine.loop import SelfRefine
 from ..engine.records import RunResult, StopReason
 from .datasets import Example
@@ -80,10 +81,6 @@ class EvalSummary(BaseModel):
     first_errors: dict[str, str] = Field(default_factory=dict)  # kind -> the first such error, for the fix
 
 
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
 def _metrics(engine: SelfRefine, example: Example, result: RunResult) -> tuple[list[float | None], list[str | None]]:
     """The metric of every draft, and the error of each draft whose metric hook raised."""
     values: list[float | None] = []
@@ -94,20 +91,8 @@ def _metrics(engine: SelfRefine, example: Example, result: RunResult) -> tuple[l
             errors.append(None)
         except Exception as exc:  # a metric crash on one draft must not lose the row
             values.append(None)
-            errors.append(_describe(exc))
+            errors.append(error_text(exc))
     return values, errors if any(errors) else []
-
-
-def _answer_error(engine: SelfRefine, result: RunResult) -> str | None:
-    """Why the task's answer hook gave nothing for the returned output, if it raised (the
-    loop records it; results made before it did are asked again)."""
-    if result.answer_error is not None or result.output is None or result.answer is not None:
-        return result.answer_error
-    try:
-        engine.task.answer(result.output)
-    except Exception as exc:
-        return _describe(exc)
-    return None
 
 
 async def evaluate_rows(
@@ -129,12 +114,12 @@ async def evaluate_rows(
             try:
                 result = await engine.arun(example.input, example.reference)
             except Exception as exc:  # bad input etc.: record it and go on
-                row = ExampleRow(id=example.id, error=f"{type(exc).__name__}: {exc}")
+                row = ExampleRow(id=example.id, error=error_text(exc))
             else:
                 metrics, errors = await asyncio.to_thread(_metrics, engine, example, result)
-                answer_error = await asyncio.to_thread(_answer_error, engine, result)
+                # the loop already ran the answer hook on the returned output and kept its error
                 row = ExampleRow(id=example.id, result=result, metrics=metrics, metric_errors=errors,
-                                 error=result.error, answer_error=answer_error)
+                                 error=result.error, answer_error=result.answer_error)
                 if judge is not None:
                     row.judge, row.judge_error = await _judge(judge, result)
         if on_row is not None:
@@ -155,7 +140,7 @@ async def _judge(judge: PairwiseJudge, result: RunResult) -> tuple[JudgeResult |
     try:
         return await judge.acompare(result.input, base, result.output), None
     except Exception as exc:  # a judge failure must not lose the finished example
-        return None, _describe(exc)
+        return None, error_text(exc)
 
 
 def summarize(task: str, rows: Sequence[ExampleRow], max_iterations: int) -> EvalSummary:
