@@ -82,14 +82,11 @@ def extract_program(text: str) -> str:
     whose drafts are programs (codeopt, readability). A program before the first fence
     wins: a stop sequence may have cut the reply's opening fence, leaving only the closing
     one and whatever followed it."""
-    fenced = fenced_blocks(text)
     code = _code_before_fence(text)
-    if code is not None:
-        pass
-    elif fenced:
-        code = fenced[0]
-    else:  # no usable fenced block: drop stray fence lines, keep the rest
-        code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("```"))
+    if code is None:
+        fenced = fenced_blocks(text)
+        # no usable fenced block: drop stray fence lines, keep the rest
+        code = fenced[0] if fenced else "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("```"))
     code = code.strip("\n")
     code = "\n".join(line.rstrip() for line in code.splitlines()).strip("\n")
     if not code.strip():
