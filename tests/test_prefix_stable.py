@@ -28,6 +28,7 @@ INPUTS = {
     "gsm8k": ["Tom has 3 apples and buys 4 more. How many apples does he have?", "A pen costs $2. How much do 5 pens cost?"],
     "acronym": ["Scalable Tree Boosting for Accurate Ranking", "Learning to Reason with Graph Networks"],
     "commongen": ["dog, frisbee, park, catch", "kitchen, knife, onion, cut"],
+    "chat": ["Why is the sky blue?", "System: Answer in French.\n\nUser: How are you?"],
 }
 
 ACRONYM_RATINGS = {
@@ -51,6 +52,7 @@ def draft(task: str, n: int) -> str:
         "gsm8k": f"def solution():\n    apples = 3 + 4 + {n} - {n}\n    return apples",
         "acronym": ["STAR", "TREX", "BOAR", "RANK", "STORM", "BEAR"][n % 6],
         "commongen": f"The dog caught the frisbee in the park, time {n}.",
+        "chat": f"Sunlight scatters off air molecules, blue most of all (take {n}).",
     }[task]
 
 
@@ -64,6 +66,7 @@ def feedback(task: str) -> str:
         "gsm8k": "# the sum is right but check the units\n# it is wrong",
         "acronym": json.dumps(ACRONYM_RATINGS),
         "commongen": json.dumps({"missing_concepts": ["catch"], "commonsense": "NONE"}),
+        "chat": json.dumps({"issues": ["Too vague: name Rayleigh scattering."]}),
     }[task]
 
 
@@ -82,6 +85,12 @@ def static_head(source: str) -> str:
 
 
 TASKS = sorted(INPUTS)
+
+
+def test_every_builtin_task_is_checked():
+    from selfrefine.tasks import BUILTIN_TASKS
+
+    assert set(BUILTIN_TASKS) == set(INPUTS)
 
 
 @pytest.mark.parametrize("name", TASKS)

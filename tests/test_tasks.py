@@ -85,10 +85,10 @@ def test_unknown_task_lists_builtins():
         get_task("nope")
 
 
-def test_seven_builtin_tasks_each_with_a_metric_and_ablation_prompts():
-    from selfrefine.tasks import BUILTIN_TASKS
+def test_the_papers_seven_tasks_and_every_builtin_with_a_metric_and_ablation_prompts():
+    from selfrefine.tasks import BUILTIN_TASKS, PAPER_TASKS
 
-    assert len(BUILTIN_TASKS) == 7
+    assert len(PAPER_TASKS) == 7 and list(BUILTIN_TASKS)[:7] == list(PAPER_TASKS)
     for name in BUILTIN_TASKS:
         task = get_task(name)
         assert task.metric_name, name

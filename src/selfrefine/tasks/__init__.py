@@ -8,6 +8,7 @@ from pathlib import Path
 from ..engine.errors import TaskError
 from ..engine.task import Task
 from .acronym import Acronym
+from .chat import Chat
 from .codeopt import CodeOpt
 from .commongen import CommonGen
 from .dialogue import Dialogue
@@ -16,9 +17,13 @@ from .readability import Readability
 from .sentiment import Sentiment
 
 # the paper's seven tasks, in its Table 1 order
-BUILTIN_TASKS: dict[str, type[Task]] = {
+PAPER_TASKS: dict[str, type[Task]] = {
     cls.name: cls for cls in (Sentiment, Dialogue, CodeOpt, Readability, GSM8K, Acronym, CommonGen)
 }
+# built-in tasks beyond the paper's: the general chat task (the OpenAI-compatible endpoint's)
+EXTRA_TASKS: dict[str, type[Task]] = {Chat.name: Chat}
+# every built-in task: the paper's seven, then the extras
+BUILTIN_TASKS: dict[str, type[Task]] = {**PAPER_TASKS, **EXTRA_TASKS}
 
 
 def plugin_tasks() -> dict[str, importlib.metadata.EntryPoint]:
@@ -27,7 +32,7 @@ def plugin_tasks() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def task_names() -> list[str]:
-    """Built-in tasks in the paper's order, then plugin tasks."""
+    """Built-in tasks (the paper's in its order, then the extras), then plugin tasks."""
     return [*BUILTIN_TASKS, *sorted(set(plugin_tasks()) - set(BUILTIN_TASKS))]
 
 
@@ -58,10 +63,13 @@ def get_task(spec: str | Task) -> Task:
 __all__ = [
     "Acronym",
     "BUILTIN_TASKS",
+    "Chat",
     "CodeOpt",
     "CommonGen",
     "Dialogue",
+    "EXTRA_TASKS",
     "GSM8K",
+    "PAPER_TASKS",
     "Readability",
     "Sentiment",
     "get_task",

@@ -1,0 +1,240 @@
+"""General chat: answer a conversation's last user message, critique the answer, refine it.
+
+The task behind ``selfrefine/chat`` on the OpenAI-compatible endpoint, and usable from the
+CLI (``selfrefine run chat "question"``). Input: a plain request, a transcript whose lines
+start with ``System:`` / ``User:`` / ``Assistant:`` (what :func:`conversation_text`
+renders from :class:`ChatMessage` records), or a JSON list of ``{"role", "content"}``
+messages (or ``{"messages": [...]}``, e.g. a dataset row). The prompts always show the
+conversation as a transcript ending with the User turn to answer.
+
+Feedback lists concrete problems with their fixes (correctness, completeness, following
+the instructions, clarity), asked as ``{"issues": [...]}`` so constrained decoding makes a
+small model's critique parse; a plain-text list, or "No issues.", is parsed as well. An
+empty list is the stop signal. There is no reference-free verifier and no metric: quality
+is a judge's call (``eval --judge``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from ..engine.errors import FeedbackParseError, InputError
+from ..engine.parsing import json_object
+from ..engine.records import Feedback
+from ..engine.task import Task, system_message
+
+Role = Literal["system", "user", "assistant"]
+LABELS: dict[str, str] = {"system": "System", "user": "User", "assistant": "Assistant"}
+NO_ISSUES = "No issues."
+MAX_ISSUES = 6
+
+FEEDBACK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        # caps keep a small critic from rambling past max_tokens and cutting the JSON
+        "issues": {"type": "array", "items": {"type": "string", "maxLength": 300}, "maxItems": MAX_ISSUES},
+    },
+    "required": ["issues"],
+    "additionalProperties": False,
+}
+
+_TURN = re.compile(r"^(system|user|assistant)[ \t]*:", re.I | re.M)
+_USER_LINE = re.compile(r"^user[ \t]*:", re.I | re.M)
+# a sentence that says there is nothing to fix ("No issues.", "There are no problems."); not
+# "No other issues.", which follows a problem
+_NONE_SAID = re.compile(
+    r"^\W*(?:verdict\W*)?(?:there\s+(?:are|is)\s+)?no\s+(?:real\s+)?"
+    r"(?:issues?|problems?)(?:\s+(?:found|detected|left))?"
+    r"(?:\s+(?:in|with)\s+(?:the|this)\s+(?:answer|reply|response))?\W*$|^\W*none\W*$",
+    re.I,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!])\s+|\n")
+_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_FEEDBACK_LABEL = re.compile(r"^\s*(?:feedback|issues?|critique|review)\s*:\s*", re.I)
+_DRAFT_LABEL = re.compile(
+    r"\A\s*(?:\*\*)?(?:improved\s+answer|answer|assistant|reply|response)(?:\*\*)?\s*:(?:\*\*)?[ \t]*\n?", re.I
+)
+
+
+class ChatMessage(BaseModel):
+    """One message of a conversation, as an OpenAI-style client sends it."""
+
+    role: Role
+    content: str
+
+
+def conversation_text(messages: Sequence[ChatMessage]) -> str:
+    """The chat task's input text for a conversation.
+
+    One user message (and nothing else): its content. Several messages: a transcript,
+    one ``System: …`` / ``User: …`` / ``Assistant: …`` turn per message, turns separated
+    by a blank line, the last user turn last. Messages with empty content are left out.
+    Raises InputError when no user message remains or the conversation does not end with
+    one (the task answers the last user message)."""
+    turns = [m for m in messages if m.content.strip()]
+    if not turns:
+        raise InputError("the conversation is empty: send at least one user message with some content")
+    if not any(m.role == "user" for m in turns):
+        raise InputError("the conversation has no user message: add one for the assistant to answer")
+    last = turns[-1].role
+    if last != "user":
+        raise InputError(
+            f"the conversation ends with {_article(last)} {last} message: the chat task answers "
+            "the last user message, so end the conversation with it"
+        )
+    if len(turns) == 1:
+        return turns[0].content.strip()
+    return "\n\n".join(f"{LABELS[m.role]}: {m.content.strip()}" for m in turns)
+
+
+def messages_from_json(text: str) -> list[ChatMessage] | None:
+    """Messages from a JSON list of ``{"role", "content"}`` (or ``{"messages": [...]}``);
+    None when the text is not that shape (a request that merely contains JSON)."""
+    if not text.startswith(("[", "{")):
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(data, dict):
+        data = data.get("messages")
+    if not isinstance(data, list) or not data or not all(isinstance(m, dict) and "role" in m for m in data):
+        return None
+    try:
+        return [ChatMessage.model_validate(m) for m in data]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"chat messages: {where}: {first['msg']} (roles are system, user, assistant)") from None
+
+
+def is_transcript(text: str) -> bool:
+    """Whether the text is a labelled transcript: its first line starts with a role label
+    and some line is a ``User:`` turn (so "System: Linux. How do I …?" stays a request)."""
+    return bool(_TURN.match(text)) and bool(_USER_LINE.search(text))
+
+
+def last_turn_role(text: str) -> str:
+    """The role label of a transcript's last turn, lower-cased."""
+    return [m.group(1).lower() for m in _TURN.finditer(text)][-1]
+
+
+def _article(role: str) -> str:
+    return "an" if role[0] in "aeiou" else "a"
+
+
+def prompt_conversation(input: str) -> str:
+    """The conversation as the prompts show it: always a transcript ending with a User turn."""
+    return input if is_transcript(input) else f"User: {input}"
+
+
+class Chat(Task):
+    name = "chat"
+    description = "General chat: answer a conversation's last user message (the OpenAI-compatible endpoint's task)"
+    prompt_dir = "chat"
+    metric_name = "judge preference vs one-step (eval --judge MODEL)"  # no code metric: Task.metric is None
+    judge_criteria = (
+        "Which reply better answers the last user message of the conversation: more correct, "
+        "complete, faithful to every instruction, and clear?"
+    )
+    stop_description = "feedback lists no issues"
+    extra_variables = frozenset({"conversation"})
+    # a transcript of about 4,000 tokens: with the drafts and critiques of a few rounds it
+    # still fits an 8k context; longer conversations should drop their earliest turns
+    max_input_chars = 16_000
+    default_system = system_message(
+        "a helpful, knowledgeable and careful assistant. Each message shows a conversation between a User "
+        "and an Assistant and asks you to write, review or improve the Assistant's reply to the last User message"
+    )
+    default_generic_feedback = (
+        "Improve the answer: make it correct, complete and clear, and follow every instruction in the conversation."
+    )
+    default_temperature = {"generate": 0.7, "feedback": 0.0, "refine": 0.7}
+    default_max_tokens = {"generate": 600, "feedback": 300, "refine": 600}
+    default_feedback_schema = FEEDBACK_SCHEMA
+    default_max_iterations = 3
+
+    def prepare_input(self, text: str) -> str:
+        text = super().prepare_input(text)
+        messages = messages_from_json(text)
+        if messages is not None:
+            return super().prepare_input(conversation_text(messages))
+        last = last_turn_role(text) if is_transcript(text) else "user"
+        if last != "user":
+            raise InputError(
+                f"the conversation ends with {_article(last)} {last.capitalize()} turn: the chat task "
+                "answers the last User turn, so end the conversation with it"
+            )
+        return text
+
+    def context(self, input: str) -> dict[str, Any]:
+        return {"conversation": prompt_conversation(input)}
+
+    def parse_draft(self, text: str) -> str:
+        # a small model sometimes repeats the prompt's cue ("Improved answer:") first
+        return super().parse_draft(_DRAFT_LABEL.sub("", text.strip(), count=1))
+
+    def parse_feedback(self, text: str, *, input: str, draft: str) -> Feedback:
+        raw = text.strip()
+        if not raw:
+            raise FeedbackParseError("the model returned empty feedback")
+        issues = _json_issues(raw)
+        if issues is None:
+            issues = _text_issues(raw)
+        issues = [i for i in dict.fromkeys(issues) if not _NONE_SAID.match(_SENTENCE_END.split(i)[0])][:MAX_ISSUES]
+        # the refiner and the trace see the cleaned list; the raw reply stays in the call record
+        return Feedback(
+            text="\n".join(f"- {i}" for i in issues) if issues else NO_ISSUES,
+            done=not issues,
+            fields={"issues": issues},
+        )
+
+    def says_done(self, text: str) -> bool:
+        """For feedback that failed to parse: done only when it plainly says "no issues"
+        and lists nothing."""
+        return _says_none(text) and not any(_ITEM.match(ln) for ln in text.splitlines())
+
+
+def _json_issues(raw: str) -> list[str] | None:
+    """The issues of a JSON critique; None when the reply holds no JSON object."""
+    if "{" not in raw:
+        return None
+    data = json_object(raw, cut_off_is_error=True)
+    if data is None:
+        raise FeedbackParseError('feedback JSON does not parse; reply with {"issues": ["problem and fix", ...]}')
+    if "issues" not in data:
+        raise FeedbackParseError('feedback JSON lacks "issues"; reply with {"issues": ["problem and fix", ...]}')
+    items = data["issues"]
+    if isinstance(items, str):
+        items = items.splitlines()
+    if not isinstance(items, list):
+        raise FeedbackParseError('"issues" must be a list of strings')
+    return [_item_text(i) for i in items if _item_text(i)]
+
+
+def _item_text(item: Any) -> str:
+    """One issue as one line; an object form ({"problem": …, "fix": …}) is joined."""
+    if isinstance(item, dict):
+        item = ": ".join(str(v).strip() for v in item.values() if str(v).strip())
+    return " ".join(str(item).split())
+
+
+def _text_issues(raw: str) -> list[str]:
+    """Issues of a plain-text critique: its list items; without any, none when a sentence
+    says "No issues", else the whole critique as one issue."""
+    lines = [_FEEDBACK_LABEL.sub("", ln).strip() for ln in raw.splitlines()]
+    lines = [ln for ln in lines if ln]
+    items = [_ITEM.sub("", ln).strip() for ln in lines if _ITEM.match(ln)]
+    if items:
+        return items
+    return [] if _says_none(raw) else [" ".join(lines)]
+
+
+def _says_none(text: str) -> bool:
+    """Whether one sentence of the text is a plain "no issues" verdict."""
+    return any(_NONE_SAID.match(s) for s in _SENTENCE_END.split(text.strip()) if s.strip())

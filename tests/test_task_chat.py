@@ -1,0 +1,258 @@
+"""General chat task: conversation input, prompts, "issues" feedback parsing, the loop."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from selfrefine import SelfRefine, StopReason
+from selfrefine.backends.fake import FakeBackend
+from selfrefine.engine.errors import (
+    ConfigError,
+    DraftParseError,
+    FeedbackParseError,
+    InputError,
+)
+from selfrefine.tasks import BUILTIN_TASKS, PAPER_TASKS, get_task, task_names
+from selfrefine.tasks.chat import NO_ISSUES, Chat, ChatMessage, conversation_text
+
+
+def msg(role: str, content: str) -> ChatMessage:
+    return ChatMessage(role=role, content=content)
+
+
+@pytest.fixture
+def task() -> Chat:
+    return Chat()
+
+
+def parse(task: Chat, raw: str):
+    return task.parse_feedback(raw, input="What is 2 + 2?", draft="5")
+
+
+# --- the conversation -------------------------------------------------------------------------
+
+
+def test_a_single_user_message_is_its_content():
+    assert conversation_text([msg("user", "  What is 2 + 2?\n")]) == "What is 2 + 2?"
+    # an empty turn (e.g. an assistant tool call with no text) is left out
+    assert conversation_text([msg("assistant", " "), msg("user", "Hi")]) == "Hi"
+
+
+def test_several_messages_are_a_transcript_ending_with_the_last_user_turn():
+    text = conversation_text([
+        msg("system", "Answer in French."),
+        msg("user", "Hi!"),
+        msg("assistant", "Bonjour !"),
+        msg("user", "How are you?\nBe brief."),
+    ])
+    assert text == (
+        "System: Answer in French.\n\nUser: Hi!\n\nAssistant: Bonjour !\n\nUser: How are you?\nBe brief."
+    )
+
+
+@pytest.mark.parametrize(
+    "messages, message",
+    [
+        ([], "empty"),
+        ([msg("user", "   ")], "empty"),
+        ([msg("system", "Be nice.")], "no user message"),
+        ([msg("system", "Be nice."), msg("assistant", "Hello!")], "no user message"),
+        ([msg("user", "Hi"), msg("assistant", "Hello!")], "ends with an assistant message"),
+    ],
+)
+def test_a_conversation_without_a_last_user_message_is_rejected(messages, message):
+    with pytest.raises(InputError, match=message):
+        conversation_text(messages)
+
+
+def test_chat_message_roles_are_checked():
+    with pytest.raises(ValidationError):
+        ChatMessage(role="tool", content="x")
+    assert ChatMessage.model_validate({"role": "user", "content": "hi"}) == msg("user", "hi")
+
+
+def test_inputs_plain_transcript_and_json_messages(task):
+    assert task.prepare_input("  Why is the sky blue?  ") == "Why is the sky blue?"
+    transcript = "User: Hi\nAssistant: Hello!\nUser: Tell me a joke."
+    assert task.prepare_input(transcript) == transcript
+    # "System:" alone does not make a transcript: no User turn
+    assert task.prepare_input("System: Linux. How do I list files?") == "System: Linux. How do I list files?"
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Why?"}]
+    assert task.prepare_input(json.dumps(messages)) == "System: Be brief.\n\nUser: Why?"
+    assert task.prepare_input(json.dumps({"messages": messages[1:]})) == "Why?"
+    # JSON that is not a list of messages is a request like any other
+    assert task.prepare_input('{"a": 1} is this valid JSON?') == '{"a": 1} is this valid JSON?'
+    assert task.prepare_input('{"a": 1}') == '{"a": 1}'
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "empty"),
+        ("User: Hi\nAssistant: Hello!", "ends with an Assistant turn"),
+        ("User: Hi\nsystem: Be brief.", "ends with a System turn"),
+        (json.dumps([{"role": "wizard", "content": "x"}]), "roles are system, user, assistant"),
+        (json.dumps([{"role": "assistant", "content": "Hello!"}]), "no user message"),
+    ],
+)
+def test_bad_inputs_say_what_to_fix(task, text, message):
+    with pytest.raises(InputError, match=message):
+        task.prepare_input(text)
+
+
+def test_input_size_limit(task):
+    task.prepare_input("x" * task.max_input_chars)
+    with pytest.raises(InputError, match="limit"):
+        task.prepare_input("x" * (task.max_input_chars + 1))
+    long = [{"role": "user", "content": "x" * task.max_input_chars}, {"role": "user", "content": "y"}]
+    with pytest.raises(InputError, match="limit"):
+        task.prepare_input(json.dumps(long))
+
+
+# --- prompts ----------------------------------------------------------------------------------
+
+
+def test_prompts_show_the_conversation_as_a_transcript(task):
+    plain = task.render("generate", task.prepare_input("Why is the sky blue?"))
+    assert plain.endswith(
+        "Conversation:\nUser: Why is the sky blue?\n\n"
+        "Reply with the Assistant's reply to the last User message.\nAnswer:"
+    )
+    transcript = "System: Be brief.\n\nUser: Why?"
+    assert f"Conversation:\n{transcript}\n" in task.render("generate", transcript)
+    feedback = task.render("feedback", transcript, draft="Because.")
+    assert feedback.endswith(f"Conversation:\n{transcript}\nDraft reply: Because.\nFeedback:")
+    assert task.system and "last User message" in task.system
+
+
+def test_refine_prompt_shows_drafts_and_feedback_in_order_and_extends_byte_for_byte(task):
+    one = task.render("refine", "Q?", draft="d0", feedback="- f0", history=[])
+    two = task.render("refine", "Q?", draft="d1", feedback="- f1", history=[{"draft": "d0", "feedback": "- f0"}])
+    assert two.startswith(one) and two.endswith("Improved answer:")
+    assert two.index("d0") < two.index("- f0") < two.index("d1") < two.index("- f1")
+    nofb = task.render("refine_nofeedback", "Q?", draft="d1", history=[{"draft": "d0", "feedback": "- f0"}])
+    assert "f0" not in nofb and nofb.index("d0") < nofb.index("d1")
+
+
+def test_draft_drops_a_repeated_cue(task):
+    assert task.parse_draft("Improved answer:\nParis is the capital.") == "Paris is the capital."
+    assert task.parse_draft("**Answer:** Paris.") == "Paris."
+    assert task.parse_draft("The answer: Paris.") == "The answer: Paris."  # not a leading cue
+    with pytest.raises(DraftParseError):
+        task.parse_draft("Answer:   ")
+
+
+# --- feedback ---------------------------------------------------------------------------------
+
+
+def test_an_empty_issue_list_is_the_stop_signal(task):
+    for raw in ('{"issues": []}', '```json\n{"issues": []}\n```', '{"issues": ["No issues."]}', '{"issues": ["none"]}'):
+        fb = parse(task, raw)
+        assert fb.done is True and fb.text == NO_ISSUES and fb.fields["issues"] == [], raw
+
+
+def test_issues_become_a_list_for_the_refiner(task):
+    sum_wrong, terse = "Wrong sum: 2 + 2 is 4, not 5.", "Too terse: add one line of working."
+    raw = json.dumps({"issues": [sum_wrong, sum_wrong, terse]})  # a repeated issue counts once
+    fb = parse(task, raw)
+    assert fb.done is False and fb.parse_error is None
+    assert fb.text == "- Wrong sum: 2 + 2 is 4, not 5.\n- Too terse: add one line of working."
+    assert fb.fields["issues"] == ["Wrong sum: 2 + 2 is 4, not 5.", "Too terse: add one line of working."]
+    # an object per issue is joined into one line
+    fb = parse(task, '{"issues": [{"problem": "Wrong sum", "fix": "say 4"}]}')
+    assert fb.fields["issues"] == ["Wrong sum: say 4"]
+
+
+def test_text_feedback_is_parsed_too(task):
+    assert parse(task, "No issues.").done is True
+    assert parse(task, "The reply is correct and clear. No issues.").done is True
+    fb = parse(task, "Issues:\n- Wrong sum: it is 4.\n2. Add the working.")
+    assert fb.done is False and fb.fields["issues"] == ["Wrong sum: it is 4.", "Add the working."]
+    prose = parse(task, "The sum is wrong: 2 + 2 is 4. No other issues.")
+    assert prose.done is False and prose.fields["issues"] == ["The sum is wrong: 2 + 2 is 4. No other issues."]
+    assert parse(task, "No issues with the tone, but the sum is wrong.").done is False
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ("   ", "empty"),
+        ('{"issues": ["Wrong sum', "cut off"),
+        ('{"issues": [1, }', "does not parse"),
+        ('{"problems": []}', 'lacks "issues"'),
+        ('{"issues": 3}', "must be a list"),
+    ],
+)
+def test_malformed_feedback_raises_a_parse_error(task, raw, message):
+    with pytest.raises(FeedbackParseError, match=message):
+        parse(task, raw)
+
+
+def test_says_done_only_on_a_plain_no_issues(task):
+    assert task.says_done("No issues.") is True
+    assert task.says_done("No issues.\n- but the sum is wrong") is False
+    assert task.says_done('{"issues": ["Wrong') is False
+
+
+def test_no_verifier_no_code_metric(task):
+    assert not task.has_verifier and task.metric("Q?", "A.") is None
+    with pytest.raises(ConfigError, match="no verifier"):
+        SelfRefine(task, FakeBackend(default="x"), select="verified")
+
+
+def test_chat_is_built_in_after_the_papers_seven():
+    assert list(PAPER_TASKS) == ["sentiment", "dialogue", "codeopt", "readability", "gsm8k", "acronym", "commongen"]
+    assert list(BUILTIN_TASKS) == [*PAPER_TASKS, "chat"] and task_names()[:8] == list(BUILTIN_TASKS)
+    assert isinstance(get_task("chat"), Chat)
+    assert set(get_task("chat").templates) == {"generate", "feedback", "refine", "refine_nofeedback"}
+
+
+# --- the loop ---------------------------------------------------------------------------------
+
+
+def test_loop_refines_until_the_critique_finds_no_issues():
+    backend = FakeBackend({
+        "generate": ["2 + 2 = 5."],
+        "feedback": [json.dumps({"issues": ["Wrong sum: 2 + 2 is 4, not 5."]}), '{"issues": []}'],
+        "refine": ["2 + 2 = 4."],
+    })
+    result = SelfRefine("chat", backend, max_iterations=3).run("What is 2 + 2?")
+    assert result.stop_reason is StopReason.FEEDBACK
+    assert result.output == "2 + 2 = 4." and result.drafts == ["2 + 2 = 5.", "2 + 2 = 4."]
+    assert [it.feedback.done for it in result.iterations] == [False, True]
+    assert result.iterations[1].feedback.text == NO_ISSUES
+    [refine] = backend.prompts("refine")
+    assert "Conversation:\nUser: What is 2 + 2?" in refine
+    assert refine.index("2 + 2 = 5.") < refine.index("- Wrong sum: 2 + 2 is 4, not 5.")
+    critiques = [r for r in backend.requests if r.role == "feedback"]
+    assert len(critiques) == 2 and all(r.json_schema for r in critiques)
+
+
+def test_malformed_critiques_end_as_parse_errors_not_crashes():
+    backend = FakeBackend({"generate": ["Paris."], "refine": ["Paris is the capital."]}, default='{"issues": ["cut')
+    result = SelfRefine("chat", backend, max_iterations=1).run("Capital of France?")
+    assert result.stop_reason is StopReason.MAX_ITERATIONS and result.output == "Paris is the capital."
+    fb = result.iterations[0].feedback
+    assert fb.parse_error and "cut off" in fb.parse_error and fb.done is False
+    assert len(backend.prompts("feedback")) == 2 * 3  # each critique asked 1 + parse_retries times
+
+
+# --- the real default model -------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_chat_on_the_default_embedded_model(embedded):
+    result = SelfRefine("chat", embedded, max_iterations=1, max_tokens=80, temperature=0.0, record_prompts=True).run(
+        "What is the capital of France? Answer in one short sentence."
+    )
+    assert result.stop_reason in (StopReason.FEEDBACK, StopReason.MAX_ITERATIONS), result.error
+    assert "Paris" in result.output
+    fb = result.iterations[0].feedback
+    assert fb.parse_error is None, fb
+    assert fb.done == (fb.fields["issues"] == [])
+    # constrained decoding: the critic's reply is the schema's JSON object
+    reply = [c for c in result.calls if c.role == "feedback" and c.iteration == 0][-1].response
+    assert isinstance(json.loads(reply)["issues"], list), reply
