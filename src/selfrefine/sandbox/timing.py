@@ -25,8 +25,6 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from scipy.stats import mannwhitneyu
-
 from .process import SandboxResult, run_python
 
 MIN_REPEATS = 4
@@ -122,6 +120,10 @@ def compare_programs(
 
 def significance(old_times: Sequence[float], new_times: Sequence[float], threshold: float = 1.05) -> float:
     """One-sided Mann–Whitney p-value for ``old > threshold * new`` (small: new is faster)."""
+    from scipy.stats import (
+        mannwhitneyu,  # ~1 s to import: only codeopt's metric needs it
+    )
+
     scaled = [t * threshold for t in new_times]
     if len(set(old_times) | set(scaled)) == 1:
         return 1.0  # all equal (e.g. zero-time programs): no evidence either way
