@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +72,41 @@ def embedded_is_fake(monkeypatch) -> list[FakeBackend]:
     return built
 
 
+SERVER = "http://127.0.0.1:8000/v1"  # where the README's serve blocks send their requests
+
+
 def test_the_readme_has_its_python_blocks():
-    # the library quick start (sync, then async) and the Task example
-    assert len(BLOCKS) == 3, [where for where, _ in BLOCKS]
+    # the library quick start (sync, then async), the Task example, and the two clients of
+    # `selfrefine serve` (plain, then streamed)
+    assert len(BLOCKS) == 5, [where for where, _ in BLOCKS]
+    assert [SERVER in code for _, code in BLOCKS] == [False, False, False, True, True]
+
+
+@pytest.fixture
+def readme_server(request) -> Iterator[None]:
+    """For a block that talks to `selfrefine serve`: the server the README starts
+    (defaults, on 127.0.0.1:8000) with the ``embedded`` model, whatever that resolves to."""
+    index = request.getfixturevalue("index")
+    if SERVER not in BLOCKS[index][1]:
+        yield
+        return
+    import uvicorn
+
+    from selfrefine.backends.registry import get_backend
+    from selfrefine.service import Backends, ServeSettings, create_app
+
+    app = create_app(ServeSettings(backends=Backends(model=get_backend("embedded"))))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=8000, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            pytest.fail("the README's server could not start on 127.0.0.1:8000 (port taken?)")
+        time.sleep(0.05)
+    yield
+    server.should_exit = True
+    thread.join(timeout=30)
 
 
 def check_block(index: int, namespace: dict[str, Any], out: str) -> None:
@@ -83,12 +118,18 @@ def check_block(index: int, namespace: dict[str, Any], out: str) -> None:
     elif index == 1:  # async quick start: the typed steps, streamed, ending with the result
         kinds = out.split()
         assert kinds[0] == "draft" and "feedback" in kinds and kinds[-1] == "result", out
-    else:  # the Task example prints the refined haiku
+    elif index == 2:  # the Task example prints the refined haiku
         assert out.strip(), "the haiku example printed nothing"
+    elif index == 3:  # the served run: its output, then the stop reason and the tokens
+        reply = namespace["reply"]
+        assert reply.choices[0].message.content and reply.choices[0].message.content in out
+        assert reply.selfrefine["stop_reason"] in out and reply.usage.total_tokens > 0
+    else:  # the stream printed the drafts as reasoning, then the output
+        assert "Draft 0" in out and "Feedback on draft 0" in out, out
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[where for where, _ in BLOCKS])
-def test_python_block_runs_as_written_on_the_fake_model(index, embedded_is_fake, capsys):
+def test_python_block_runs_as_written_on_the_fake_model(index, embedded_is_fake, readme_server, capsys):
     where, code = BLOCKS[index]
     namespace = run_block(where, code)
     out = capsys.readouterr().out
@@ -99,7 +140,7 @@ def test_python_block_runs_as_written_on_the_fake_model(index, embedded_is_fake,
 
 @pytest.mark.integration
 @pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[where for where, _ in BLOCKS])
-def test_python_block_runs_as_written_on_the_default_model(index, capsys):
+def test_python_block_runs_as_written_on_the_default_model(index, readme_server, capsys):
     require_embedded()
     where, code = BLOCKS[index]
     namespace = run_block(where, code)

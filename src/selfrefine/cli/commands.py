@@ -130,7 +130,7 @@ def _read_input(text: str | None, input_file: Path | None) -> str:
     return sys.stdin.read(MAX_INPUT_BYTES + 1)
 
 
-ENGINE_OPTIONS = [
+BACKEND_OPTIONS = [
     click.option("--model", "-m", default=DEFAULT_MODEL, envvar="SELFREFINE_MODEL", show_default=True,
                  help="embedded | embedded:NAME (see `selfrefine models`) | gguf:PATH | openai:NAME | fake[:REPLIES.json]"),
     click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
@@ -145,6 +145,8 @@ ENGINE_OPTIONS = [
     click.option("--refine-model", help="A different model for the refine role."),
     click.option("--refine-option", "refine_options", multiple=True, metavar="KEY=VALUE",
                  help="Option of --refine-model's backend only."),
+]
+LOOP_OPTIONS = [
     click.option("--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4)."),
     click.option("--history", type=click.Choice(["full", "last", "none"]),
                  help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's)."),
@@ -168,6 +170,16 @@ ENGINE_OPTIONS = [
     click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds."),
     click.option("--no-constrain", is_flag=True, help="Do not constrain feedback to the task's JSON schema."),
 ]
+
+
+ENGINE_OPTIONS = BACKEND_OPTIONS + LOOP_OPTIONS
+
+
+def backend_options(func: Any) -> Any:
+    """The model flags alone (``serve`` takes loop options per request)."""
+    for option in reversed(BACKEND_OPTIONS):
+        func = option(func)
+    return func
 
 
 def engine_options(func: Any) -> Any:
@@ -249,10 +261,24 @@ def run(task: str, input: str | None, input_file: Path | None, reference: str | 
               help="On a rerun, run again the examples whose row failed (no result, or stopped by an error).")
 @click.option("--tests", "tests_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="codeopt only: test cases per PIE problem id, for the metric (format below).")
+@click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
+              help="Run the examples on a pool of Ray actors (pip install 'selfrefine[ray]'): alone, on a new "
+                   "local cluster; 'auto', the running one; ray://HOST:10001 or HOST:PORT, that one. "
+                   "--concurrency is then per actor.")
+@click.option("--ray-actors", type=click.IntRange(min=1),
+              help="Actors in the pool (default: the cluster's CPUs / --ray-cpus-per-actor).")
+@click.option("--ray-cpus-per-actor", type=click.FloatRange(min=0, min_open=True),
+              help="CPUs each actor reserves, and the threads of its embedded/gguf model (default: 1 for a "
+                   "server model, else 4 or the largest node's CPUs if fewer).")
+@click.option("--ray-base-url", "ray_base_urls", multiple=True, metavar="URL",
+              help="Server of an openai: --model per actor, repeatable: actor i uses the i-th URL (cycled). "
+                   "For one server per node, --base-url http://127.0.0.1:PORT/v1 is enough: each actor "
+                   "reaches its own node's.")
 @engine_options
 def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int | None, no_cache: bool,
           cache_path: Path | None, judge_model: str | None, judge_options: tuple[str, ...],
-          retry_failed: bool, tests_path: Path | None, **options: Any) -> None:
+          retry_failed: bool, tests_path: Path | None, ray_address: str | None, ray_actors: int | None,
+          ray_cpus_per_actor: float | None, ray_base_urls: tuple[str, ...], **options: Any) -> None:
     """Run TASK over a dataset into a durable, resumable run folder.
 
     Every finished example is appended to OUT/results.jsonl (fsync'ed) before the next is
@@ -269,17 +295,25 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int 
     string) the expected output is what the original program prints. Every selected
     problem id needs tests.
 
+    With --ray the examples run on Ray actors, each with its own engine built from these
+    options (a task file and fake:/gguf: paths must be readable on every node); the run
+    folder, resume and summary stay as above. An actor that dies has its examples run
+    again on another; the response cache is answered on the driver's node. See docs/scaling.md.
+
     \b
     Examples:
       selfrefine eval gsm8k --data ../shared/datasets/gsm8k.dev.jsonl --limit 20 --out runs/gsm-base
       selfrefine eval codeopt --data ../shared/datasets/pie_codenet_python.dev.jsonl \\
         --tests pie_tests.json --limit 5 --out runs/pie
+      selfrefine eval gsm8k --data gsm8k.jsonl --out runs/gsm-ray --ray ray://head:10001 \\
+        -m openai:qwen --base-url http://127.0.0.1:8000/v1
     """
     from ..evaluation.datasets import load_examples
     from ..evaluation.driver import run_eval, run_meta, summary_table
     from ..evaluation.response_cache import ResponseCache
     from ..evaluation.runstore import RunStore
 
+    _check_ray_flags(ray_address, ray_actors, ray_cpus_per_actor, ray_base_urls, options)
     the_task = get_task(task)
     examples = load_examples(the_task.name, data, limit)
     if not examples:
@@ -291,13 +325,20 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int 
         from ..tasks.codeopt_bench import load_tests_file
 
         examples = attach_tests(examples, load_tests_file(tests_path), f"tests file {tests_path}")
+    judge_opts = _role_options(judge_model, judge_options, "--judge-option", "--judge")
+    recipe = None
+    if ray_address is not None:
+        from ..evaluation.ray_pool import EngineRecipe
+
+        # the driver's engine (meta, cache keys) is the actors': absolute paths, actor 0's server
+        recipe = EngineRecipe.portable(build_engine, task, options, judge_model, judge_opts)
+        options = {**recipe.options, **({"base_url": ray_base_urls[0]} if ray_base_urls else {})}
     engine = build_engine(the_task, **options)
     cache = None if no_cache else ResponseCache(cache_path)
     if cache is not None:
         from ..evaluation.driver import use_cache
 
         use_cache(engine, cache)
-    judge_opts = _role_options(judge_model, judge_options, "--judge-option", "--judge")
     judge = None
     if judge_model:
         from ..evaluation.judge import DEFAULT_CRITERIA, PairwiseJudge
@@ -311,9 +352,30 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int 
         concurrency = engine.examples_in_flight()
     store = RunStore(out)
     store.start(run_meta(out.name, engine, str(data.resolve()), limit, tests_path))
+    runner, console = None, Console(stderr=True)  # one console: the pool's lines print above the bar
+    if recipe is not None:
+        from ..evaluation.ray_pool import PoolOptions, RayPool
+
+        runner = RayPool(recipe, PoolOptions(
+            address=ray_address, actors=ray_actors, cpus_per_actor=ray_cpus_per_actor, base_urls=ray_base_urls,
+            in_flight=concurrency, cache_path=str(cache.path) if cache is not None else None), console)
     summary, _ = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency, judge=judge,
-                                      retry_failed=retry_failed))
+                                      retry_failed=retry_failed, runner=runner, console=console))
     Console().print(summary_table(summary, out))
+
+
+def _check_ray_flags(address: str | None, actors: int | None, cpus: float | None, urls: tuple[str, ...],
+                     options: dict[str, Any]) -> None:
+    """--ray-* need --ray, and Ray itself (checked before any model loads)."""
+    if address is None:
+        if actors is not None or cpus is not None or urls:
+            raise click.UsageError("--ray-actors, --ray-cpus-per-actor and --ray-base-url need --ray")
+        return
+    from ..evaluation.ray_pool import import_ray
+
+    import_ray()
+    if urls and options.get("base_url"):
+        raise click.UsageError("give --base-url (every actor) or --ray-base-url (per actor), not both")
 
 
 async def _drive(engine: SelfRefine, text: str, reference: str | None, show: StepPrinter | None) -> RunResult:
@@ -409,14 +471,16 @@ def models_pull(name: str) -> None:
     catalogue.pull(name, echo=click.echo)
 
 
-def _add_report_commands() -> None:
+def _add_commands() -> None:
     from ..evaluation.report import compare_command, report_command
+    from .serve import serve
 
     cli.add_command(report_command)
     cli.add_command(compare_command)
+    cli.add_command(serve)
 
 
-_add_report_commands()
+_add_commands()
 
 
 def main() -> None:

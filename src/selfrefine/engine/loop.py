@@ -18,6 +18,7 @@ import atexit
 import random
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -129,7 +130,6 @@ class SelfRefine:
             "feedback": get_backend(feedback_model) if feedback_model is not None else base,
             "refine": get_backend(refine_model) if refine_model is not None else base,
         }
-        self._semaphores: dict[tuple[int, int], asyncio.Semaphore] = {}
 
     # -- public API ----------------------------------------------------------------------
 
@@ -491,11 +491,7 @@ class SelfRefine:
         return max(4, 4 * max(limits, default=1))
 
     def _semaphore(self, backend: Backend) -> asyncio.Semaphore:
-        # one limit per backend and event loop (the sync wrapper makes a new loop per call)
-        key = (id(backend), id(asyncio.get_running_loop()))
-        if key not in self._semaphores:
-            self._semaphores[key] = asyncio.Semaphore(max(1, backend.max_concurrency))
-        return self._semaphores[key]
+        return backend_semaphore(backend)
 
     # -- result ----------------------------------------------------------------------------
 
@@ -532,6 +528,22 @@ class SelfRefine:
         """(metric, its error), (answer, its error): a broken hook must not lose the finished
         run, and its error is kept in the result instead of a bare None."""
         return (_hook(self.task.metric, run.input, output, run.reference), _hook(self.task.answer, output))
+
+
+# One limit per backend object and event loop, shared by every engine that uses the backend
+# (a server keeps one engine per task and options over the same backends), so the backend's
+# max_concurrency holds however many engines call it. Per loop: the sync wrapper makes one.
+_SEMAPHORES: "weakref.WeakKeyDictionary[Backend, dict[int, asyncio.Semaphore]]" = weakref.WeakKeyDictionary()
+_SEMAPHORES_LOCK = threading.Lock()
+
+
+def backend_semaphore(backend: Backend) -> asyncio.Semaphore:
+    loop = id(asyncio.get_running_loop())
+    with _SEMAPHORES_LOCK:
+        per_loop = _SEMAPHORES.setdefault(backend, {})
+        if loop not in per_loop:
+            per_loop[loop] = asyncio.Semaphore(max(1, backend.max_concurrency))
+        return per_loop[loop]
 
 
 def _hook(fn: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import statistics
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -70,29 +71,52 @@ def check_ids(examples: Sequence[Example]) -> None:
         seen.add(e.id)
 
 
-async def run_eval(
-    engine: SelfRefine,
-    examples: Sequence[Example],
-    store: RunStore,
-    *,
-    concurrency: int = 4,
-    console: Console | None = None,
-    judge: PairwiseJudge | None = None,
-    retry_failed: bool = True,
-) -> tuple[EvalSummary, list[ExampleRow]]:
-    """Run the examples not yet in ``store``; each row is on disk before it is counted.
+RowSink = Callable[[ExampleRow], None]
+# runs the examples left to do and hands each finished row to the sink (local: the engine
+# in this process; ``--ray``: a pool of actors, see ray_pool.py)
+Runner = Callable[[Sequence[Example], RowSink], Awaitable[Any]]
 
-    A failed example (no result, or stopped by an error) is run again unless
-    ``retry_failed`` is False; its new row supersedes the old one (:class:`RunStore`)."""
-    check_ids(examples)
-    recorded = store.rows()  # read the run folder once
-    done = {r.id for r in recorded if not (retry_failed and r.failed)}
-    retried = len(({r.id for r in recorded} - done) & {e.id for e in examples})
-    todo = [e for e in examples if e.id not in done]
-    console = console or Console(stderr=True)
-    finals: list[float] = []
-    tokens = [0]
-    with Progress(
+
+class RowProgress:
+    """Writes each finished row durably, then counts it: the progress bar on a terminal, one
+    line per example in logs. The same for every runner, local or Ray."""
+
+    def __init__(self, store: RunStore, progress: Progress, task: str, total: int, done: int) -> None:
+        self.store = store
+        self.progress = progress
+        self.console = progress.console
+        self.total = total
+        self.count = done
+        self.finals: list[float] = []
+        self.tokens = 0
+        self.bar = progress.add_task(task, total=total, completed=done, stats="")
+
+    def __call__(self, row: ExampleRow) -> None:
+        self.store.append(row)  # durable first, counted second
+        self.count += 1
+        if row.result is not None:
+            self.tokens += row.result.usage.total_tokens
+            if row.result.selected is not None and row.metrics and row.metrics[row.result.selected] is not None:
+                self.finals.append(row.metrics[row.result.selected])
+        metric = f"metric {statistics.fmean(self.finals):.3f}" if self.finals else "metric -"
+        self.progress.update(self.bar, advance=1, stats=f"{metric}  tokens {self.tokens:,}")
+        if not self.console.is_terminal:  # logs get one line per example instead of a bar
+            self.console.print(escape(f"[{self.count}/{self.total}] {row.id}: {row_outcome(row)}; "
+                                      f"running {metric}, tokens {self.tokens:,}"))
+
+
+def row_outcome(row: ExampleRow) -> str:
+    """The stop reason or error of a row, with its hook errors, for a log line."""
+    what = row.error or (row.result.stop_reason.value if row.result else "")
+    what += "".join(f"; {kind} error: {err}" for kind, err in (
+        ("judge", row.judge_error), ("answer", row.answer_error)) if err)
+    if row.metric_failed:
+        what += f"; metric error: {next(e for e in row.metric_errors if e)}"
+    return what
+
+
+def progress_bar(console: Console) -> Progress:
+    return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -103,28 +127,39 @@ async def run_eval(
         console=console,
         transient=False,
         disable=not console.is_terminal,
-    ) as progress:
-        bar = progress.add_task(engine.task.name, total=len(examples), completed=len(done), stats="")
+    )
 
-        def on_row(row: ExampleRow) -> None:
-            store.append(row)  # durable first, counted second
-            if row.result is not None:
-                tokens[0] += row.result.usage.total_tokens
-                if row.result.selected is not None and row.metrics and row.metrics[row.result.selected] is not None:
-                    finals.append(row.metrics[row.result.selected])
-            metric = f"metric {statistics.fmean(finals):.3f}" if finals else "metric -"
-            progress.update(bar, advance=1, stats=f"{metric}  tokens {tokens[0]:,}")
-            if not console.is_terminal:  # logs get one line per example instead of a bar
-                count = int(progress.tasks[0].completed)
-                what = row.error or (row.result.stop_reason.value if row.result else "")
-                what += "".join(f"; {kind} error: {err}" for kind, err in (
-                    ("judge", row.judge_error), ("answer", row.answer_error)) if err)
-                if row.metric_failed:
-                    what += f"; metric error: {next(e for e in row.metric_errors if e)}"
-                console.print(escape(f"[{count}/{len(examples)}] {row.id}: {what}; running {metric}, tokens {tokens[0]:,}"))
 
+async def run_eval(
+    engine: SelfRefine,
+    examples: Sequence[Example],
+    store: RunStore,
+    *,
+    concurrency: int = 4,
+    console: Console | None = None,
+    judge: PairwiseJudge | None = None,
+    retry_failed: bool = True,
+    runner: Runner | None = None,
+) -> tuple[EvalSummary, list[ExampleRow]]:
+    """Run the examples not yet in ``store``; each row is on disk before it is counted.
+
+    A failed example (no result, or stopped by an error) is run again unless
+    ``retry_failed`` is False; its new row supersedes the old one (:class:`RunStore`).
+    ``runner`` runs the examples elsewhere (e.g. :class:`~.ray_pool.RayPool`); by default
+    ``engine`` runs them here, ``concurrency`` at once, with ``judge``."""
+    check_ids(examples)
+    recorded = store.rows()  # read the run folder once
+    done = {r.id for r in recorded if not (retry_failed and r.failed)}
+    retried = len(({r.id for r in recorded} - done) & {e.id for e in examples})
+    todo = [e for e in examples if e.id not in done]
+    console = console or Console(stderr=True)
+    with progress_bar(console) as progress:
+        on_row = RowProgress(store, progress, engine.task.name, len(examples), len(done))
         try:
-            await evaluate_rows(engine, todo, concurrency=concurrency, on_row=on_row, judge=judge)
+            if runner is not None:
+                await runner(todo, on_row)
+            else:
+                await evaluate_rows(engine, todo, concurrency=concurrency, on_row=on_row, judge=judge)
         finally:
             await engine.aclose()
             if judge is not None:

@@ -83,14 +83,21 @@ class CachedBackend(Backend):
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         key = ResponseCache.key(self.inner.cache_identity(), request)
-        hit = self.cache.get(key)
+        hit = await self.lookup(key)
         if hit is not None:
             self.hits += 1
             return hit.model_copy(update={"cached": True})
         self.misses += 1
         response = await self.inner.complete(request)
-        self.cache.put(key, response)
+        await self.store(key, response)
         return response
+
+    # where the answers live; a Ray actor asks the driver's node instead (ray_pool.py)
+    async def lookup(self, key: str) -> CompletionResponse | None:
+        return self.cache.get(key)
+
+    async def store(self, key: str, response: CompletionResponse) -> None:
+        self.cache.put(key, response)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

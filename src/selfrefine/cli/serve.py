@@ -1,0 +1,96 @@
+"""``selfrefine serve``: the HTTP service from the command line."""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..engine.errors import ConfigError
+from ..tasks import get_task
+from .commands import _backend_spec, _main_options, _role_options, backend_options
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name other than localhost may resolve anywhere
+        return False
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind; a non-loopback one needs --api-key (or --insecure).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@backend_options
+@click.option("--api-key", envvar="SELFREFINE_API_KEY", metavar="KEY",
+              help="Require 'Authorization: Bearer KEY' on every route but /health and the playground page "
+                   "[env SELFREFINE_API_KEY].")
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback --host without an API key.")
+@click.option("--max-concurrency", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Runs in flight at once (model calls still queue per backend).")
+@click.option("--max-queue", type=click.IntRange(min=0), default=64, show_default=True,
+              help="Runs waiting for a slot; beyond this a request gets 429 with Retry-After.")
+@click.option("--max-body-bytes", type=click.IntRange(min=1), default=1_000_000, show_default=True,
+              help="Larger request bodies get 413.")
+@click.option("--max-iters", type=click.IntRange(min=0),
+              help="Cap (and default) on the refinements a request may ask for.")
+@click.option("--budget-tokens", type=click.IntRange(min=1), help="Cap (and default) on tokens per request.")
+@click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True),
+              help="Cap (and default) on seconds per request.")
+@click.option("--task", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Also serve this YAML task file (as selfrefine/NAME); repeatable.")
+@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+              default="info", show_default=True)
+def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurrency: int, max_queue: int,
+          max_body_bytes: int, max_iters: int | None, budget_tokens: int | None, budget_seconds: float | None,
+          task_files: tuple[Path, ...], log_level: str, **backend: Any) -> None:
+    """Serve Self-Refine over an OpenAI-compatible HTTP API, with a playground at /.
+
+    Each task is a model, selfrefine/TASK (and selfrefine/chat for any conversation):
+    POST /v1/chat/completions (plain or stream=true; the drafts and critiques stream as
+    reasoning_content), GET /v1/models, POST /v1/refine (native), GET /health.
+    Loop options per request: extra_body={"selfrefine": {"max_iterations": 2, ...}}.
+
+    \b
+    Examples:
+      selfrefine serve
+      selfrefine serve --model openai:gpt-4o-mini --api-key "$KEY" --host 0.0.0.0
+    """
+    if not is_loopback(host) and not api_key and not insecure:
+        raise ConfigError(f"--host {host} is reachable from other machines: set --api-key KEY "
+                          "(or SELFREFINE_API_KEY), or pass --insecure to serve it without one")
+    import uvicorn
+
+    from ..service import Caps, ServeSettings, create_app
+
+    settings = ServeSettings(
+        backends=_backends(**backend),
+        extra_tasks=[get_task(str(path)) for path in task_files],
+        api_key=api_key or None,
+        max_concurrency=max_concurrency,
+        max_queue=max_queue,
+        max_body_bytes=max_body_bytes,
+        caps=Caps(max_iterations=max_iters, max_total_tokens=budget_tokens, max_seconds=budget_seconds),
+    )
+    click.echo(f"selfrefine serve: http://{host}:{port}/ (playground), OpenAI base URL http://{host}:{port}/v1"
+               f"{', key required' if api_key else ''}", err=True)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+
+
+def _backends(*, model: str, options: tuple[str, ...], base_url: str | None, feedback_model: str | None,
+              feedback_options: tuple[str, ...], refine_model: str | None,
+              refine_options: tuple[str, ...]) -> Any:
+    from ..service import Backends
+
+    feedback = _role_options(feedback_model, feedback_options, "--feedback-option", "--feedback-model")
+    refine = _role_options(refine_model, refine_options, "--refine-option", "--refine-model")
+    return Backends(
+        model=_backend_spec(model, _main_options(model, options, base_url)),
+        feedback=_backend_spec(feedback_model, feedback),
+        refine=_backend_spec(refine_model, refine),
+    )

@@ -1,0 +1,6 @@
+"""The HTTP service layer: ``selfrefine serve`` (FastAPI + uvicorn), OpenAI-compatible."""
+
+from .app import ServeSettings, create_app
+from .engines import Backends, Caps
+
+__all__ = ["Backends", "Caps", "ServeSettings", "create_app"]

@@ -1,0 +1,307 @@
+"""``selfrefine serve``: Self-Refine behind an OpenAI-compatible HTTP API.
+
+Routes: ``GET /health`` (no key needed), ``GET /`` (the playground page), ``GET /v1/models``
+(one id per task: ``selfrefine/<task>``), ``POST /v1/chat/completions`` (plain or streamed;
+the loop's drafts and critiques arrive as ``reasoning_content``) and ``POST /v1/refine``
+(the native API: a run result, or the typed steps as server-sent events).
+
+Every error is OpenAI's JSON shape, ``{"error": {"message", "type", "code"}}``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..engine.errors import BackendError, InputError, SelfRefineError
+from ..engine.loop import SelfRefine
+from ..engine.task import Task
+from ..tasks import BUILTIN_TASKS, get_task
+from ..tasks.chat import ChatMessage, conversation_text
+from .engines import Admission, Backends, Caps, EnginePool, QueueFullError, Reservation
+from .guards import BearerAuth, BodyLimit
+from .runs import (
+    ClientGone,
+    Completion,
+    cancel_on_disconnect,
+    collect,
+    error_event,
+    step_events,
+    until_disconnected,
+)
+from .schemas import (
+    MODEL_PREFIX,
+    ChatCompletionRequest,
+    ChatMessageIn,
+    ErrorBody,
+    ErrorResponse,
+    ModelCard,
+    ModelList,
+    RefineRequest,
+)
+from .tracing import Tracing, end
+
+MAX_BODY_BYTES = 1_000_000
+CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+@dataclass
+class ServeSettings:
+    """Everything ``create_app`` needs; the CLI fills it from its options."""
+
+    backends: Backends
+    extra_tasks: list[Task] = field(default_factory=list)  # loaded task files
+    api_key: str | None = None
+    max_concurrency: int = 4  # runs in flight
+    max_queue: int = 64  # runs waiting for a slot before 429
+    max_body_bytes: int = MAX_BODY_BYTES
+    caps: Caps = field(default_factory=Caps)
+    tracing: Tracing = field(default_factory=Tracing.from_environment)
+
+
+class ApiError(SelfRefineError):
+    """An error the API reports with a status, OpenAI type and code."""
+
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
+                 code: str | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.type, self.code, self.headers = status, type_, code, headers
+
+
+def error_response(status: int, message: str, type_: str, code: str | None = None,
+                   headers: dict[str, str] | None = None, param: str | None = None) -> JSONResponse:
+    body = ErrorResponse(error=ErrorBody(message=message, type=type_, code=code, param=param))
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+
+
+def as_api_error(exc: Exception) -> ApiError:
+    """The status and OpenAI error type of any error a request can meet."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, QueueFullError):
+        return ApiError(429, str(exc), "rate_limit_error", "queue_full", {"Retry-After": str(exc.retry_after)})
+    if isinstance(exc, InputError):
+        return ApiError(400, str(exc), code="invalid_input")
+    if isinstance(exc, BackendError):
+        return ApiError(502, str(exc), "backend_error", "backend_failed")
+    if isinstance(exc, SelfRefineError):  # config and task errors: the request asked for it
+        return ApiError(400, str(exc), code="invalid_option")
+    return ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error", "internal_error")
+
+
+class Service:
+    """The state one app holds: tasks, engines over shared backends, admission, tracing."""
+
+    def __init__(self, settings: ServeSettings) -> None:
+        self.settings = settings
+        tracing = settings.tracing
+        b = settings.backends
+        backends = Backends(
+            model=tracing.backend(b.model),
+            feedback=tracing.backend(b.feedback) if b.feedback is not None else None,
+            refine=tracing.backend(b.refine) if b.refine is not None else None,
+        )
+        tasks: dict[str, Task] = {name: get_task(name) for name in BUILTIN_TASKS}
+        tasks.update({t.name: t for t in settings.extra_tasks})
+        self.tasks = tasks
+        self.pool = EnginePool(backends, tasks, settings.caps)
+        self.admission = Admission(settings.max_concurrency, settings.max_queue)
+        self.tracing = tracing
+        self.started = int(time.time())
+
+    def task_of(self, model: str) -> str:
+        name = model.removeprefix(MODEL_PREFIX) if model.startswith(MODEL_PREFIX) else None
+        if name not in self.tasks:
+            known = ", ".join(MODEL_PREFIX + t for t in self.tasks)
+            raise ApiError(404, f"model {model!r} does not exist; models here: {known}", code="model_not_found")
+        return name
+
+    def models(self) -> ModelList:
+        return ModelList(data=[
+            ModelCard(id=MODEL_PREFIX + name, created=self.started, description=task.description)
+            for name, task in self.tasks.items()
+        ])
+
+
+def chat_input(task: str, messages: list[ChatMessageIn]) -> str:
+    """The run's input: the whole conversation for ``chat``, else the last user message."""
+    if not messages:
+        raise ApiError(400, "messages is empty: send at least one user message", code="empty_messages", )
+    if task == "chat":
+        turns = [ChatMessage(role=CHAT_ROLES[m.role], content=m.text()) for m in messages if m.role in CHAT_ROLES]
+        return conversation_text(turns)
+    users = [m for m in messages if m.role == "user"]
+    if not users:
+        raise ApiError(400, "messages has no user message: the last user message is the input", code="no_user_message")
+    return users[-1].text()
+
+
+def create_app(settings: ServeSettings) -> FastAPI:
+    service = Service(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await service.pool.aclose()  # the backends: connections, model files
+
+    app = FastAPI(title="selfrefine", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
+                  lifespan=lifespan)
+    app.state.service = service
+    # outermost first: the key is checked before the body is read, the size before parsing
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BearerAuth, key=settings.api_key, open_paths={"/health", "/"})
+    _add_error_handlers(app)
+    _add_routes(app, service)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(SelfRefineError)
+    async def known(request: Request, exc: SelfRefineError) -> JSONResponse:
+        err = as_api_error(exc)
+        return error_response(err.status, str(err), err.type, err.code, err.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        message = f"{where}: {first.get('msg', 'invalid request')}" if where else first.get("msg", "invalid request body")
+        return error_response(400, message, "invalid_request_error", "invalid_request", param=where or None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+        return error_response(exc.status_code, str(exc.detail), "invalid_request_error", code)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        err = as_api_error(exc)  # a message, never a traceback
+        return error_response(err.status, str(err), err.type, err.code)
+
+
+def _add_routes(app: FastAPI, service: Service) -> None:
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        a = service.admission
+        return {"status": "ok", "version": __version__, "running": a.active, "queued": a.waiting}
+
+    @app.get("/", response_class=HTMLResponse)
+    async def playground() -> HTMLResponse:
+        page = resources.files("selfrefine.service").joinpath("playground.html").read_text(encoding="utf-8")
+        return HTMLResponse(page)
+
+    @app.get("/v1/models")
+    async def models() -> ModelList:
+        return service.models()
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
+        task = service.task_of(body.model)
+        text = chat_input(task, body.messages)
+        engine = service.pool.get(task, body.loop_options())
+        engine.task.prepare_input(text)  # too long or empty: 400 before a slot is taken
+        span = service.tracing.request("/v1/chat/completions", model=body.model, stream=body.stream)
+        reservation = _reserve(service, span)
+        completion = Completion(body.model)
+        if body.stream:
+            include_usage = bool(body.stream_options and body.stream_options.include_usage)
+            events = _guarded(service, reservation, span, request, engine, text,
+                              lambda steps: completion.stream(steps, include_usage))
+            return _stream_response(events, reservation, span)
+        result, decisions = await _run(service, reservation, span, request, engine, text)
+        if result.output is None:  # not even a first draft: nothing to return
+            raise ApiError(502, f"the run produced no answer: {result.error}", "backend_error", "no_output")
+        return _json(completion.whole(result, decisions).model_dump_json(exclude_none=True))
+
+    @app.post("/v1/refine", response_model=None)
+    async def refine(body: RefineRequest, request: Request) -> Any:
+        task = service.task_of(MODEL_PREFIX + body.task)
+        engine = service.pool.get(task, body.options)
+        engine.task.prepare_input(body.input)
+        span = service.tracing.request("/v1/refine", task=task, stream=body.stream)
+        reservation = _reserve(service, span)
+        if body.stream:
+            events = _guarded(service, reservation, span, request, engine, body.input, step_events)
+            return _stream_response(events, reservation, span)
+        result, _ = await _run(service, reservation, span, request, engine, body.input)
+        return _json(result.model_dump_json())
+
+
+def _json(text: str) -> Response:
+    """Pydantic's own JSON: FastAPI's jsonable_encoder walk over a run result costs more."""
+    return Response(content=text, media_type="application/json")
+
+
+def _reserve(service: Service, span: Any) -> Reservation:
+    try:
+        return service.admission.reserve()
+    except QueueFullError as exc:
+        end(span, str(exc))
+        raise
+
+
+async def _run(service: Service, reservation: Reservation, span: Any, request: Request,
+               engine: SelfRefine, text: str) -> Any:
+    error = None
+    try:
+        async with service.admission.slot(reservation):
+            steps = service.tracing.steps(engine.astream(text), engine.task.name, span)
+            return await cancel_on_disconnect(request, lambda: collect(steps))
+    except ClientGone as exc:
+        error = str(exc)
+        raise ApiError(499, error, "client_closed_request", "client_closed") from None
+    finally:
+        end(span, error)
+
+
+async def _guarded(service: Service, reservation: Reservation, span: Any, request: Request,
+                   engine: SelfRefine, text: str, render: Any) -> AsyncIterator[str]:
+    """A streamed run: under a slot, cancelled when the client leaves; an error after the
+    first byte is sent as an error event (the status line has gone already)."""
+    error = None
+    try:
+        async with service.admission.slot(reservation):
+            steps = service.tracing.steps(engine.astream(text), engine.task.name, span)
+            async for event in render(until_disconnected(request, steps)):
+                yield event
+    except ClientGone as exc:
+        error = str(exc)
+    except (asyncio.CancelledError, GeneratorExit):  # Starlette saw the client leave first
+        error = "the client disconnected; the run was cancelled"
+        raise
+    except Exception as exc:  # noqa: BLE001 - the stream has started: report in-band, no traceback
+        err = as_api_error(exc)
+        error = str(err)
+        yield error_event(error, err.type, err.code or "error")
+    finally:
+        end(span, error)
+
+
+def _stream_response(events: AsyncIterator[str], reservation: Reservation, span: Any) -> StreamingResponse:
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return _ReservedStream(events, reservation, span, media_type="text/event-stream", headers=headers)
+
+
+class _ReservedStream(StreamingResponse):
+    """Gives the queue place back if the stream never started (the client left first)."""
+
+    def __init__(self, content: AsyncIterator[str], reservation: Reservation, span: Any, **kwargs: Any) -> None:
+        super().__init__(content, **kwargs)
+        self.reservation, self.span = reservation, span
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.reservation.release_if_unused():
+                end(self.span, "the client left before the run started")

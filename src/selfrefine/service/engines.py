@@ -1,0 +1,159 @@
+"""What the server shares between requests: the backends, one engine per (task, options),
+and the admission gate (runs in flight, a bounded queue, 429 beyond it)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from ..backends.base import Backend
+from ..engine.config import RefineConfig
+from ..engine.errors import SelfRefineError
+from ..engine.loop import SelfRefine
+from ..engine.task import Task
+from .schemas import LoopOptions
+
+MAX_ENGINES = 64  # distinct (task, options) engines kept; an engine is cheap, backends are shared
+
+
+class QueueFullError(SelfRefineError):
+    """Every run slot and every queue place is taken; the client should retry later."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Caps:
+    """The server's limits on what one request may ask for (None: no cap)."""
+
+    max_iterations: int | None = None
+    max_total_tokens: int | None = None
+    max_seconds: float | None = None
+
+    def apply(self, options: LoopOptions) -> LoopOptions:
+        """The request's options with each budget at most the server's; unset ones get it."""
+        update = {}
+        for name in ("max_iterations", "max_total_tokens", "max_seconds"):
+            cap, asked = getattr(self, name), getattr(options, name)
+            if cap is not None:
+                update[name] = cap if asked is None else min(asked, cap)
+        return options.model_copy(update=update)
+
+
+@dataclass
+class Backends:
+    """The backends of the three roles (feedback/refine None: the main model serves them)."""
+
+    model: Backend
+    feedback: Backend | None = None
+    refine: Backend | None = None
+
+    def distinct(self) -> list[Backend]:
+        found = [self.model, self.feedback, self.refine]
+        return list({id(b): b for b in found if b is not None}.values())
+
+
+@dataclass
+class EnginePool:
+    """One :class:`SelfRefine` per (task, options), all over the same backends, so each
+    backend's own concurrency limit holds across every engine (see ``backend_semaphore``)."""
+
+    backends: Backends
+    tasks: dict[str, Task]
+    caps: Caps = field(default_factory=Caps)
+    _engines: OrderedDict[tuple[str, str], SelfRefine] = field(default_factory=OrderedDict)
+
+    def get(self, task_name: str, options: LoopOptions) -> SelfRefine:
+        """The engine for a task and a request's options; a bad option is a ConfigError."""
+        options = self.caps.apply(options)
+        key = (task_name, options.model_dump_json())
+        engine = self._engines.get(key)
+        if engine is None:
+            config = RefineConfig.build(**options.model_dump(exclude_none=True))
+            engine = SelfRefine(
+                self.tasks[task_name],
+                self.backends.model,
+                feedback_model=self.backends.feedback,
+                refine_model=self.backends.refine,
+                config=config,
+            )
+            self._engines[key] = engine
+            if len(self._engines) > MAX_ENGINES:
+                self._engines.popitem(last=False)  # backends stay open: they are shared
+        self._engines.move_to_end(key)
+        return engine
+
+    async def aclose(self) -> None:
+        for backend in self.backends.distinct():
+            await backend.aclose()
+
+
+class Reservation:
+    """A queue place taken before the response starts; released when its run ends, or by
+    :meth:`release_if_unused` when the run never started (the client left first)."""
+
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
+        self.used = False
+        self.released = False
+
+    def release_if_unused(self) -> bool:
+        """Give the place back if no run used it; True if it did so."""
+        if self.used or self.released:
+            return False
+        self.released = True
+        self.admission.waiting -= 1
+        return True
+
+
+class Admission:
+    """At most ``running`` runs at once and ``queued`` more waiting; beyond that a request is
+    refused at once (429 with Retry-After) instead of piling up behind a slow model."""
+
+    def __init__(self, running: int, queued: int) -> None:
+        self.running, self.queued = max(1, running), max(0, queued)
+        self._slots = asyncio.Semaphore(self.running)
+        self.active = 0
+        self.waiting = 0
+        self._recent: list[float] = []  # seconds of the last runs, for Retry-After
+
+    def reserve(self) -> Reservation:
+        """Take a queue place now (before the response starts) or raise QueueFullError."""
+        if self.active + self.waiting >= self.running + self.queued:
+            raise QueueFullError(
+                f"the server is busy: {self.active} runs in flight and {self.waiting} queued "
+                f"(limits {self.running} and {self.queued}); retry later",
+                self.retry_after(),
+            )
+        self.waiting += 1
+        return Reservation(self)
+
+    @asynccontextmanager
+    async def slot(self, reservation: Reservation) -> AsyncIterator[None]:
+        """Run under a slot, using ``reservation``'s queue place."""
+        reservation.used = True
+        try:
+            await self._slots.acquire()
+        finally:
+            self.waiting -= 1
+        self.active += 1
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.active -= 1
+            self._slots.release()
+            self._recent = [*self._recent[-19:], time.monotonic() - start]
+
+    def retry_after(self) -> int:
+        """Seconds until a place is likely free: a typical run's length, at least 1."""
+        if not self._recent:
+            return 1
+        return max(1, math.ceil(sorted(self._recent)[len(self._recent) // 2]))

@@ -1,0 +1,206 @@
+"""One request's run: the loop's steps guarded against a client that leaves, and the steps
+turned into OpenAI chat replies (whole, or as server-sent chunks) or native SSE events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from starlette.requests import Request
+
+from ..engine.records import (
+    CallStep,
+    DecisionStep,
+    DraftStep,
+    FeedbackStep,
+    ResultStep,
+    RunResult,
+    Step,
+)
+from .schemas import (
+    AssistantMessage,
+    ChatCompletion,
+    ChatCompletionChunk,
+    Choice,
+    ChunkChoice,
+    Delta,
+    UsageOut,
+)
+
+T = TypeVar("T")
+
+
+class ClientGone(Exception):
+    """The client closed the connection; its run was cancelled."""
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns once the client has closed the connection (the body is already read)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def until_disconnected(request: Request, steps: AsyncIterator[Step]) -> AsyncIterator[Step]:
+    """The steps, until the client leaves: then the step in progress (a model call) is
+    cancelled, the loop's generator is closed, so no further call starts, and ClientGone is
+    raised. Server-sent writes alone would notice only at the next write, after the call."""
+    watcher = asyncio.ensure_future(_disconnected(request))
+    following: asyncio.Future[Step] | None = None
+    try:
+        while True:
+            following = asyncio.ensure_future(steps.__anext__())
+            await asyncio.wait({following, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not following.done():
+                raise ClientGone("the client disconnected; the run was cancelled")
+            try:
+                step = following.result()
+            except StopAsyncIteration:
+                return
+            yield step
+    finally:
+        watcher.cancel()
+        # however this ends, the step in progress stops too: Starlette may see the disconnect
+        # first and cancel the response's task here, which would leave that task running on
+        # (its call finished, unasked for); the cancel reaches it even if the wait below is cut
+        if following is not None and not following.done():
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+        await steps.aclose()
+
+
+async def cancel_on_disconnect(request: Request, work: Callable[[], Awaitable[T]]) -> T:
+    """Await ``work()``; if the client leaves first, cancel it and raise ClientGone."""
+    task = asyncio.ensure_future(work())
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise ClientGone("the client disconnected; the run was cancelled")
+        return task.result()
+    finally:
+        watcher.cancel()
+        task.cancel()  # a no-op once done; else (this handler was cancelled) the run stops too
+
+
+# -- the trajectory ---------------------------------------------------------------------------
+
+
+def trajectory(result: RunResult, decisions: list[DecisionStep]) -> dict[str, Any]:
+    """What the ``selfrefine`` field of a reply carries: drafts with their feedback, the
+    decisions in order, which draft was returned, why the loop stopped, and the costs."""
+    data = result.model_dump(mode="json", exclude={"input", "calls"})
+    data["decisions"] = [d.model_dump(mode="json", exclude={"kind"}) for d in decisions]
+    return data
+
+
+def usage_of(result: RunResult) -> UsageOut:
+    u = result.usage
+    return UsageOut(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens)
+
+
+def reasoning_text(step: Step) -> str | None:
+    """A step as the 'thinking' a chat UI shows; None for steps that are not shown."""
+    if isinstance(step, DraftStep):
+        title = "Draft 0 (first answer)" if step.iteration == 0 else f"Draft {step.iteration} (refined)"
+        return f"### {title}\n{step.draft.strip()}\n\n"
+    if isinstance(step, FeedbackStep):
+        fb = step.feedback
+        if fb.source == "none":
+            return None
+        score = f" (score {fb.total:g})" if fb.total is not None else ""
+        return f"### Feedback on draft {step.iteration}{score}\n{fb.text.strip()}\n\n"
+    if isinstance(step, DecisionStep):
+        if step.stop:
+            reason = step.reason.value if step.reason is not None else "stop"
+            return f"→ stop ({reason}){': ' + step.detail if step.detail else ''}\n\n"
+        detail = "" if step.detail in ("", "refine") else f": {step.detail}"  # "refine" says nothing more
+        return f"→ refine draft {step.iteration}{detail}\n\n"
+    if isinstance(step, CallStep) and not step.call.ok:
+        return f"(a {step.call.role} call failed: {step.call.error})\n\n"
+    return None
+
+
+async def collect(steps: AsyncIterator[Step]) -> tuple[RunResult, list[DecisionStep]]:
+    """Run to the end: the result and the decisions taken on the way."""
+    decisions: list[DecisionStep] = []
+    result = None
+    async for step in steps:
+        if isinstance(step, DecisionStep):
+            decisions.append(step)
+        elif isinstance(step, ResultStep):
+            result = step.result
+    if result is None:  # astream always ends with a ResultStep; guard the invariant loudly
+        raise RuntimeError("the run ended without a result")
+    return result, decisions
+
+
+class Completion:
+    """Builds the replies of one chat completion request."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+
+    def whole(self, result: RunResult, decisions: list[DecisionStep]) -> ChatCompletion:
+        return ChatCompletion(
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=[Choice(message=AssistantMessage(content=result.output))],
+            usage=usage_of(result),
+            selfrefine=trajectory(result, decisions),
+        )
+
+    def chunk(self, delta: Delta, **fields: Any) -> str:
+        finish = fields.pop("finish_reason", None)
+        choices = [] if fields.pop("no_choices", False) else [ChunkChoice(delta=delta, finish_reason=finish)]
+        chunk = ChatCompletionChunk(id=self.id, created=self.created, model=self.model, choices=choices, **fields)
+        return sse(chunk.model_dump_json(exclude_none=True))
+
+    async def stream(self, steps: AsyncIterator[Step], include_usage: bool) -> AsyncIterator[str]:
+        """Reasoning deltas as the loop runs, then the returned output as content, the
+        finish chunk (with the trajectory), the usage chunk if asked, and [DONE]."""
+        yield self.chunk(Delta(role="assistant", content=""))
+        decisions: list[DecisionStep] = []
+        async for step in steps:
+            if isinstance(step, DecisionStep):
+                decisions.append(step)
+            if isinstance(step, ResultStep):
+                result = step.result
+                if result.output is None:  # not even a first draft: the plain reply's 502, in-band
+                    yield error_event(f"the run produced no answer: {result.error}", "backend_error", "no_output")
+                    break
+                yield self.chunk(Delta(content=result.output))
+                yield self.chunk(Delta(), finish_reason="stop", selfrefine=trajectory(result, decisions))
+                if include_usage:
+                    yield self.chunk(Delta(), no_choices=True, usage=usage_of(result))
+                break
+            text = reasoning_text(step)
+            if text:
+                yield self.chunk(Delta(reasoning_content=text))
+        yield sse("[DONE]")
+
+
+def sse(data: str) -> str:
+    return f"data: {data}\n\n"
+
+
+def error_event(message: str, type_: str, code: str) -> str:
+    """An error after the stream started (the status is already 200): OpenAI's shape."""
+    return sse(json.dumps({"error": {"message": message, "type": type_, "code": code}}))
+
+
+async def step_events(steps: AsyncIterator[Step]) -> AsyncIterator[str]:
+    """``/v1/refine`` streaming: every typed step as one JSON event, then [DONE]."""
+    async for step in steps:
+        yield sse(step.model_dump_json())
+    yield sse("[DONE]")

@@ -1,0 +1,175 @@
+"""The wire formats of ``selfrefine serve``: OpenAI-compatible requests and replies, the native
+``/v1/refine`` request, and the options a request may set on the loop.
+
+Requests are validated here (pydantic), so a malformed body is one 400 with the field named,
+never a traceback. Replies are built from the engine's typed records."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..engine.config import Accept, FeedbackMode, History, Select, VerifierMode
+
+MODEL_PREFIX = "selfrefine/"
+
+
+class LoopOptions(BaseModel):
+    """What a request may choose about its run (``extra_body={"selfrefine": {...}}`` on the
+    chat endpoint, ``options`` on ``/v1/refine``). Budgets are capped by the server's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_iterations: int | None = Field(default=None, ge=0)
+    select: Select | None = None
+    history: History | None = None
+    accept: Accept | None = None
+    feedback_mode: FeedbackMode | None = None
+    verifier_mode: VerifierMode | None = None
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    max_seconds: float | None = Field(default=None, gt=0)
+    temperature: float | None = Field(default=None, ge=0)
+    seed: int | None = None
+    max_tokens: int | None = Field(default=None, gt=0)  # per call
+
+
+class ChatMessageIn(BaseModel):
+    """One message of a chat request; content may be a string or OpenAI's list of parts."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):  # [{"type": "text", "text": ...}, ...]
+            return "".join(str(p.get("text", "")) for p in self.content if p.get("type") == "text")
+        return self.content or ""
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """The fields of OpenAI's chat request that mean something here; others are ignored, as
+    OpenAI-compatible servers do, except ``n`` > 1 and tools, which are refused."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    messages: list[ChatMessageIn]
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    temperature: float | None = Field(default=None, ge=0)
+    seed: int | None = None
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_completion_tokens: int | None = Field(default=None, gt=0)
+    n: int | None = Field(default=None, ge=1, le=1)
+    selfrefine: LoopOptions = Field(default_factory=LoopOptions)
+
+    def loop_options(self) -> LoopOptions:
+        """extra_body options, with the standard sampling fields where those are unset."""
+        options = self.selfrefine
+        standard = {
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "max_tokens": self.max_completion_tokens or self.max_tokens,
+        }
+        return options.model_copy(
+            update={k: v for k, v in standard.items() if v is not None and getattr(options, k) is None}
+        )
+
+
+class RefineRequest(BaseModel):
+    """``POST /v1/refine``: the native API."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str
+    input: str
+    options: LoopOptions = Field(default_factory=LoopOptions)
+    stream: bool = False
+
+
+class ErrorBody(BaseModel):
+    message: str
+    type: str
+    code: str | None = None
+    param: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """OpenAI's error shape: ``{"error": {"message", "type", "code"}}``."""
+
+    error: ErrorBody
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "selfrefine"
+    description: str = ""
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class UsageOut(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str | None
+    reasoning_content: str | None = None
+
+
+class Choice(BaseModel):
+    index: int = 0
+    message: AssistantMessage
+    finish_reason: Literal["stop", "length"] = "stop"
+    logprobs: None = None
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: UsageOut
+    selfrefine: dict[str, Any]  # the trajectory (drafts, feedback, decisions, stop reason)
+
+
+class Delta(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+    reasoning_content: str | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: Delta
+    finish_reason: Literal["stop", "length"] | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]
+    usage: UsageOut | None = None
+    selfrefine: dict[str, Any] | None = None
