@@ -135,3 +135,23 @@ def test_prefix_reuse_gives_the_outputs_of_cold_runs_within_its_memory_budget():
     stats = warm.prefix_cache.stats
     assert stats.hits > 0  # restored another example's history
     assert stats.peak_bytes <= budget_mb * 2**20
+
+
+def test_loading_a_model_does_not_silence_other_threads(capfd):
+    # llama-cpp-python swaps sys.stdout and fds 1/2 for /dev/null while a model loads with
+    # verbose=False; in `selfrefine serve` the feedback role's context loads while the
+    # client's thread prints the streamed draft, and that draft vanished
+    import threading
+
+    require_smollm()
+    backend = LlamaCppBackend(model=SMOLLM, n_ctx=512)
+    loader = threading.Thread(target=backend._instance, args=("generate",))
+    printed = 0
+    loader.start()
+    while loader.is_alive():
+        print(f"line {printed}")
+        printed += 1
+    loader.join()
+    out = capfd.readouterr().out
+    assert printed > 0
+    assert out.split() == [w for i in range(printed) for w in ("line", str(i))]

@@ -172,6 +172,7 @@ class LlamaCppBackend(Backend):
             from llama_cpp import Llama
         except ImportError:
             raise BackendError(f"llama-cpp-python is not installed; {INSTALL_HINT}") from None
+        keep_other_threads_output()
         try:
             return Llama(
                 model_path=str(self.model_path),
@@ -355,3 +356,33 @@ def _restore(llm: Any, snap: Any) -> bool:
     llm.n_tokens = n
     llm._requires_eval = True  # the restored state has no logits: recompute the last token
     return True
+
+
+class _KeepOutput:
+    """Stands in for llama-cpp-python's ``suppress_stdout_stderr``: does nothing."""
+
+    def __init__(self, disable: bool = True) -> None:
+        pass
+
+    def __enter__(self) -> _KeepOutput:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def keep_other_threads_output() -> None:
+    """Stop llama-cpp-python from silencing the whole process while a model loads.
+
+    With ``verbose=False`` it wraps each load in ``suppress_stdout_stderr``, which swaps the
+    process-wide ``sys.stdout``/``sys.stderr`` and file descriptors 1 and 2 for /dev/null:
+    whatever another thread prints meanwhile is lost (the server's log lines, a client's
+    streamed reply printed while the feedback role's context loads). llama.cpp's own logs
+    go through a callback that already drops them below ERROR when ``verbose=False``, so the
+    swap hides nothing we want hidden."""
+    import llama_cpp._internals
+    import llama_cpp.llama
+
+    for module in (llama_cpp._internals, llama_cpp.llama):
+        if hasattr(module, "suppress_stdout_stderr"):
+            module.suppress_stdout_stderr = _KeepOutput
