@@ -9,6 +9,7 @@ per-example record and the aggregation all live here, once.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,12 @@ def metric(task: str, example: Example, output: str | None) -> float:
     except Exception:  # noqa: BLE001 - a crash in scoring counts as a wrong answer
         return 0.0
     return float(value or 0.0)
+
+
+def first_sentence(text: str) -> str:
+    """The text up to its first sentence end: commongen asks for one sentence, and coverage
+    alone rewards a paragraph that names more concepts in more sentences."""
+    return re.split(r"(?<=[.!?])\s+", text.strip(), maxsplit=1)[0] if text.strip() else ""
 
 
 # The rewards DSPy's Refine and BestOfN optimise. They are the same reference-free checks
@@ -148,6 +155,7 @@ class Summary(BaseModel):
     n: int
     one_step: Interval | None
     returned: Interval | None
+    first_sentence: Interval | None  # commongen: returned output cut after its first sentence
     crashed: int
     errors: int
     calls: float  # per example
@@ -160,8 +168,14 @@ class Summary(BaseModel):
     ids: list[str]
 
 
-def summarise(task: str, system: str, records: Sequence[Record]) -> Summary:
+def summarise(task: str, system: str, records: Sequence[Record], examples: Sequence[Example] = ()) -> Summary:
+    """Means and intervals over ``records``; with their ``examples`` (any order), commongen
+    also gets the coverage of the returned output's first sentence."""
     n = len(records)
+    by_id = {e.id: e for e in examples}
+    strict = None
+    if task == "commongen" and records and all(r.id in by_id for r in records):
+        strict = bootstrap_mean([metric(task, by_id[r.id], first_sentence(r.output)) for r in records])
 
     def per_example(values: Iterable[float]) -> float:
         return sum(values) / n if n else 0.0
@@ -170,6 +184,7 @@ def summarise(task: str, system: str, records: Sequence[Record]) -> Summary:
         task=task, system=system, n=n,
         one_step=bootstrap_mean([r.one_step_metric for r in records]),
         returned=bootstrap_mean([r.metric for r in records]),
+        first_sentence=strict,
         crashed=sum(r.crashed for r in records),
         errors=sum(1 for r in records if r.error and not r.crashed),
         calls=per_example(r.calls for r in records),
@@ -224,14 +239,14 @@ def fmt_ratio(x: float | None, digits: int = 3) -> str:
 def table(summaries: Sequence[Summary], ratios: Sequence[Ratio]) -> str:
     """The markdown tables: one row per (task, system), then the ratios."""
     lines = [
-        ("| task | system | n | one-step | returned | crashed/empty | errors | calls/ex | prompt tok/ex "
-         "| completion tok/ex | wall s/ex | words/output | load |"),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ("| task | system | n | one-step | returned | returned, 1st sentence | crashed/empty | errors | calls/ex "
+         "| prompt tok/ex | completion tok/ex | wall s/ex | words/output | load |"),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         lines.append(
             f"| {s.task} | {s.system} | {s.n} | {fmt_interval(s.one_step)} | {fmt_interval(s.returned)} | "
-            f"{s.crashed} | {s.errors} | {s.calls:.2f} | {s.prompt_tokens:.0f} | {s.completion_tokens:.0f} | "
+            f"{fmt_interval(s.first_sentence)} | {s.crashed} | {s.errors} | {s.calls:.2f} | {s.prompt_tokens:.0f} | {s.completion_tokens:.0f} | "
             f"{s.seconds:.1f} | {s.words:.0f} | {fmt_ratio(s.load, 1)} |"
         )
     lines += [

@@ -13,6 +13,9 @@ after the other. Modes:
   (tasks with a verifier only);
 - ``hybrid+not-worse``: hybrid feedback, and a refinement the verifier scores lower than
   the draft it refined is rejected and redone (``accept=not_worse``, select last accepted);
+- ``not-worse+no-history``: hybrid+not-worse with ``history=none`` and select ``verified``:
+  a worse or unchanged refinement (sampled tasks) is redone from the current draft alone with
+  the next seed, so the loop keeps drawing refinements and keeps only those that do not lose;
 - ``generic`` / ``none``: the paper's feedback ablations (commongen and sentiment only).
 
 The one-step baseline is not a run of its own: it is draft 0 of each run (the same draft in
@@ -40,6 +43,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from _cli import names
 from rich.console import Console
 
 from selfrefine.backends.registry import get_backend
@@ -70,6 +74,9 @@ MODES: dict[str, dict[str, str]] = {
     "hybrid+verified": {"verifier_mode": "hybrid", "select": "verified"},
     # accept only refinements the verifier does not score lower (the rest are redone)
     "hybrid+not-worse": {"verifier_mode": "hybrid", "accept": "not_worse"},
+    # the same with the refiner shown only the current draft: a rejected (worse or echoed)
+    # attempt is redone from it with the next seed instead of being copied from the prompt
+    "not-worse+no-history": {"verifier_mode": "hybrid", "select": "verified", "accept": "not_worse", "history": "none"},
     "generic": {"feedback_mode": "generic"},
     "none": {"feedback_mode": "none"},
 }
@@ -104,18 +111,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="hand-written reading of the numbers, included after the overview when the file exists")
     args = p.parse_args(argv)
     args.command = shlex.join(["python", "benchmarks/quality.py", *(sys.argv[1:] if argv is None else argv)])
-    args.tasks = _names(args.tasks, TASKS, "task")
-    args.modes = _names(args.modes, tuple(MODES), "mode")
+    args.tasks = names(args.tasks, TASKS, "task")
+    args.modes = names(args.modes, tuple(MODES), "mode")
     args.sizes = sizes(args.sizes, args.limit_scale)
     args.option = {k.strip(): v.strip() for k, _, v in (o.partition("=") for o in args.option)}
     return args
-
-
-def _names(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if bad := [n for n in names if n not in allowed]:
-        sys.exit(f"unknown {what}(s) {', '.join(bad)}; choose from {', '.join(allowed)}")
-    return names
 
 
 def sizes(overrides: str, scale: float) -> dict[str, int]:
@@ -129,10 +129,11 @@ def sizes(overrides: str, scale: float) -> dict[str, int]:
 
 
 def modes_for(task: str, modes: list[str]) -> list[str]:
-    """hybrid+verified needs a verifier; the feedback ablations run on two tasks only."""
+    """The hybrid and not-worse modes need a verifier; the feedback ablations run on two tasks only."""
     verifier = get_task(task).has_verifier
     return [m for m in modes
-            if (not m.startswith("hybrid") or verifier) and (m not in ("generic", "none") or task in ABLATION_TASKS)]
+            if (not m.startswith(("hybrid", "not-worse")) or verifier)
+            and (m not in ("generic", "none") or task in ABLATION_TASKS)]
 
 
 def select_examples(task: str, n: int, data_dir: Path) -> tuple[list[Example], str, str]:

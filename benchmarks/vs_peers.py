@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _cli import names
 from _peers import (
     OURS,
     ROOT,
@@ -66,7 +67,10 @@ MODEL_NAME = "qwen2.5-coder-1.5b-instruct"  # llama-server serves one model what
 MODES = {
     "selfrefine-paper": {},
     "selfrefine-best": {"verifier_mode": "hybrid", "select": "verified"},
-    "selfrefine-best-notworse": {"verifier_mode": "hybrid", "select": "verified", "accept": "not_worse"},
+    # not_worse redoes an echoed or worse refinement with the next seed; without history, so
+    # the small model does not copy the attempt it is shown (docs/peers.md, "not-worse")
+    "selfrefine-best-notworse": {"verifier_mode": "hybrid", "select": "verified", "accept": "not_worse",
+                                 "history": "none"},
 }
 TABLE_START, TABLE_END = "<!-- vs_peers:table:start -->", "<!-- vs_peers:table:end -->"
 
@@ -86,18 +90,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--doc", type=Path, default=ROOT / "docs" / "peers.md")
     p.add_argument("--report-only", action="store_true", help="only aggregate what --out holds")
     args = p.parse_args(argv)
-    args.systems = _names(args.systems, SYSTEMS, "system")
-    args.tasks = _names(args.tasks, TASKS, "task")
+    args.systems = names(args.systems, SYSTEMS, "system")
+    args.tasks = names(args.tasks, TASKS, "task")
     args.limits = {"commongen": args.limit_commongen, "gsm8k": args.limit_gsm8k}
     args.command = shlex.join(["python", "benchmarks/vs_peers.py", *(sys.argv[1:] if argv is None else argv)])
     return args
-
-
-def _names(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if bad := [n for n in names if n not in allowed]:
-        sys.exit(f"unknown {what}(s) {', '.join(bad)}; choose from {', '.join(allowed)}")
-    return names
 
 
 def log(message: str) -> None:
@@ -210,12 +207,12 @@ def report(args: argparse.Namespace) -> dict:
     """Summaries of what --out holds for the selected inputs, ratios, tables, JSON, doc."""
     summaries, ratios, chosen = [], [], {}
     for task in TASKS:
-        ids = [e.id for e in select_examples(task, args.limits[task])]
+        examples = select_examples(task, args.limits[task])
         for system in SYSTEMS:
             recs = read_records(records_path(args.out, task, system))
-            chosen[task, system] = [recs[i] for i in ids if i in recs]
+            chosen[task, system] = [recs[e.id] for e in examples if e.id in recs]
             if chosen[task, system]:
-                summaries.append(summarise(task, system, chosen[task, system]))
+                summaries.append(summarise(task, system, chosen[task, system], examples))
         for ours in OURS:
             for theirs in THEIRS:
                 if chosen[task, ours] and chosen[task, theirs]:

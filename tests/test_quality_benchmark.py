@@ -55,9 +55,9 @@ def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(
 
     summary = json.loads((doc.parent / "quality_summary.json").read_text(encoding="utf-8"))
     planned = {(t, m) for t in ("gsm8k", "commongen", "sentiment", "acronym", "readability", "codeopt", "dialogue")
-               for m in ("self", "hybrid+verified", "hybrid+not-worse")}
+               for m in ("self", "hybrid+verified", "hybrid+not-worse", "not-worse+no-history")}
     planned |= {(t, m) for t in ("commongen", "sentiment") for m in ("generic", "none")}
-    planned -= {("dialogue", "hybrid+verified"), ("dialogue", "hybrid+not-worse")}  # no verifier
+    planned -= {("dialogue", m) for m in ("hybrid+verified", "hybrid+not-worse", "not-worse+no-history")}  # no verifier
     got = {(r["task"], r["mode"]) for r in summary["runs"]}
     lines = [line.split() for line in first.stdout.splitlines() if line.startswith("[")]  # one line per planned run
     skipped = {(w[1], w[2].rstrip(":")) for w in lines if w[3] == "skipped:"}

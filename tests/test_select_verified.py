@@ -227,12 +227,44 @@ def test_equal_score_is_accepted():
     assert [it.accepted for it in result.iterations] == [True, True] and result.output == "d1"
 
 
+def test_an_echo_is_rejected_and_the_draft_refined_again_with_a_new_seed():
+    # the refiner repeating its draft (a small model's usual failure) is a failed attempt under
+    # not_worse, not the end of the run: the next attempt gets another seed and another prompt
+    task = Checked({"d0": 0.5, "d1": 0.9})
+    backend = fake(["score: 1"] * 2, [" d0 ", "d1"])
+    result = run(task, backend, max_iterations=2, accept="not_worse", seed=7, temperature=0.7)
+    assert result.drafts == ["d0", "d0", "d1"] and [it.accepted for it in result.iterations] == [True, False, True]
+    assert [r.seed for r in backend.requests if r.role == "refine"] == [7, 8]
+    assert result.output == "d1" and result.stop_reason is StopReason.MAX_ITERATIONS
+
+
+def test_echoes_stop_at_the_refinement_cap():
+    backend = fake(["score: 1"], ["d0", "d0"])
+    result = run(Checked({"d0": 0.5}), backend, max_iterations=2, accept="not_worse", temperature=0.7)
+    assert result.drafts == ["d0", "d0", "d0"] and result.stop_reason is StopReason.MAX_ITERATIONS
+    assert result.output == "d0" and len(backend.prompts("refine")) == 2
+
+
+def test_a_greedy_echo_stops_the_run_even_under_not_worse():
+    # at temperature 0 a new seed cannot change the reply: retrying would only repeat it
+    backend = fake(["score: 1"], ["d0", "d0"])
+    result = run(Checked({"d0": 0.5}), backend, max_iterations=3, accept="not_worse", temperature=0.0)
+    assert result.stop_reason is StopReason.NO_CHANGE and result.drafts == ["d0", "d0"]
+
+
+def test_without_not_worse_an_echo_still_stops_the_run():
+    result = run(Checked({"d0": 0.5}), fake(["score: 1"], ["d0"]), max_iterations=3, select="verified",
+                 temperature=0.7)
+    assert result.stop_reason is StopReason.NO_CHANGE and result.drafts == ["d0", "d0"]
+
+
 def test_no_change_compares_with_the_draft_refined():
+    # after a worse attempt is rejected, repeating the draft being refined is still an echo
     task = Checked({"d0": 0.8, "d1": 0.6})
     backend = fake(["score: 1"], ["d1", "  d0 "])
-    result = run(task, backend, accept="not_worse")
-    assert result.stop_reason is StopReason.NO_CHANGE and result.drafts == ["d0", "d1", "d0"]
-    assert result.output == "d0"
+    result = run(task, backend, max_iterations=2, accept="not_worse", temperature=0.7)
+    assert result.drafts == ["d0", "d1", "d0"] and [it.accepted for it in result.iterations] == [True, False, False]
+    assert result.output == "d0" and result.stop_reason is StopReason.MAX_ITERATIONS
 
 
 def test_last_history_after_a_rejection_shows_the_rejected_attempt():

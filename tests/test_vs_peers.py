@@ -71,3 +71,13 @@ def test_ratio_uses_only_examples_both_systems_finished() -> None:
     assert (r.ours, r.theirs, r.n) == ("selfrefine-best", "dspy-refine", 1)
     assert r.tokens == pytest.approx(0.1) and r.seconds == pytest.approx(0.25) and r.metric == pytest.approx(0.5)
     assert r.diff is not None and r.diff.estimate == pytest.approx(-0.5)
+
+
+def test_commongen_first_sentence_coverage_ignores_later_sentences() -> None:
+    from selfrefine.evaluation.datasets import Example
+
+    example = Example(id="a", input=CONCEPTS)
+    paragraph = "The chef cut an onion. In the kitchen the knife made him cry."
+    s = summarise("commongen", "dspy-predict", [rec("a", "dspy-predict", 1.0, 1, 1).model_copy(update={"output": paragraph})],
+                  [example])
+    assert s.first_sentence is not None and s.first_sentence.estimate == pytest.approx(2 / 5)  # cut, onion

@@ -156,7 +156,8 @@ LOOP_OPTIONS = [
     click.option("--accept", type=click.Choice(["any", "not-worse"]), default="any", show_default=True,
                  callback=lambda ctx, param, value: value.replace("-", "_"),
                  help="not-worse: reject a refinement the task's verifier scores lower than the draft "
-                      "it refined, and refine that draft again."),
+                      "it refined, or that leaves it unchanged, and refine that draft again with the "
+                      "next seed."),
     click.option("--feedback-mode", type=click.Choice(["actionable", "generic", "none"]), default="actionable",
                  show_default=True, help="The paper's ablation: task critic, a fixed generic message, or no feedback."),
     click.option("--verifier-mode", type=click.Choice(["self", "verifier", "hybrid"]), default="self", show_default=True,

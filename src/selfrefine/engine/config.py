@@ -29,10 +29,14 @@ class RefineConfig(BaseModel):
       ties broken by the feedback score (none ranks lowest), then by the later draft.
       Needs a task with a verifier. Rejected refinements (see ``accept``) are never returned.
     accept: ``any`` keeps every refinement (paper); ``not_worse`` rejects a refinement whose
-      verifier score is lower than that of the draft it refined: it is kept in the record
+      verifier score is lower than that of the draft it refined, or that repeats that draft
+      unchanged (which under ``any`` ends the run as "no change"): it is kept in the record
       (``Iteration.accepted`` False) with the verifier's findings as its feedback (no critic
       call), and the next round refines the better draft again, with the rejected attempt
-      in its history. ``max_iterations`` counts refinements attempted. Needs a verifier.
+      in its history and the seed moved on by the number of rejections, so a sampled
+      refiner draws a new sample. ``max_iterations`` counts refinements attempted. Needs a
+      verifier. With a small model that copies what its prompt shows, pair it with
+      ``history="none"`` (docs/peers.md measures both).
     feedback_mode: ``actionable`` – the task's own critic; ``generic`` – a fixed
       "improve it" message instead of a critic call; ``none`` – refine without feedback.
     verifier_mode (tasks that can check themselves, e.g. by running code):

@@ -78,6 +78,11 @@ class _Run:
     transcript: list[int] = field(default_factory=list)
     verified: set[int] = field(default_factory=set)  # drafts whose verify() already ran
 
+    def rejected(self) -> int:
+        """Refinements rejected so far: each later refine call is seeded that much further on,
+        so a sampled retry of the same draft is a new sample (0 keeps the paper's seeds)."""
+        return sum(not it.accepted for it in self.iterations)
+
     def tokens(self) -> int:
         return sum(c.prompt_tokens + c.completion_tokens for c in self.calls)
 
@@ -226,25 +231,26 @@ class SelfRefine:
                     yield CallStep(call=c)
                 yield DraftStep(iteration=n, draft=draft, call=call)
                 rejected = ""
+                unchanged = _same(draft, refined.draft)
                 if self._verify_every_draft:
                     check = await self._verify(run, n)
-                    if self.config.accept == "not_worse" and worse(check, refined.verification):
-                        rejected = (
-                            f"rejected: verifier score fell {score_text(refined.verification)} → {score_text(check)}; "
-                            f"draft {t} is refined again"
+                    # a sampled echo is a failed attempt too: the draft is refined again, seeded
+                    # anew, rather than ending the run (greedy, the retry would repeat it)
+                    echo = unchanged and self._refine_samples
+                    if self.config.accept == "not_worse" and (echo or worse(check, refined.verification)):
+                        why = "the refinement changed nothing" if unchanged else (
+                            f"verifier score fell {score_text(refined.verification)} → {score_text(check)}"
                         )
+                        rejected = f"rejected: {why}; draft {t} is refined again"
                         it.accepted = False
                         # the verifier's findings are its feedback: no critic call
                         it.feedback = Feedback(
                             text=check.text if check is not None else "", source="verifier", verification=check
                         )
                         yield FeedbackStep(iteration=n, feedback=it.feedback)
-                if self.config.stop_on_no_change and _same(draft, refined.draft):
+                if self.config.stop_on_no_change and unchanged and not rejected:
                     detail = "the refinement changed nothing"
-                    yield DecisionStep(
-                        iteration=n, stop=True, reason=StopReason.NO_CHANGE,
-                        detail=f"{rejected}; {detail}" if rejected else detail,
-                    )
+                    yield DecisionStep(iteration=n, stop=True, reason=StopReason.NO_CHANGE, detail=detail)
                     return
                 if not rejected:
                     run.transcript.append(t)
@@ -322,7 +328,8 @@ class SelfRefine:
     async def _draft(self, run: _Run, role: Role, t: int, prompt: str) -> tuple[str, CallRecord]:
         """A parsed draft; after the parse retries, the raw reply, or when that is empty the
         draft being refined (an empty refinement then ends the loop as "no change")."""
-        draft, call, error = await self._parsed_call(run, role, t, prompt, None, self.task.parse_draft)
+        reseed = run.rejected() if role == "refine" else 0
+        draft, call, error = await self._parsed_call(run, role, t, prompt, None, self.task.parse_draft, reseed)
         if error is None:
             return draft, call
         return _raw(call) or (run.iterations[run.current].draft if run.iterations else ""), call
@@ -344,6 +351,12 @@ class SelfRefine:
         if check is None:
             return critique
         return self.task.combine(critique, check, input=run.input, draft=run.iterations[t].draft)
+
+    @property
+    def _refine_samples(self) -> bool:
+        """Whether the refiner samples (temperature > 0), so a new seed gives a new reply."""
+        cfg = self.config
+        return (cfg.temperature if cfg.temperature is not None else self.task.temperature["refine"]) > 0
 
     @property
     def _verify_every_draft(self) -> bool:
@@ -382,11 +395,12 @@ class SelfRefine:
         prompt: str,
         schema: dict[str, Any] | None,
         parse: Callable[[str], T],
+        reseed: int = 0,
     ) -> tuple[Any, CallRecord, str | None]:
         """Call, parse; on a parse error re-ask this step only. Returns (value, call, error)."""
         error = None
         for attempt in range(1, self.config.parse_retries + 2):
-            request = self._request(role, prompt, schema, attempt)
+            request = self._request(role, prompt, schema, attempt, reseed)
             response, call = await self._call(run, role, t, request)
             try:
                 return parse(response.text), call, None
@@ -396,10 +410,12 @@ class SelfRefine:
                 run.unreported.append(call)
         return None, call, error
 
-    def _request(self, role: Role, prompt: str, schema: dict[str, Any] | None, attempt: int) -> CompletionRequest:
+    def _request(
+        self, role: Role, prompt: str, schema: dict[str, Any] | None, attempt: int, reseed: int = 0
+    ) -> CompletionRequest:
         cfg, task = self.config, self.task
         temperature = cfg.temperature if cfg.temperature is not None else task.temperature[role]
-        seed = cfg.seed
+        seed = cfg.seed if not reseed else (cfg.seed or 0) + reseed
         if attempt > 1:  # a parse retry must resample, or a deterministic model repeats itself
             temperature = max(temperature, 0.7)
             seed = (seed or 0) + attempt - 1
