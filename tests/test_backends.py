@@ -96,3 +96,12 @@ def test_openai_local_server_needs_no_key(monkeypatch):
     assert backend.max_concurrency == 4
     with pytest.raises(ConfigError, match="api='soap': must be one of 'chat', 'completion'"):
         get_backend("openai:m", base_url="http://127.0.0.1:1/v1", api="soap")
+
+
+def test_llama_cpp_log_lines_pass_only_when_they_are_errors(capfd):
+    # continuation lines (5) follow the level of the line they continue
+    from selfrefine.backends.embedded import _log_errors_only
+
+    for level, text in [(3, b"warn "), (5, b"more warn "), (4, b"err "), (5, b"err cont "), (2, b"info "), (5, b"x")]:
+        _log_errors_only(level, text, None)
+    assert capfd.readouterr().err == "err err cont "

@@ -155,3 +155,13 @@ def test_loading_a_model_does_not_silence_other_threads(capfd):
     out = capfd.readouterr().out
     assert printed > 0
     assert out.split() == [w for i in range(printed) for w in ("line", str(i))]
+
+
+def test_loading_the_default_model_prints_no_llama_cpp_warnings(capfd):
+    # llama-cpp-python maps ggml's WARN level to logging.ERROR, so with verbose=False every
+    # Qwen load printed "control-looking token ... probably a bug in the model" three times
+    require_embedded()
+    backend = LlamaCppBackend(n_ctx=512)
+    backend._instance("generate")
+    err = capfd.readouterr().err
+    assert "control-looking" not in err and "load:" not in err, err

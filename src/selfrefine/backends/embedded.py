@@ -24,6 +24,7 @@ import asyncio
 import ctypes
 import json
 import os
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -377,12 +378,35 @@ def keep_other_threads_output() -> None:
     With ``verbose=False`` it wraps each load in ``suppress_stdout_stderr``, which swaps the
     process-wide ``sys.stdout``/``sys.stderr`` and file descriptors 1 and 2 for /dev/null:
     whatever another thread prints meanwhile is lost (the server's log lines, a client's
-    streamed reply printed while the feedback role's context loads). llama.cpp's own logs
-    go through a callback that already drops them below ERROR when ``verbose=False``, so the
-    swap hides nothing we want hidden."""
+    streamed reply printed while the feedback role's context loads). The swap is disabled,
+    and llama.cpp's own log lines go through :func:`_log_errors_only` instead."""
+    import llama_cpp
     import llama_cpp._internals
     import llama_cpp.llama
 
     for module in (llama_cpp._internals, llama_cpp.llama):
         if hasattr(module, "suppress_stdout_stderr"):
             module.suppress_stdout_stderr = _KeepOutput
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is None:
+        # kept in a global: ctypes must not free a callback llama.cpp still holds
+        _LOG_CALLBACK = llama_cpp.llama_log_callback(_log_errors_only)
+        llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+
+
+# ggml's log levels (ggml.h): a continuation line keeps the level of the line it continues
+_GGML_LOG_ERROR, _GGML_LOG_CONT = 4, 5
+_LOG_CALLBACK: Any = None
+_log_level = 0
+
+
+def _log_errors_only(level: int, text: bytes, user_data: Any) -> None:
+    """llama.cpp's log lines, errors only, to stderr. llama-cpp-python's own callback maps
+    ggml's WARN (3) to logging.ERROR, so with ``verbose=False`` every model load printed
+    warnings such as Qwen's "control-looking token … is probably a bug in the model"."""
+    global _log_level
+    if level != _GGML_LOG_CONT:
+        _log_level = level
+    if _log_level == _GGML_LOG_ERROR:
+        sys.stderr.write(text.decode("utf-8", "replace"))
+        sys.stderr.flush()
