@@ -327,7 +327,7 @@ class SelfRefine:
 
     async def _draft(self, run: _Run, role: Role, t: int, prompt: str) -> tuple[str, CallRecord]:
         """A parsed draft; after the parse retries, the raw reply, or when that is empty the
-        draft being refined (an empty refinement then ends the loop as "no change")."""
+        draft being refined (an empty refinement then counts as unchanged: "no change")."""
         reseed = run.rejected() if role == "refine" else 0
         draft, call, error = await self._parsed_call(run, role, t, prompt, None, self.task.parse_draft, reseed)
         if error is None:
