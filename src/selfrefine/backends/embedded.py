@@ -381,6 +381,9 @@ def keep_other_threads_output() -> None:
     whatever another thread prints meanwhile is lost (the server's log lines, a client's
     streamed reply printed while the feedback role's context loads). The swap is disabled,
     and llama.cpp's own log lines go through :func:`_log_errors_only` instead."""
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is not None:  # done once per process, on the first model load
+        return
     import llama_cpp
     import llama_cpp._internals
     import llama_cpp.llama
@@ -388,11 +391,9 @@ def keep_other_threads_output() -> None:
     for module in (llama_cpp._internals, llama_cpp.llama):
         if hasattr(module, "suppress_stdout_stderr"):
             module.suppress_stdout_stderr = _KeepOutput
-    global _LOG_CALLBACK
-    if _LOG_CALLBACK is None:
-        # kept in a global: ctypes must not free a callback llama.cpp still holds
-        _LOG_CALLBACK = llama_cpp.llama_log_callback(_log_errors_only)
-        llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
+    # kept in a global: ctypes must not free a callback llama.cpp still holds
+    _LOG_CALLBACK = llama_cpp.llama_log_callback(_log_errors_only)
+    llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
 
 
 # ggml's log levels (ggml.h): a continuation line keeps the level of the line it continues

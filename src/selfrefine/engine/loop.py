@@ -352,11 +352,15 @@ class SelfRefine:
             return critique
         return self.task.combine(critique, check, input=run.input, draft=run.iterations[t].draft)
 
+    def _temperature(self, role: Role) -> float:
+        """The role's sampling temperature: the run's override, else the task's default."""
+        cfg = self.config
+        return cfg.temperature if cfg.temperature is not None else self.task.temperature[role]
+
     @property
     def _refine_samples(self) -> bool:
         """Whether the refiner samples (temperature > 0), so a new seed gives a new reply."""
-        cfg = self.config
-        return (cfg.temperature if cfg.temperature is not None else self.task.temperature["refine"]) > 0
+        return self._temperature("refine") > 0
 
     @property
     def _verify_every_draft(self) -> bool:
@@ -414,7 +418,7 @@ class SelfRefine:
         self, role: Role, prompt: str, schema: dict[str, Any] | None, attempt: int, reseed: int = 0
     ) -> CompletionRequest:
         cfg, task = self.config, self.task
-        temperature = cfg.temperature if cfg.temperature is not None else task.temperature[role]
+        temperature = self._temperature(role)
         seed = cfg.seed if not reseed else (cfg.seed or 0) + reseed
         if attempt > 1:  # a parse retry must resample, or a deterministic model repeats itself
             temperature = max(temperature, 0.7)
