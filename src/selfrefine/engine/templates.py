@@ -14,13 +14,17 @@ from importlib import resources
 from typing import Any
 
 import jinja2
-from jinja2 import meta
+from jinja2 import meta, nodes
+from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import TemplateError
 
 BASE_VARIABLES = frozenset({"input", "draft", "feedback", "history", "iteration"})
 
-_ENV = jinja2.Environment(
+# Task files come from users and API clients: a plain Environment lets
+# ``{{ ''.__class__.__mro__ ... }}`` reach ``os`` and run commands on every render. The
+# immutable sandbox refuses underscore attributes, function internals and mutating methods.
+_ENV = ImmutableSandboxedEnvironment(
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=False,
     autoescape=False,
@@ -42,6 +46,7 @@ class Template:
             raise TemplateError(
                 f"template {name!r} has a syntax error on line {exc.lineno}: {exc.message}"
             ) from None
+        _refuse_unsafe_access(name, ast)
         allowed = frozenset(allowed)
         unknown = sorted(meta.find_undeclared_variables(ast) - allowed)
         if unknown:
@@ -54,10 +59,48 @@ class Template:
     def render(self, context: Mapping[str, Any]) -> str:
         try:
             return self._template.render(**context)
+        except jinja2.exceptions.SecurityError as exc:
+            raise TemplateError(
+                f"template {self.name!r} line {_template_line(exc)} reaches for something templates may not "
+                f"use: {exc}"
+            ) from None
         except jinja2.UndefinedError as exc:
             raise TemplateError(f"template {self.name!r} failed to render: {exc.message}") from None
         except jinja2.TemplateError as exc:
             raise TemplateError(f"template {self.name!r} failed to render: {exc}") from None
+
+
+def _refuse_unsafe_access(name: str, ast: nodes.Template) -> None:
+    """Report, when the task is loaded, attribute access the sandbox would refuse at render."""
+    for node in ast.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
+        attr = _accessed_name(node)
+        if attr is not None and not _ENV.is_safe_attribute("", attr, None):
+            raise TemplateError(
+                f"template {name!r} line {node.lineno}: access to {attr!r} is not allowed in templates "
+                "(they see only their variables, not Python internals)"
+            )
+
+
+def _accessed_name(node: nodes.Node) -> str | None:
+    if isinstance(node, nodes.Getattr):
+        return node.attr
+    if isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const):
+        return node.arg.value if isinstance(node.arg.value, str) else None
+    if isinstance(node, nodes.Filter) and node.name == "attr" and node.args:
+        arg = node.args[0]
+        return arg.value if isinstance(arg, nodes.Const) and isinstance(arg.value, str) else None
+    return None
+
+
+def _template_line(exc: BaseException) -> int | str:
+    """Jinja rewrites tracebacks so frames of ``<template>`` carry the template's line."""
+    line: int | str = "?"
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<template>":
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
 
 
 def packaged_template(task: str, role: str) -> str | None:
