@@ -42,6 +42,7 @@ from ..engine.errors import ConfigError, SandboxUnavailableError
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
 NAMESPACE_FLAGS = {"user-namespace": CLONE_NEWUSER | CLONE_NEWNET, "namespace": CLONE_NEWNET}
 DENIED_SYSCALLS = (
     "socket",
@@ -114,11 +115,12 @@ def require_isolation(isolation: Isolation) -> None:
     )
 
 
-def child_setup(isolation: Isolation):
+def child_setup(isolation: Isolation, extra_flags: int = 0):
     """The part of ``preexec_fn`` that isolates the child; raising there fails the Popen.
 
-    The filter is built here, in the parent, so the child only loads it."""
-    flags = NAMESPACE_FLAGS[isolation.namespace] if isolation.namespace else 0
+    ``extra_flags``: more namespaces to create in the same ``unshare`` (the PID namespace of
+    :mod:`.confine`). The filter is built here, in the parent, so the child only loads it."""
+    flags = (NAMESPACE_FLAGS[isolation.namespace] if isolation.namespace else 0) | extra_flags
     if flags and _unshare_fn() is None:
         raise SandboxUnavailableError("network namespaces were requested but unshare() is not available")
     load = None
@@ -132,14 +134,29 @@ def child_setup(isolation: Isolation):
 
 def _preexec(flags: int, load):
     unshare = _unshare_fn() if flags else None
+    # Map the caller's own ids to 0 in a new user namespace: without a mapping, exec drops
+    # every capability in it, and the launcher needs one to cap its PID namespace.
+    maps = _id_maps() if flags & CLONE_NEWUSER else ()
 
     def apply() -> None:  # pragma: no cover - runs in the child
         if unshare is not None and unshare(flags) != 0:
             raise OSError(ctypes.get_errno(), "unshare failed")
+        for path, text in maps:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, text)
+            finally:
+                os.close(fd)
         if load is not None:
             load()
 
     return apply
+
+
+def _id_maps() -> tuple[tuple[str, bytes], ...]:
+    uid, gid = os.geteuid(), os.getegid()
+    return (("/proc/self/setgroups", b"deny"), ("/proc/self/uid_map", f"0 {uid} 1".encode()),
+            ("/proc/self/gid_map", f"0 {gid} 1".encode()))
 
 
 @functools.lru_cache(maxsize=1)

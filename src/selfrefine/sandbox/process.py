@@ -31,11 +31,14 @@ import threading
 from dataclasses import dataclass
 
 from ..engine.errors import SandboxUnavailableError
+from .confine import PID_MAX, Confinement, confinement, require_confinement, ruleset_fd
 from .isolation import Isolation, child_setup, network_isolation, require_isolation
+from .landlock import RESTRICT_SOURCE
 
 __all__ = ["Isolation", "SandboxResult", "network_isolation", "run_python"]
 
 MARKER = "__SELFREFINE_RESULT__"
+CONFINE_FAILED = "__SELFREFINE_CONFINE_FAILED__"  # the launcher could not apply Landlock
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,31 @@ class SandboxResult:
 # processes used clearly more CPU (work moved off the main thread), their total counts.
 _LAUNCHER = r"""
 import sys, time, os
+_CONFINE_FAILED = "__SELFREFINE_CONFINE_FAILED__"
+""" + RESTRICT_SOURCE + f"_PID_MAX = {PID_MAX}\n" + r"""
+def _confine_processes():
+    # The launcher stays outside; the program becomes init of the new PID namespace, so
+    # when it ends (or the launcher dies: PDEATHSIG) the kernel kills all it started.
+    import ctypes, select, signal
+    alive, held = os.pipe()  # EOF on `alive` once the launcher is gone
+    child = os.fork()
+    if child:
+        os.close(alive)
+        _, status = os.waitpid(child, 0)
+        if os.WIFSIGNALED(status):
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+            os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+    os.close(held)
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    if select.select([alive], [], [], 0)[0]:  # the launcher died before PDEATHSIG was set
+        os._exit(1)
+    os.close(alive)
+    try:
+        with open("/proc/sys/kernel/pid_max", "w") as fh:
+            fh.write(str(_PID_MAX))
+    except OSError:
+        pass  # kernels before 6.14 have one global pid_max
 def _blocked(*args, **kwargs):
     raise PermissionError("network access is disabled in the selfrefine sandbox")
 import socket as _s, _socket
@@ -66,10 +94,17 @@ for _mod in (_s, _socket):
         if hasattr(_mod, _name):
             setattr(_mod, _name, _blocked)
 del _mod, _name, _s, _socket
-_path, _fd = sys.argv[1], int(sys.argv[2])
+_path, _fd, _rules, _pidns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 sys.argv = [_path]
 with open(_path, encoding="utf-8") as _fh:
     _code = compile(_fh.read(), _path, "exec")
+if _pidns:
+    _confine_processes()
+if _rules >= 0:
+    _err = _landlock(_rules)
+    if _err:
+        os.write(2, ("%s errno %d\n" % (_CONFINE_FAILED, _err)).encode())
+        os._exit(97)
 _clock, _times, _write, _flush = time.thread_time, os.times, os.write, sys.stdout.flush
 def _total():
     t = _times()
@@ -89,8 +124,8 @@ finally:
 """
 
 
-def _limits(cpu_seconds: int, memory_mb: int, file_mb: int, isolation: Isolation):
-    isolate = child_setup(isolation)
+def _limits(cpu_seconds: int, memory_mb: int, file_mb: int, isolation: Isolation, pid_flags: int = 0):
+    isolate = child_setup(isolation, pid_flags)
 
     def apply() -> None:  # pragma: no cover - runs in the child
         import resource
@@ -125,6 +160,8 @@ def run_python(
     when none is given or found, unless ``SELFREFINE_SANDBOX_NETWORK=allow``."""
     isolation = network_isolation() if isolation is None else isolation
     require_isolation(isolation)
+    confined = confinement()
+    require_confinement(confined)
     script = code
     if call:
         script += f"\n\nif __name__ == '__main__':\n    print({MARKER!r} + repr({call}()))\n"
@@ -135,7 +172,8 @@ def run_python(
         timing = open(os.path.join(tmp, "timing"), "w+b") if measure else None
         try:
             fd = timing.fileno() if timing else -1
-            out, err, code_, timed_out = _execute(path, tmp, fd, stdin, timeout, memory_mb, max_output, isolation)
+            out, err, code_, timed_out = _execute(path, tmp, fd, stdin, timeout, memory_mb, max_output,
+                                                  isolation, confined)
             seconds = _read_seconds(timing)
         finally:
             if timing:
@@ -154,16 +192,21 @@ def _read_seconds(timing) -> float | None:
 
 
 def _execute(path: str, cwd: str, fd: int, stdin: str, timeout: float, memory_mb: int, max_output: int,
-             isolation: Isolation):
+             isolation: Isolation, confined: Confinement):
     """Start the launcher, feed stdin, read capped output; kill the group on timeout."""
-    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "HOME": cwd, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "HOME": cwd, "TMPDIR": cwd,
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    rules = ruleset_fd(cwd, confined)
     try:
-        proc = _start(path, cwd, fd, env, timeout, memory_mb, isolation)
+        proc = _start(path, cwd, (fd, rules), env, timeout, memory_mb, isolation, confined.pid_flags)
     except subprocess.SubprocessError as exc:  # the isolation step failed in the child: fail closed
         raise SandboxUnavailableError(
-            f"could not isolate the sandboxed program ({isolation.describe()}) although the start-up "
-            f"probe succeeded: {exc}"
+            f"could not isolate the sandboxed program ({isolation.describe()}; {confined.describe()}) although "
+            f"the start-up probe succeeded: {exc}"
         ) from exc
+    finally:
+        if rules >= 0:
+            os.close(rules)
     # bytes kept per stream: the cap in characters, plus room for multi-byte characters
     out_buf, err_buf = bytearray(), bytearray()
     readers = [
@@ -181,21 +224,24 @@ def _execute(path: str, cwd: str, fd: int, stdin: str, timeout: float, memory_mb
     _kill_group(proc)
     for thread in readers:
         thread.join(timeout=2.0)  # a process that left the group may hold a pipe: give up
+    if proc.returncode == 97 and CONFINE_FAILED.encode() in err_buf:
+        raise SandboxUnavailableError(f"the sandboxed program could not be confined: {bytes(err_buf).decode(errors='replace').strip()}")
     return bytes(out_buf), bytes(err_buf), proc.returncode, timed_out
 
 
-def _start(path: str, cwd: str, fd: int, env: dict[str, str], timeout: float, memory_mb: int,
-           isolation: Isolation) -> subprocess.Popen:
+def _start(path: str, cwd: str, fds: tuple[int, int], env: dict[str, str], timeout: float, memory_mb: int,
+           isolation: Isolation, pid_flags: int) -> subprocess.Popen:
+    fd, rules = fds
     return subprocess.Popen(
-        [sys.executable, "-I", "-c", _LAUNCHER, path, str(fd)],
+        [sys.executable, "-I", "-c", _LAUNCHER, path, str(fd), str(rules), "1" if pid_flags else "0"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=cwd,
         env=env,
-        pass_fds=(fd,) if fd >= 0 else (),
+        pass_fds=tuple(f for f in fds if f >= 0),
         start_new_session=True,  # its own process group: a timeout kills its children too
-        preexec_fn=_limits(max(1, int(timeout) + 1), memory_mb, 16, isolation),
+        preexec_fn=_limits(max(1, int(timeout) + 1), memory_mb, 16, isolation, pid_flags),
     )
 
 

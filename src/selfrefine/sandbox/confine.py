@@ -1,0 +1,86 @@
+"""What keeps model-written code in its own file system and process tree.
+
+- **Files**: a Landlock ruleset (:mod:`.landlock`) that the launcher applies just before the
+  program runs; it holds the program and everything it forks or execs. Where the kernel
+  offers no Landlock, :func:`require_confinement` refuses to run model code unless
+  ``SELFREFINE_SANDBOX_FILES=allow``.
+- **Processes**: a PID namespace (a user namespace too, where the caller is not root). The
+  launcher forks the program as the namespace's init, with ``PR_SET_PDEATHSIG``: when the
+  program returns, or the launcher is killed at the timeout, the kernel kills every process
+  left in the namespace, including ones that called ``setsid()``. The launcher also sets the
+  namespace's own ``pid_max`` (Linux >= 6.14), so the program can have at most
+  :data:`MAX_PROCESSES` processes at once. Where no PID namespace can be made, the old
+  process-group kill is all there is (a ``setsid()`` child escapes it).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+from ..engine.errors import ConfigError, SandboxUnavailableError
+from . import landlock
+from .isolation import CLONE_NEWPID, CLONE_NEWUSER, _preexec, _probe, _unshare_fn
+
+FILES_ENV = "SELFREFINE_SANDBOX_FILES"
+PID_MAX = 301  # the smallest pid_max the kernel accepts: pids 1..300
+MAX_PROCESSES = PID_MAX - 1
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """The file-system and process barriers this machine offers."""
+
+    landlock_abi: int = 0  # 0: no Landlock
+    pid_flags: int = 0  # the unshare() flags that give the program its own PID namespace
+    problems: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        files = f"Landlock ABI {self.landlock_abi}" if self.landlock_abi else "no file-system barrier"
+        return f"{files}; " + ("PID namespace" if self.pid_flags else "process group only")
+
+
+@functools.lru_cache(maxsize=1)
+def confinement() -> Confinement:
+    """Probed once: Landlock's ABI in-process, the PID namespace in throw-away children."""
+    problems = []
+    abi, why = landlock.abi_version()
+    if why:
+        problems.append(why)
+    pid_flags = 0
+    if _unshare_fn() is not None:
+        for flags in (CLONE_NEWUSER | CLONE_NEWPID, CLONE_NEWPID):
+            if _probe(_preexec(flags, None), "pass") == 0:
+                pid_flags = flags
+                break
+    if not pid_flags:
+        problems.append("no PID namespace: unshare(CLONE_NEWUSER|CLONE_NEWPID) and unshare(CLONE_NEWPID) were refused")
+    return Confinement(landlock_abi=abi, pid_flags=pid_flags, problems=tuple(problems))
+
+
+def require_confinement(found: Confinement) -> None:
+    """Refuse to run model code that could read the server's files, unless opted out."""
+    policy = os.environ.get(FILES_ENV, "block").strip().lower() or "block"
+    if policy not in ("block", "allow"):
+        raise ConfigError(f"{FILES_ENV}={os.environ[FILES_ENV]!r} is not valid: use 'block' (the default) or 'allow'")
+    if found.landlock_abi or policy == "allow":
+        return
+    why = "; ".join(p for p in found.problems if "Landlock" in p) or "Landlock is unavailable"
+    raise SandboxUnavailableError(
+        f"refusing to run model-written code: nothing here can keep it from reading and writing this "
+        f"machine's files ({why}). Fix one of: use Linux >= 5.13 with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y "
+        "and 'landlock' in the lsm= boot parameter, e.g. lsm=landlock,lockdown,yama,apparmor,bpf); in a "
+        "container, a seccomp profile that permits the landlock_* system calls; or set "
+        f"{FILES_ENV}=allow to run it with the file access of the server's own user."
+    )
+
+
+def ruleset_fd(workdir: str, found: Confinement) -> int:
+    """A Landlock ruleset for ``workdir`` (-1 without Landlock); the caller closes it."""
+    if not found.landlock_abi:
+        return -1
+    try:
+        return landlock.build_ruleset(workdir, found.landlock_abi)
+    except OSError as exc:
+        raise SandboxUnavailableError(f"could not build the Landlock ruleset for the sandbox: {exc}") from exc

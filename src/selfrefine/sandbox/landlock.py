@@ -1,0 +1,142 @@
+"""A file system of its own for model-written code, with the kernel's Landlock LSM.
+
+Landlock (Linux >= 5.13) lets an unprivileged process give up file access for itself and
+every process it later forks or execs; no later process can lift it. The ruleset built
+here (:func:`build_ruleset`) allows only:
+
+- reading the Python standard library (``sysconfig``'s ``stdlib``/``platstdlib``), the
+  interpreter binary, its shared ``libpython`` and a virtualenv's ``pyvenv.cfg`` (not its
+  site-packages);
+- reading and executing the system library directories (``/lib``, ``/lib64``,
+  ``/usr/lib``, ``/usr/lib64``), which the dynamic loader needs to start any program;
+- ``/dev/null`` (read/write) and ``/dev/zero``, ``/dev/random``, ``/dev/urandom`` (read);
+- everything inside the program's own temporary directory (read, write, create, delete).
+
+Everything else (``/etc``, ``/home``, ``/root``, ``/proc``, the server's working directory,
+its caches and task files) cannot be opened, listed, written or executed. From ABI 4 on the
+ruleset also refuses TCP bind/connect, and from ABI 6 it scopes signals and abstract
+UNIX sockets to the sandbox (a program cannot signal the server).
+
+The system calls are made with ``ctypes`` (the kernel interface is small and stable); the
+parent builds the ruleset, the launcher in the child applies it with
+:func:`restrict_self` just before the model's code runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import sysconfig
+
+# x86_64, arm64 and every other architecture share these numbers (added together in 5.13)
+SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446
+CREATE_RULESET_VERSION = 1
+RULE_PATH_BENEATH = 1
+
+EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
+NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+SYSTEM_LIBRARIES = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1  # the kernel's struct is __attribute__((packed))
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def abi_version() -> tuple[int, str | None]:
+    """The kernel's Landlock ABI (0 when unavailable) and why it is unavailable."""
+    if not sys.platform.startswith("linux"):
+        return 0, f"Landlock is Linux-only, this is {sys.platform}"
+    version = _libc().syscall(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), CREATE_RULESET_VERSION)
+    if version > 0:
+        return int(version), None
+    err = ctypes.get_errno()
+    if err == 38:  # ENOSYS: kernel older than 5.13 or a container's seccomp profile
+        return 0, "the kernel has no Landlock system calls (Linux < 5.13, or blocked by a container's seccomp profile)"
+    return 0, "Landlock is built into the kernel but not enabled (it is missing from the lsm= boot parameter)"
+
+
+def _fs_rights(abi: int) -> int:
+    rights = (1 << 13) - 1  # the 13 rights of ABI 1
+    if abi >= 2:
+        rights |= REFER
+    if abi >= 3:
+        rights |= TRUNCATE
+    if abi >= 5:
+        rights |= IOCTL_DEV
+    return rights
+
+
+def build_ruleset(workdir: str, abi: int) -> int:
+    """A ruleset fd (close-on-exec) allowing what the module docstring lists; raises OSError."""
+    handled = _fs_rights(abi)
+    attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
+                        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
+    size = 8 if abi < 4 else 16 if abi < 6 else 24
+    fd = _libc().syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    try:
+        for path, rights in _allowed(workdir, handled):
+            _add_rule(fd, path, rights)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _allowed(workdir: str, handled: int) -> list[tuple[str, int]]:
+    read = READ_FILE | READ_DIR
+    rules = [(workdir, handled)]
+    for key in ("stdlib", "platstdlib"):
+        rules.append((sysconfig.get_paths()[key], read))
+    rules.append((os.path.realpath(sys.executable), READ_FILE | EXECUTE))
+    # a virtualenv's interpreter reads its pyvenv.cfg at start-up (a child running sys.executable)
+    rules.append((os.path.join(os.path.dirname(os.path.dirname(sys.executable)), "pyvenv.cfg"), READ_FILE))
+    libdir, libpython = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
+    if libdir and libpython:
+        rules.append((os.path.join(libdir, libpython), READ_FILE | EXECUTE))
+    rules += [(path, read | EXECUTE) for path in SYSTEM_LIBRARIES]
+    rules.append(("/dev/null", READ_FILE | WRITE_FILE | TRUNCATE))
+    rules += [(path, READ_FILE) for path in ("/dev/zero", "/dev/random", "/dev/urandom")]
+    return [(path, rights & handled) for path, rights in rules if os.path.exists(path)]
+
+
+def _add_rule(ruleset: int, path: str, rights: int) -> None:
+    target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    try:
+        if not os.path.isdir(path):
+            rights &= FILE_ONLY  # directory rights on a file are EINVAL
+        attr = _PathBeneathAttr(rights, target)
+        if _libc().syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(attr), 0) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+    finally:
+        os.close(target)
+
+
+# Applied by the launcher in the child (see process.py); kept as source because the child
+# runs ``python -I -c`` and must not import selfrefine.
+RESTRICT_SOURCE = r"""
+def _landlock(fd):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, required by restrict_self
+        return ctypes.get_errno()
+    if libc.syscall(446, fd, 0) != 0:
+        return ctypes.get_errno()
+    os.close(fd)
+    return 0
+"""
