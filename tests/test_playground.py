@@ -123,7 +123,7 @@ def test_run_streams_drafts_diffs_and_marks_the_output(browser):
         task = page.locator("#task")
         tasks_loaded(page)
         names = task.locator("option").all_inner_texts()
-        assert "commongen" in names and "gsm8k" in names
+        assert "commongen" in names and "acronym" in names and "gsm8k" not in names  # no --allow-code-tasks
         task.select_option("commongen")
         assert "CommonGen" in page.locator("#task-description").inner_text()
 

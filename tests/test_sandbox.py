@@ -34,18 +34,34 @@ def test_memory_limit():
 
 
 def test_timeout_kills_child_processes_too():
+    # The program sees its own PID namespace, so the grandchild is found by a marker in its
+    # command line; /usr/bin is outside the sandbox's file system, so it runs the interpreter.
+    marker = f"selfrefine-grandchild-{time.time_ns()}"
     code = (
         "import subprocess, sys\n"
-        "p = subprocess.Popen(['sleep', '30'])\n"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', {marker!r}])\n"
         "print(p.pid, flush=True)\n"
         "while True:\n    pass\n"
     )
     start = time.monotonic()
     out = run_python(code, timeout=1.5)
     assert out.timed_out and time.monotonic() - start < 6
-    pid = int(out.stdout.split()[0])
+    assert out.stdout.split()[0].isdigit()
     time.sleep(0.2)
-    assert not _alive(pid), "the grandchild survived the timeout"
+    assert not _alive_with(marker), "the grandchild survived the timeout"
+
+
+def _alive_with(marker: str) -> bool:
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if marker.encode() in fh.read() and _alive(int(entry)):
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def _alive(pid: int) -> bool:

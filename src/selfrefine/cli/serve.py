@@ -44,11 +44,14 @@ def is_loopback(host: str) -> bool:
               help="Cap (and default) on seconds per request.")
 @click.option("--task", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Also serve this YAML task file (as selfrefine/NAME); repeatable.")
+@click.option("--allow-code-tasks", is_flag=True,
+              help="Also serve the tasks that run model-written Python (gsm8k, codeopt) in the sandbox; "
+                   "see the README's 'The sandbox'.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="info", show_default=True)
 def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurrency: int, max_queue: int,
           max_body_bytes: int, max_iters: int | None, budget_tokens: int | None, budget_seconds: float | None,
-          task_files: tuple[Path, ...], log_level: str, **backend: Any) -> None:
+          task_files: tuple[Path, ...], allow_code_tasks: bool, log_level: str, **backend: Any) -> None:
     """Serve Self-Refine over an OpenAI-compatible HTTP API, with a playground at /.
 
     Each task is a model, selfrefine/TASK (and selfrefine/chat for any conversation):
@@ -71,6 +74,7 @@ def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurr
     settings = ServeSettings(
         backends=_backends(**backend),
         extra_tasks=[get_task(str(path)) for path in task_files],
+        allow_code_tasks=allow_code_tasks,
         api_key=api_key or None,
         max_concurrency=max_concurrency,
         max_queue=max_queue,

@@ -75,6 +75,7 @@ class Task:
     default_score: ClassVar[str | None] = None
     default_score_threshold: ClassVar[float | None] = None
     default_max_iterations: ClassVar[int | None] = None
+    runs_code: ClassVar[bool] = False  # executes model-written programs (serve offers it only when allowed)
     judge_criteria: ClassVar[str | None] = None  # what a pairwise judge compares (eval --judge)
     default_history: ClassVar[str] = "full"  # the paper's per-task choices differ
     default_select: ClassVar[str] = "last"

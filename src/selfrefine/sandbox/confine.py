@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..engine.errors import ConfigError, SandboxUnavailableError
 from . import landlock
-from .isolation import CLONE_NEWPID, CLONE_NEWUSER, _preexec, _probe, _unshare_fn
+from .isolation import CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, _preexec, _probe, _unshare_fn
 
 FILES_ENV = "SELFREFINE_SANDBOX_FILES"
 PID_MAX = 301  # the smallest pid_max the kernel accepts: pids 1..300
@@ -50,7 +50,8 @@ def confinement() -> Confinement:
         problems.append(why)
     pid_flags = 0
     if _unshare_fn() is not None:
-        for flags in (CLONE_NEWUSER | CLONE_NEWPID, CLONE_NEWPID):
+        user_pid, pid = CLONE_NEWUSER | CLONE_NEWPID, CLONE_NEWPID
+        for flags in (user_pid | CLONE_NEWNS, pid | CLONE_NEWNS, user_pid, pid):
             if _probe(_preexec(flags, None), "pass") == 0:
                 pid_flags = flags
                 break

@@ -43,6 +43,7 @@ from ..engine.errors import ConfigError, SandboxUnavailableError
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWNS = 0x00020000
 NAMESPACE_FLAGS = {"user-namespace": CLONE_NEWUSER | CLONE_NEWNET, "namespace": CLONE_NEWNET}
 DENIED_SYSCALLS = (
     "socket",

@@ -8,18 +8,20 @@ here (:func:`build_ruleset`) allows only:
   interpreter binary, its shared ``libpython`` and a virtualenv's ``pyvenv.cfg`` (not its
   site-packages);
 - reading and executing the system library directories (``/lib``, ``/lib64``,
-  ``/usr/lib``, ``/usr/lib64``), which the dynamic loader needs to start any program;
+  ``/usr/lib``, ``/usr/lib64``), which the dynamic loader needs to start any program, and
+  the system programs in ``/bin`` and ``/usr/bin`` (``os.system``, ``subprocess`` of
+  ``sh``/``echo``); what they can open is limited by the same rules;
 - ``/dev/null`` (read/write) and ``/dev/zero``, ``/dev/random``, ``/dev/urandom`` (read);
 - everything inside the program's own temporary directory (read, write, create, delete).
 
-Everything else (``/etc``, ``/home``, ``/root``, ``/proc``, the server's working directory,
-its caches and task files) cannot be opened, listed, written or executed. From ABI 4 on the
-ruleset also refuses TCP bind/connect, and from ABI 6 it scopes signals and abstract
-UNIX sockets to the sandbox (a program cannot signal the server).
+Everything else (``/etc``, ``/home``, ``/root``, ``/proc``, ``/dev/shm``, the server's
+working directory, its caches and task files) cannot be opened, listed, written or
+executed. From ABI 6 on the ruleset also scopes signals and abstract UNIX sockets to the
+sandbox (a program cannot signal the server). The network is left to :mod:`.isolation`.
 
 The system calls are made with ``ctypes`` (the kernel interface is small and stable); the
 parent builds the ruleset, the launcher in the child applies it with
-:func:`restrict_self` just before the model's code runs.
+``RESTRICT_SOURCE`` just before the model's code runs.
 """
 
 from __future__ import annotations
@@ -35,11 +37,12 @@ CREATE_RULESET_VERSION = 1
 RULE_PATH_BENEATH = 1
 
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+REMOVE_FILE, MAKE_REG = 1 << 5, 1 << 8
 REFER, TRUNCATE, IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
 FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
-NET_BIND_TCP, NET_CONNECT_TCP = 1 << 0, 1 << 1
 SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 SYSTEM_LIBRARIES = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
+SYSTEM_PROGRAMS = ("/bin", "/usr/bin")
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -80,11 +83,15 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
+def shm_rights(abi: int) -> int:
+    """What the program may do in its private ``/dev/shm`` (multiprocessing's semaphores)."""
+    return (READ_FILE | WRITE_FILE | READ_DIR | REMOVE_FILE | MAKE_REG | TRUNCATE) & _fs_rights(abi)
+
+
 def build_ruleset(workdir: str, abi: int) -> int:
     """A ruleset fd (close-on-exec) allowing what the module docstring lists; raises OSError."""
     handled = _fs_rights(abi)
-    attr = _RulesetAttr(handled, NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0,
-                        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
+    attr = _RulesetAttr(handled, 0, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0)
     size = 8 if abi < 4 else 16 if abi < 6 else 24
     fd = _libc().syscall(SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), 0)
     if fd < 0:
@@ -109,7 +116,7 @@ def _allowed(workdir: str, handled: int) -> list[tuple[str, int]]:
     libdir, libpython = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
     if libdir and libpython:
         rules.append((os.path.join(libdir, libpython), READ_FILE | EXECUTE))
-    rules += [(path, read | EXECUTE) for path in SYSTEM_LIBRARIES]
+    rules += [(path, read | EXECUTE) for path in SYSTEM_LIBRARIES + SYSTEM_PROGRAMS]
     rules.append(("/dev/null", READ_FILE | WRITE_FILE | TRUNCATE))
     rules += [(path, READ_FILE) for path in ("/dev/zero", "/dev/random", "/dev/urandom")]
     return [(path, rights & handled) for path, rights in rules if os.path.exists(path)]
@@ -139,4 +146,17 @@ def _landlock(fd):
         return ctypes.get_errno()
     os.close(fd)
     return 0
+def _private_shm(fd, rights):
+    # Only ever called inside a new mount namespace: a tmpfs of the program's own on
+    # /dev/shm (multiprocessing's locks live there), added to the ruleset before it applies.
+    import ctypes, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"none", b"/", None, 16384 | 262144, None) != 0:  # MS_REC | MS_PRIVATE
+        return
+    if libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", 2 | 4, b"size=64m,mode=1777") != 0:  # NOSUID, NODEV
+        return
+    if fd >= 0:
+        target = os.open("/dev/shm", os.O_PATH | os.O_CLOEXEC)
+        libc.syscall(445, fd, 1, ctypes.create_string_buffer(struct.pack("<Qi", rights, target)), 0)
+        os.close(target)
 """

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from ..engine.errors import SandboxUnavailableError
 from .confine import PID_MAX, Confinement, confinement, require_confinement, ruleset_fd
 from .isolation import Isolation, child_setup, network_isolation, require_isolation
-from .landlock import RESTRICT_SOURCE
+from .isolation import CLONE_NEWNS
+from .landlock import RESTRICT_SOURCE, shm_rights
 
 __all__ = ["Isolation", "SandboxResult", "network_isolation", "run_python"]
 
@@ -94,12 +95,14 @@ for _mod in (_s, _socket):
         if hasattr(_mod, _name):
             setattr(_mod, _name, _blocked)
 del _mod, _name, _s, _socket
-_path, _fd, _rules, _pidns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+_path, _fd, _rules, _pidns, _shm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5])
 sys.argv = [_path]
 with open(_path, encoding="utf-8") as _fh:
     _code = compile(_fh.read(), _path, "exec")
 if _pidns:
     _confine_processes()
+if _shm:
+    _private_shm(_rules, _shm)
 if _rules >= 0:
     _err = _landlock(_rules)
     if _err:
@@ -198,7 +201,7 @@ def _execute(path: str, cwd: str, fd: int, stdin: str, timeout: float, memory_mb
            "PYTHONDONTWRITEBYTECODE": "1"}
     rules = ruleset_fd(cwd, confined)
     try:
-        proc = _start(path, cwd, (fd, rules), env, timeout, memory_mb, isolation, confined.pid_flags)
+        proc = _start(path, cwd, (fd, rules), env, timeout, memory_mb, isolation, confined)
     except subprocess.SubprocessError as exc:  # the isolation step failed in the child: fail closed
         raise SandboxUnavailableError(
             f"could not isolate the sandboxed program ({isolation.describe()}; {confined.describe()}) although "
@@ -230,10 +233,12 @@ def _execute(path: str, cwd: str, fd: int, stdin: str, timeout: float, memory_mb
 
 
 def _start(path: str, cwd: str, fds: tuple[int, int], env: dict[str, str], timeout: float, memory_mb: int,
-           isolation: Isolation, pid_flags: int) -> subprocess.Popen:
+           isolation: Isolation, confined: Confinement) -> subprocess.Popen:
     fd, rules = fds
+    pid_flags, landlock_abi = confined.pid_flags, confined.landlock_abi
     return subprocess.Popen(
-        [sys.executable, "-I", "-c", _LAUNCHER, path, str(fd), str(rules), "1" if pid_flags else "0"],
+        [sys.executable, "-I", "-c", _LAUNCHER, path, str(fd), str(rules), "1" if pid_flags else "0",
+         str(shm_rights(landlock_abi) if pid_flags & CLONE_NEWNS else 0)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -61,6 +61,7 @@ class ServeSettings:
 
     backends: Backends
     extra_tasks: list[Task] = field(default_factory=list)  # loaded task files
+    allow_code_tasks: bool = False  # serve tasks that run model-written programs (gsm8k, codeopt)
     api_key: str | None = None
     max_concurrency: int = 4  # runs in flight
     max_queue: int = 64  # runs waiting for a slot before 429
@@ -113,6 +114,10 @@ class Service:
         )
         tasks: dict[str, Task] = {name: get_task(name) for name in BUILTIN_TASKS}
         tasks.update({t.name: t for t in settings.extra_tasks})
+        # a client picks the input, so the program a code task runs is the client's choice
+        self.code_tasks = sorted(n for n, t in tasks.items() if t.runs_code)
+        if not settings.allow_code_tasks:
+            tasks = {n: t for n, t in tasks.items() if not t.runs_code}
         self.tasks = tasks
         self.pool = EnginePool(backends, tasks, settings.caps)
         self.admission = Admission(settings.max_concurrency, settings.max_queue)
@@ -121,6 +126,9 @@ class Service:
 
     def task_of(self, model: str) -> str:
         name = model.removeprefix(MODEL_PREFIX) if model.startswith(MODEL_PREFIX) else None
+        if name in self.code_tasks and name not in self.tasks:
+            raise ApiError(404, f"model {model!r} runs model-written code and is not enabled on this server; "
+                                "start it with `selfrefine serve --allow-code-tasks`", code="model_not_found")
         if name not in self.tasks:
             known = ", ".join(MODEL_PREFIX + t for t in self.tasks)
             raise ApiError(404, f"model {model!r} does not exist; models here: {known}", code="model_not_found")

@@ -129,6 +129,7 @@ def _short(text: str, limit: int = 60) -> str:
 
 class CodeOpt(Task):
     name = "codeopt"
+    runs_code = True
     description = "Make a stdin/stdout Python program faster with the same output (PIE)"
     prompt_dir = "codeopt"
     metric_name = "correct and >=5% faster (p<0.05)"

@@ -58,6 +58,7 @@ def to_number(value: Any) -> float | None:
 
 class GSM8K(Task):
     name = "gsm8k"
+    runs_code = True
     description = "Math word problems solved as Python programs (program-of-thought, GSM8K)"
     prompt_dir = "gsm8k"
     metric_name = "solve rate (execution)"
