@@ -9,7 +9,12 @@ so a program printing forever cannot fill the caller's memory) and no network:
    namespace and/or a seccomp filter (:mod:`selfrefine.isolation`); where neither works,
    :func:`run_python` refuses with :class:`SandboxUnavailableError` unless
    ``SELFREFINE_SANDBOX_NETWORK=allow``;
-2. in every case a small launcher replaces ``socket.socket``, ``_socket.socket`` and the
+2. the program sees only its own files and processes (:mod:`selfrefine.sandbox.confine`): a
+   Landlock ruleset lets it read the standard library and system libraries and write only
+   its temporary directory, and it runs as init of its own PID namespace, so nothing it
+   starts outlives it; :func:`run_python` refuses where Landlock is missing unless
+   ``SELFREFINE_SANDBOX_FILES=allow``;
+3. in every case a small launcher replaces ``socket.socket``, ``_socket.socket`` and the
    connection helpers with a function raising ``PermissionError`` before the program runs
    (no sitecustomize is needed, which ``-I`` would ignore anyway): a clear message for the
    program itself, but no barrier for the processes it starts.
