@@ -126,3 +126,11 @@ def test_refuses_without_a_file_barrier_and_says_how(monkeypatch):
     assert "Landlock" in message and "lsm=" in message and f"{confine.FILES_ENV}=allow" in message
     monkeypatch.setenv(confine.FILES_ENV, "allow")
     assert run_python("print('ran')").stdout.strip() == "ran"
+
+
+@needs_landlock
+def test_a_ruleset_that_cannot_be_applied_fails_closed(monkeypatch):
+    """If the launcher cannot apply Landlock, the program must not run unconfined."""
+    monkeypatch.setattr(process, "ruleset_fd", lambda workdir, found: os.open("/dev/null", os.O_RDONLY))
+    with pytest.raises(SandboxUnavailableError, match="could not be confined"):
+        run_python("open('ran', 'w'); print('ran')")
