@@ -9,6 +9,7 @@ The read-only and full-disk cases use a real tmpfs mounted for the test (root on
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -195,6 +196,16 @@ def test_read_only_run_folder_is_one_line_and_keeps_its_rows(tmp_path, tiny_fs):
     assert str(tiny_fs.path / "new") in line and "read-only" in line
     assert (out / "results.jsonl").read_bytes() == before
     assert len(RunStore(out).rows()) == 2  # still readable, for report
+
+
+def test_cache_on_a_read_only_file_system_is_one_line(tmp_path, tiny_fs):
+    cache = tiny_fs.path / "cache.sqlite"
+    assert CliRunner().invoke(cli, eval_args(tmp_path, tmp_path / "one", 1, "--cache", str(cache))).exit_code == 0
+    gc.collect()  # the in-process CLI's cache connection: an open file keeps the mount busy
+    tiny_fs.remount("ro")
+    for path in (cache, tiny_fs.path / "new.sqlite"):
+        line = one_line_error(CliRunner().invoke(cli, eval_args(tmp_path, tmp_path / "two", 1, "--cache", str(path))))
+        assert str(path) in line and "--no-cache" in line
 
 
 def test_full_disk_is_one_line_and_a_rerun_finishes_the_run(tmp_path, tiny_fs):

@@ -50,6 +50,8 @@ def cache_error(path: Path, exc: OSError | sqlite3.Error) -> StorageError:
     """The response cache file ``path`` cannot be opened, read or written."""
     what = f"response cache {path}"
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if isinstance(exc, OSError) and exc.errno in (errno.EEXIST, errno.ENOTDIR):
+        reason = "part of its folder path is a file, not a folder"  # mkdir's "File exists" misleads
     if isinstance(exc, OSError):
         full, read_only, no_path = exc.errno in FULL, exc.errno in READ_ONLY, exc.errno in NO_PATH
     else:
@@ -58,7 +60,7 @@ def cache_error(path: Path, exc: OSError | sqlite3.Error) -> StorageError:
     if read_only:
         fix = "it is read-only; give --cache a writable file, or run with --no-cache"
     elif no_path:
-        fix = "that file cannot be created; give --cache a file in a writable folder, or run with --no-cache"
+        fix = "it cannot be created or written there; give --cache a file in a writable folder, or run with --no-cache"
     elif full or (isinstance(exc, sqlite3.OperationalError) and disk_full(path)):
         fix = f"the disk is full; free space and {KEPT}, or run with --no-cache"
     elif isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
