@@ -9,6 +9,7 @@ The read-only and full-disk cases use a real tmpfs mounted for the test (root on
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import os
@@ -154,6 +155,28 @@ def test_self_referencing_or_exploding_aliases_are_one_line(tmp_path, name, text
     result = CliRunner().invoke(cli, ["run", str(path), "hi", "-m", f"fake:{replies(tmp_path / 'r.json')}"])
     line = one_line_error(result, code=2)
     assert str(path) in line and says in line
+
+
+def test_full_disk_injected_at_the_write_is_one_line_and_keeps_the_rows(tmp_path, monkeypatch):
+    """Where no tmpfs can be mounted: ENOSPC from the third fsync (meta.json, two rows), 4 in flight."""
+    out = tmp_path / "run"
+    real_fsync, calls = os.fsync, []
+
+    def fsync(fd: int) -> None:
+        calls.append(fd)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    args = eval_args(tmp_path, out, 12)
+    args[args.index("--concurrency") + 1] = "4"
+    monkeypatch.setattr(os, "fsync", fsync)
+    line = one_line_error(CliRunner().invoke(cli, args))
+    monkeypatch.undo()
+    assert str(out / "results.jsonl") in line and "disk is full" in line
+    assert 2 <= len(RunStore(out).rows()) < 12  # rows written before stay whole
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    assert sorted(ids(out)) == sorted(f"commongen-{i}" for i in range(12))
 
 
 # --- item 8 on real file systems: read-only and full --------------------------------------

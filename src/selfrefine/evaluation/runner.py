@@ -129,7 +129,14 @@ async def evaluate_rows(
             on_row(row)
         return row
 
-    return list(await asyncio.gather(*(one(e) for e in examples)))
+    tasks = [asyncio.ensure_future(one(e)) for e in examples]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:  # a storage error or a cancel: nothing more runs or is written
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def _judge(judge: PairwiseJudge, result: RunResult) -> tuple[JudgeResult | None, str | None]:
