@@ -179,6 +179,18 @@ def test_full_disk_injected_at_the_write_is_one_line_and_keeps_the_rows(tmp_path
     assert sorted(ids(out)) == sorted(f"commongen-{i}" for i in range(12))
 
 
+@pytest.mark.parametrize("name", ["results.jsonl", "meta.json"])
+def test_unreadable_run_folder_file_is_one_line_for_eval_and_report(tmp_path, name):
+    out = tmp_path / "run"
+    args = eval_args(tmp_path, out, 1)
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    (out / name).unlink()
+    (out / name).mkdir()  # unreadable as a file, even for root
+    for command in (args, ["report", str(out), "--out", str(tmp_path / "report")]):
+        line = one_line_error(CliRunner().invoke(cli, command))
+        assert str(out / name) in line and "restore" in line
+
+
 # --- item 8 on real file systems: read-only and full --------------------------------------
 
 

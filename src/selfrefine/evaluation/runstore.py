@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ..engine.errors import ConfigError, InputError
 from .runner import EvalSummary, ExampleRow
-from .storage import run_folder_error
+from .storage import run_folder_error, run_folder_read_error
 
 RESULTS = "results.jsonl"
 META = "meta.json"
@@ -71,6 +71,8 @@ class RunStore:
             raise InputError(f"{self.folder} is not a run folder (no {META}); create it with `selfrefine eval`") from None
         except (ValidationError, ValueError) as exc:
             raise InputError(f"{path} is damaged: {exc}") from None
+        except OSError as exc:
+            raise run_folder_read_error(path, exc) from None
 
     def start(self, meta: RunMeta) -> None:
         """Create the folder, or check that an existing one holds the same experiment."""
@@ -107,17 +109,10 @@ class RunStore:
         path = self.folder / RESULTS
         if not path.exists():
             return []
-        rows, good_bytes, newline = [], 0, True
-        with path.open("rb") as fh:
-            for raw in fh:
-                try:
-                    rows.append(ExampleRow.model_validate_json(raw))
-                except ValidationError:
-                    if raw.endswith(b"\n"):
-                        raise InputError(f"{path} has a damaged line after {len(rows)} rows") from None
-                    break  # the torn tail of an interrupted write
-                good_bytes += len(raw)
-                newline = raw.endswith(b"\n")
+        try:
+            rows, good_bytes, newline = _read_rows(path)
+        except OSError as exc:
+            raise run_folder_read_error(path, exc) from None
         _repair_tail(path, good_bytes, newline)
         return rows
 
@@ -144,6 +139,23 @@ class RunStore:
         data = summary.model_dump(mode="json")
         data.update(extra or {})
         _atomic_write(self.folder / SUMMARY, json.dumps(data, indent=2))
+
+
+def _read_rows(path: Path) -> tuple[list[ExampleRow], int, bool]:
+    """The whole rows of results.jsonl, how many bytes they fill, and whether the last one
+    ends with its newline; a damaged line before the last is an InputError."""
+    rows, good_bytes, newline = [], 0, True
+    with path.open("rb") as fh:
+        for raw in fh:
+            try:
+                rows.append(ExampleRow.model_validate_json(raw))
+            except ValidationError:
+                if raw.endswith(b"\n"):
+                    raise InputError(f"{path} has a damaged line after {len(rows)} rows") from None
+                break  # the torn tail of an interrupted write
+            good_bytes += len(raw)
+            newline = raw.endswith(b"\n")
+    return rows, good_bytes, newline
 
 
 def _repair_tail(path: Path, good_bytes: int, newline: bool) -> None:

@@ -46,6 +46,12 @@ def run_folder_error(path: Path, exc: OSError) -> StorageError:
     return StorageError(f"cannot write {path}: {exc.strerror or exc}; {fix}")
 
 
+def run_folder_read_error(path: Path, exc: OSError) -> StorageError:
+    """A file of a run folder exists but cannot be read (a folder in its place, no permission)."""
+    return StorageError(f"cannot read {path}: {exc.strerror or exc}; a run folder holds the files meta.json, "
+                        "results.jsonl and summary.json written by `selfrefine eval`: restore that file or give another folder")
+
+
 def cache_error(path: Path, exc: OSError | sqlite3.Error) -> StorageError:
     """The response cache file ``path`` cannot be opened, read or written."""
     what = f"response cache {path}"
