@@ -191,6 +191,14 @@ def test_unreadable_run_folder_file_is_one_line_for_eval_and_report(tmp_path, na
         assert str(out / name) in line and "restore" in line
 
 
+@pytest.mark.parametrize("where", ["/dev/null/report", "/proc/none/report"])
+def test_report_folder_that_cannot_be_written_is_one_line(tmp_path, where):
+    out = tmp_path / "run"
+    assert CliRunner().invoke(cli, eval_args(tmp_path, out, 1)).exit_code == 0
+    line = one_line_error(CliRunner().invoke(cli, ["report", str(out), "--out", where]))
+    assert where in line and "--out" in line
+
+
 # --- item 8 on real file systems: read-only and full --------------------------------------
 
 

@@ -52,6 +52,13 @@ def run_folder_read_error(path: Path, exc: OSError) -> StorageError:
                         "results.jsonl and summary.json written by `selfrefine eval`: restore that file or give another folder")
 
 
+def report_error(out: Path, exc: OSError) -> StorageError:
+    """The report folder ``out`` (or a file in it) cannot be written."""
+    where = f"{out}" if exc.filename in (None, str(out)) else f"{out} ({exc.filename})"
+    fix = "free space" if exc.errno in FULL else "give --out a folder you can write"
+    return StorageError(f"cannot write the report to {where}: {exc.strerror or exc}; {fix}")
+
+
 def cache_error(path: Path, exc: OSError | sqlite3.Error) -> StorageError:
     """The response cache file ``path`` cannot be opened, read or written."""
     what = f"response cache {path}"
