@@ -115,6 +115,19 @@ def test_damaged_cache_file_is_one_line(tmp_path):
     assert str(cache) in line and "--no-cache" in line and "delete" in line
 
 
+def test_damaged_pages_inside_a_cache_file_are_one_line(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    assert CliRunner().invoke(cli, eval_args(tmp_path, tmp_path / "one", 40, "--cache", str(cache))).exit_code == 0
+    gc.collect()  # close the in-process CLI's connection before damaging the file
+    with sqlite3.connect(cache) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with cache.open("r+b") as fh:  # the header stays valid; the table's pages do not
+        fh.seek(2 * 4096)
+        fh.write(b"\xff" * 8192)
+    line = one_line_error(CliRunner().invoke(cli, eval_args(tmp_path, tmp_path / "two", 40, "--cache", str(cache))))
+    assert str(cache) in line and "damaged" in line and "--no-cache" in line
+
+
 @pytest.mark.parametrize("where", ["/dev/null/cache.sqlite", "{tmp}/file/cache.sqlite", "/proc/none/cache.sqlite"])
 def test_cache_path_that_cannot_exist_is_one_line(tmp_path, where):
     (tmp_path / "file").write_text("a file, not a folder")
