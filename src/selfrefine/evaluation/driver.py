@@ -166,7 +166,7 @@ async def run_eval(
                 await judge.backend.aclose()
     rows = store.rows()
     summary = summarize(engine.task.name, rows, engine.max_iterations)
-    summary.cache_dropped = sum(c.dropped for c in _caches(engine, judge))
+    summary.cache_dropped = sum(c.dropped for c in _caches(engine, judge)) + getattr(runner, "cache_dropped", 0)
     store.write_summary(summary, {"skipped_as_finished": len(done), "retried_failed": retried})
     return summary, rows
 
