@@ -99,7 +99,7 @@ def test_corrupt_cache_entry_is_dropped_recomputed_and_counted(tmp_path):
     assert [r.failed for r in rows] == [False] * 3, [r.error for r in rows]
     summary = json.loads((tmp_path / "two" / "summary.json").read_text())
     assert summary["cache_dropped"] == entries > 0
-    assert f"damaged cache entries (dropped, recomputed)" in second.output
+    assert "damaged cache entries (dropped, recomputed)" in second.output
     with sqlite3.connect(cache) as db:  # recomputed answers replaced the damaged ones
         for (text,) in db.execute("SELECT response FROM responses"):
             json.loads(text)
