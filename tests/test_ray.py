@@ -122,6 +122,22 @@ def test_actors_share_the_drivers_response_cache(tmp_path):
     assert first and not any(first) and len(second) == len(first) and all(second)
 
 
+def test_damaged_cache_entries_are_recomputed_and_counted_through_actors(tmp_path):
+    import sqlite3
+
+    cache = tmp_path / "cache.sqlite"
+    args = [a for a in eval_args(tmp_path, tmp_path / "a", 4) if a != "--no-cache"]
+    args += ["--cache", str(cache), "--ray", "--ray-actors", "2"]
+    assert CliRunner().invoke(cli, args).exit_code == 0
+    with sqlite3.connect(cache) as db:
+        entries = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        db.execute("UPDATE responses SET response = '{\"cut'")
+    again = CliRunner().invoke(cli, [a if a != str(tmp_path / "a") else str(tmp_path / "b") for a in args])
+    assert again.exit_code == 0, again.output
+    assert not any(r["error"] for r in rows_of(tmp_path / "b"))
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["cache_dropped"] == entries > 0
+
+
 def test_ray_flags_need_ray(tmp_path):
     result = CliRunner().invoke(cli, eval_args(tmp_path, tmp_path / "x", 1) + ["--ray-actors", "2"])
     assert result.exit_code == 2 and "--ray-actors, --ray-cpus-per-actor and --ray-base-url need --ray" in result.output

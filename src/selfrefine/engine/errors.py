@@ -30,6 +30,11 @@ class InputError(SelfRefineError):
     exit_code = 2
 
 
+class StorageError(SelfRefineError):
+    """A run folder or the response cache cannot be written or read: a read-only folder, a
+    full disk, a damaged cache file, a path that cannot exist. Finished rows stay on disk."""
+
+
 class TaskError(SelfRefineError):
     """A task is unknown or its definition is broken."""
 

@@ -166,8 +166,16 @@ async def run_eval(
                 await judge.backend.aclose()
     rows = store.rows()
     summary = summarize(engine.task.name, rows, engine.max_iterations)
+    summary.cache_dropped = sum(c.dropped for c in _caches(engine, judge)) + getattr(runner, "cache_dropped", 0)
     store.write_summary(summary, {"skipped_as_finished": len(done), "retried_failed": retried})
     return summary, rows
+
+
+def _caches(engine: SelfRefine, judge: PairwiseJudge | None) -> list[ResponseCache]:
+    """The response caches the engine's and the judge's backends answer from, each once."""
+    backends = [*engine.backends.values(), *([judge.backend] if judge is not None else [])]
+    caches = {id(b.cache): b.cache for b in backends if isinstance(b, CachedBackend)}
+    return [c for c in caches.values() if isinstance(c, ResponseCache)]
 
 
 def summary_table(summary: EvalSummary, folder: Path) -> Table:
@@ -193,6 +201,8 @@ def summary_table(summary: EvalSummary, folder: Path) -> Table:
     table.add_row("examples whose metric raised", str(summary.metric_failed))
     if summary.answer_failed:
         table.add_row("examples whose answer hook raised", str(summary.answer_failed))
+    if summary.cache_dropped:
+        table.add_row("damaged cache entries (dropped, recomputed)", str(summary.cache_dropped))
     for kind, error in summary.first_errors.items():
         table.add_row(f"first {kind} error", escape(error if len(error) <= 200 else error[:200] + "…"))
     table.add_row("calls / example", f"{summary.calls_per_example:.1f}")

@@ -222,6 +222,9 @@ class CacheServer:
     def put(self, key: str, response: CompletionResponse) -> None:
         self.cache.put(key, response)
 
+    def dropped(self) -> int:
+        return self.cache.dropped
+
 
 # -- the pool ------------------------------------------------------------------------------
 
@@ -255,6 +258,7 @@ class RayPool:
         self._pending = 0  # actors asked for that are not ready (or failed) yet
         self._spawned = 0  # actors asked for, replacements included (their numbers)
         self._started_here = False
+        self.cache_dropped = 0  # damaged cache entries the cache server dropped (run_eval's summary)
 
     async def __call__(self, todo: Sequence[Example], on_row: Callable[[ExampleRow], None]) -> None:
         if not todo:
@@ -329,6 +333,8 @@ class RayPool:
                 await asyncio.wait_for(self._finished.wait(), timeout=1.0)
             except TimeoutError:
                 self._check_stalled()
+        if self._cache is not None:
+            self.cache_dropped = await self._cache.dropped.remote()
         if self._error is not None:
             raise self._error
 

@@ -33,6 +33,7 @@ from ..engine.selection import select_index
 from .judge import Preference
 from .runner import ExampleRow, summarize
 from .runstore import RunMeta, RunStore
+from .storage import report_error
 from .stats import Interval, mean_known, paired_bootstrap_diff
 
 MARKDOWN = "report.md"
@@ -501,7 +502,10 @@ _RUN = click.Path(exists=True, file_okay=False, path_type=Path)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 def report_command(runs: tuple[Path, ...], out: Path, seed: int) -> None:
     """Tables, plots and an HTML trajectory viewer for one or more run folders."""
-    reports = write_report(list(runs), out, seed=seed)
+    try:
+        reports = write_report(list(runs), out, seed=seed)
+    except OSError as exc:  # a read-only or full --out: one line, not a traceback
+        raise report_error(out, exc) from None
     click.echo(compare_lines(reports))
     for name in (MARKDOWN, HTML, METRIC_PLOT, COST_PLOT):
         click.echo(f"wrote {out / name}")

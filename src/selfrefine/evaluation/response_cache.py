@@ -4,6 +4,8 @@ The key hashes the backend's identity (model and endpoint) and every field of th
 (role, prompt, system, max_tokens, temperature, seed, stop, json_schema), so a re-run or a
 report of the same configuration costs no model calls, while any change of prompt or
 sampling misses. Failures are never cached. WAL mode lets several processes share a file.
+An entry that no longer parses is deleted and answered as a miss (``dropped`` counts them);
+a file that cannot be opened, read or written is a :class:`StorageError` naming it.
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ import json
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..backends.base import Backend, CompletionRequest, CompletionResponse, ModelInfo
+from .storage import cache_error
 
 
 def default_cache_path() -> Path:
@@ -29,12 +34,24 @@ def default_cache_path() -> Path:
 class ResponseCache:
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else default_cache_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.dropped = 0  # damaged entries deleted and answered as misses
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
-        with self._lock, self._db:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
+        except (OSError, sqlite3.Error) as exc:
+            raise cache_error(self.path, exc) from None
+        with self._lock, self._guard(), self._db:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, response TEXT NOT NULL)")
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """A damaged, unwritable or full cache file: one line naming it, not a traceback."""
+        try:
+            yield
+        except (OSError, sqlite3.Error) as exc:
+            raise cache_error(self.path, exc) from None
 
     @staticmethod
     def key(identity: str, request: CompletionRequest) -> str:
@@ -42,18 +59,29 @@ class ResponseCache:
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def get(self, key: str) -> CompletionResponse | None:
-        with self._lock:
+        with self._lock, self._guard():
             row = self._db.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
-        return CompletionResponse.model_validate_json(row[0]) if row else None
+        if row is None:
+            return None
+        try:
+            return CompletionResponse.model_validate_json(row[0])
+        except (ValueError, TypeError):  # cut short, or from another version: recompute it
+            self._drop(key)
+            return None
+
+    def _drop(self, key: str) -> None:
+        with self._lock, self._guard(), self._db:
+            gone = self._db.execute("DELETE FROM responses WHERE key = ?", (key,)).rowcount
+            self.dropped += max(0, gone)
 
     def put(self, key: str, response: CompletionResponse) -> None:
-        with self._lock, self._db:
+        with self._lock, self._guard(), self._db:
             self._db.execute(
                 "INSERT OR REPLACE INTO responses (key, response) VALUES (?, ?)", (key, response.model_dump_json())
             )
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._guard():
             return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     def close(self) -> None:

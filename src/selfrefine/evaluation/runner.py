@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..engine.errors import error_text
+from ..engine.errors import StorageError, error_text
 from ..engine.loop import SelfRefine
 from ..engine.records import RunResult, StopReason
 from .datasets import Example
@@ -79,6 +79,7 @@ class EvalSummary(BaseModel):
     metric_failed: int = 0  # examples whose metric hook raised on at least one draft
     answer_failed: int = 0  # examples whose answer hook raised on the returned output
     first_errors: dict[str, str] = Field(default_factory=dict)  # kind -> the first such error, for the fix
+    cache_dropped: int = 0  # damaged response-cache entries dropped and recomputed by this eval command
 
 
 def _metrics(engine: SelfRefine, example: Example, result: RunResult) -> tuple[list[float | None], list[str | None]]:
@@ -113,6 +114,8 @@ async def evaluate_rows(
         async with gate:
             try:
                 result = await engine.arun(example.input, example.reference)
+            except StorageError:
+                raise  # a full disk or damaged cache fails every example alike: stop, say why
             except Exception as exc:  # bad input etc.: record it and go on
                 row = ExampleRow(id=example.id, error=error_text(exc))
             else:
@@ -126,7 +129,14 @@ async def evaluate_rows(
             on_row(row)
         return row
 
-    return list(await asyncio.gather(*(one(e) for e in examples)))
+    tasks = [asyncio.ensure_future(one(e)) for e in examples]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:  # a storage error or a cancel: nothing more runs or is written
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def _judge(judge: PairwiseJudge, result: RunResult) -> tuple[JudgeResult | None, str | None]:

@@ -8,7 +8,9 @@ Layout of ``runs/NAME/``::
 
 Every finished example is on disk (written, flushed and fsync'ed) before the next one is
 counted, so a ``kill -9`` loses at most the examples in flight. A line cut short by a
-crash is dropped on the next open; rerunning the same eval skips the finished ids.
+crash is dropped on the next open, and a whole last row that lost its newline gets it back
+(else the next row would be appended onto its line); rerunning the same eval skips the
+finished ids. A folder that cannot be written (read-only, full disk) is a StorageError.
 
 A failed example (no result, or a run stopped by an error) is retried by a rerun: its new
 row is appended and supersedes the old one, which stays in the file. ``rows()`` returns
@@ -17,6 +19,7 @@ one row per id, the latest, except that a failed row never replaces a good one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -27,6 +30,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ..engine.errors import ConfigError, InputError
 from .runner import EvalSummary, ExampleRow
+from .storage import run_folder_error, run_folder_read_error
 
 RESULTS = "results.jsonl"
 META = "meta.json"
@@ -67,6 +71,8 @@ class RunStore:
             raise InputError(f"{self.folder} is not a run folder (no {META}); create it with `selfrefine eval`") from None
         except (ValidationError, ValueError) as exc:
             raise InputError(f"{path} is damaged: {exc}") from None
+        except OSError as exc:
+            raise run_folder_read_error(path, exc) from None
 
     def start(self, meta: RunMeta) -> None:
         """Create the folder, or check that an existing one holds the same experiment."""
@@ -79,7 +85,10 @@ class RunStore:
                     f"{old.models.get('generate')}{tests}); use another --out or delete that folder"
                 )
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise run_folder_error(self.folder, exc) from None
         _atomic_write(self.folder / META, meta.model_dump_json(indent=2))
 
     # -- rows --------------------------------------------------------------------------------
@@ -96,23 +105,15 @@ class RunStore:
 
     def all_rows(self) -> list[ExampleRow]:
         """Every line of results.jsonl, superseded rows too; a last line cut short by a crash
-        is dropped from the file."""
+        is dropped from the file, and a whole last row without its newline gets it."""
         path = self.folder / RESULTS
         if not path.exists():
             return []
-        rows, good_bytes = [], 0
-        with path.open("rb") as fh:
-            for raw in fh:
-                try:
-                    rows.append(ExampleRow.model_validate_json(raw))
-                except ValidationError:
-                    if raw.endswith(b"\n"):
-                        raise InputError(f"{path} has a damaged line after {len(rows)} rows") from None
-                    break  # the torn tail of an interrupted write
-                good_bytes += len(raw)
-        if good_bytes < path.stat().st_size:
-            with path.open("r+b") as fh:
-                fh.truncate(good_bytes)
+        try:
+            rows, good_bytes, newline = _read_rows(path)
+        except OSError as exc:
+            raise run_folder_read_error(path, exc) from None
+        _repair_tail(path, good_bytes, newline)
         return rows
 
     def finished_ids(self) -> set[str]:
@@ -124,11 +125,15 @@ class RunStore:
         return {row.id for row in self.rows()}
 
     def append(self, row: ExampleRow) -> None:
-        line = row.model_dump_json() + "\n"
-        with self._lock, (self.folder / RESULTS).open("a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        line = (row.model_dump_json() + "\n").encode()  # the row and its newline in one write
+        path = self.folder / RESULTS
+        try:
+            with self._lock, path.open("ab") as fh:
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:  # rows written before stay whole; a torn one is dropped on resume
+            raise run_folder_error(path, exc) from None
 
     def write_summary(self, summary: EvalSummary, extra: dict[str, Any] | None = None) -> None:
         data = summary.model_dump(mode="json")
@@ -136,10 +141,49 @@ class RunStore:
         _atomic_write(self.folder / SUMMARY, json.dumps(data, indent=2))
 
 
+def _read_rows(path: Path) -> tuple[list[ExampleRow], int, bool]:
+    """The whole rows of results.jsonl, how many bytes they fill, and whether the last one
+    ends with its newline; a damaged line before the last is an InputError."""
+    rows, good_bytes, newline = [], 0, True
+    with path.open("rb") as fh:
+        for raw in fh:
+            try:
+                rows.append(ExampleRow.model_validate_json(raw))
+            except ValidationError:
+                if raw.endswith(b"\n"):
+                    raise InputError(f"{path} has a damaged line after {len(rows)} rows") from None
+                break  # the torn tail of an interrupted write
+            good_bytes += len(raw)
+            newline = raw.endswith(b"\n")
+    return rows, good_bytes, newline
+
+
+def _repair_tail(path: Path, good_bytes: int, newline: bool) -> None:
+    """Drop a torn last line, or end a whole last row with its newline. A folder that cannot
+    be written is still read (``report``); an eval then fails on its first append."""
+    try:
+        size = path.stat().st_size
+        if good_bytes < size:
+            with path.open("r+b") as fh:
+                fh.truncate(good_bytes)
+        if good_bytes and not newline:
+            with path.open("ab") as fh:
+                fh.write(b"\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+    except OSError:
+        pass
+
+
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # a read-only folder cannot lose it either
+            tmp.unlink(missing_ok=True)
+        raise run_folder_error(path, exc) from None

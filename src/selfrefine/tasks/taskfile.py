@@ -37,6 +37,8 @@ from ..engine.errors import TaskError, TaskFileError
 from ..engine.task import Task
 
 MAX_TASK_FILE_BYTES = 1_000_000
+MAX_NESTING = 64  # far deeper than any real schema; deeper would overflow a recursive parser
+MAX_NODES = 100_000  # values after alias expansion: a "billion laughs" file stops here
 
 
 class StopSpec(BaseModel):
@@ -118,6 +120,8 @@ def _read_yaml(p: Path) -> dict[str, Any]:
         raise TaskFileError(f"cannot read task file {p}: {exc}") from None
     try:
         data = yaml.safe_load(text)
+    except RecursionError:  # the YAML composer recurses once per level
+        raise TaskFileError(_too_deep(p)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -125,7 +129,30 @@ def _read_yaml(p: Path) -> dict[str, Any]:
         raise TaskFileError(f"task file {p} is not valid YAML{where}: {problem}") from None
     if not isinstance(data, dict):
         raise TaskFileError(f"task file {p} must be a YAML mapping with keys name, generate, feedback, refine")
+    _check_shape(data, p)
     return data
+
+
+def _too_deep(p: Path) -> str:
+    return (f"task file {p} is nested more than {MAX_NESTING} levels deep; flatten its lists and "
+            "mappings (e.g. feedback_schema)")
+
+
+def _check_shape(data: Any, p: Path) -> None:
+    """No deeper than MAX_NESTING (validation, templates and grammars recurse) and no more
+    than MAX_NODES values once YAML aliases are expanded (a loop: no recursion to overflow)."""
+    todo, visited = [(data, 1)], 0
+    while todo:
+        node, level = todo.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        if level > MAX_NESTING:  # also ends a self-referencing alias
+            raise TaskFileError(_too_deep(p))
+        visited += len(node)
+        if visited > MAX_NODES:
+            raise TaskFileError(f"task file {p} expands to more than {MAX_NODES:,} values (YAML aliases?); "
+                                "write it out without aliases")
+        todo.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
 
 
 def _describe(exc: ValidationError) -> str:
