@@ -215,3 +215,17 @@ def test_resume_says_what_is_kept_and_a_different_run_names_the_settings(tmp_pat
     other = invoke(*base[:-1], "1", "--history", "none")
     assert other.exit_code == 2
     assert "max_iterations 2 → 1" in other.output and "history" in other.output
+
+
+def test_readme_yaml_eval_example_runs_as_written(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in readme.split("```bash\n")[1:] if "examples/tagline.yaml --data products.txt" in b)
+    script = block.split("```")[0]
+    (tmp_path / "examples").symlink_to(EXAMPLES)
+    shell = f'selfrefine() {{ "{sys.executable}" -m selfrefine "$@"; }}\nset -e\n{script}'
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SELFREFINE_CACHE": str(tmp_path / "c.sqlite"),
+           "COLUMNS": "150"}
+    proc = subprocess.run(["bash", "-c", shell], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "no metric: the task defines none" in proc.stdout
+    assert len((tmp_path / "runs" / "taglines" / "results.jsonl").read_text().splitlines()) == 2
