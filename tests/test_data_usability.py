@@ -96,6 +96,8 @@ def test_a_set_that_is_not_shipped_says_where_to_get_it_and_reads_the_users_copy
     assert result.exit_code == 0, result.output
     unknown = invoke("eval", "gsm8k", "--data", "gsm9k", "--out", str(tmp_path / "c"), "-m", "fake")
     assert unknown.exit_code == 2 and "selfrefine datasets" in unknown.output
+    other_task = invoke("eval", "gsm8k", "--data", "commongen_hard", "--out", str(tmp_path / "d"), "-m", "fake")
+    assert other_task.exit_code == 2 and "holds rows for commongen, not gsm8k" in other_task.output
 
 
 def test_hf_loader_reads_a_local_file_offline(tmp_path):

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..engine.errors import InputError
-from .datasets import Example, load_examples, load_hub
+from .datasets import FORMATS, Example, load_examples, load_hub
 
 DATA_DIR = Path(__file__).with_name("data")
 DATA_ENV = "SELFREFINE_DATA"  # folder of the user's own copies of the sets not shipped
@@ -89,4 +89,8 @@ def load_data(task: str, spec: str, limit: int | None = None) -> tuple[list[Exam
     if spec.startswith("hf:"):
         return load_hub(spec[3:], limit=limit), spec
     path = resolve(spec)
+    known = next((s for s in SETS.values() if spec in (s.name, s.file)), None)
+    if known is not None and task in FORMATS and task not in known.tasks and not Path(spec).exists():
+        raise InputError(f"--data {spec} holds rows for {', '.join(known.tasks)}, not {task}; "
+                         "`selfrefine datasets` lists each set's task")
     return load_examples(task, path, limit), str(path.resolve())
