@@ -27,6 +27,16 @@ from .base import Backend, CompletionRequest, CompletionResponse
 
 Reply = Union[str, BaseException]
 
+ROLE_KEYS = ("generate", "feedback", "refine")
+FILE_KEYS = ("replies", "table", "default", "latency", *ROLE_KEYS)
+SEE_FORMAT = "`selfrefine models` and the README (The fake model) give the format"
+REPLIES_FILE_FORMAT = (
+    'a JSON object with any of: "replies": [REPLY, ...] (used in order by every role) or '
+    '{ROLE: [REPLY, ...]}; a role key at the top level ("generate"/"feedback"/"refine": [REPLY, ...]); '
+    '"table": {PROMPT_SUBSTRING: REPLY} (checked first); "default": REPLY (when nothing else is left); '
+    '"latency": SECONDS or {ROLE: SECONDS}. A bare JSON list is the "replies" list. REPLY is a string.'
+)
+
 
 def count_tokens(text: str) -> int:
     """A stable stand-in for tokenisation: whitespace-separated words."""
@@ -60,22 +70,10 @@ class FakeBackend(Backend):
 
     @classmethod
     def from_file(cls, path: str | Path) -> "FakeBackend":
-        """Load ``{"replies": [...] | {role: [...]}, "table": {...}, "default": "...", "latency": s}``."""
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ModelNotFoundError(f"fake reply file not found: {path}") from None
-        except (OSError, ValueError) as exc:
-            raise ModelNotFoundError(f"cannot read fake reply file {path}: {exc}") from None
-        if not isinstance(data, dict):
-            raise ModelNotFoundError(f"fake reply file {path} must hold a JSON object")
-        return cls(
-            data.get("replies"),
-            table=data.get("table"),
-            default=data.get("default"),
-            latency=float(data.get("latency", 0.0)),
-            name=f"fake:{path}",
-        )
+        """A fake model from a replies file (format: ``REPLIES_FILE_FORMAT``)."""
+        data = _read_replies_file(path)
+        replies, table, default, latency = _check_replies_file(data, f"fake reply file {path}")
+        return cls(replies, table=table, default=default, latency=latency, name=f"fake:{path}")
 
     def prompts(self, role: str | None = None) -> list[str]:
         """The prompts received so far, optionally only those of one role."""
@@ -117,3 +115,68 @@ class FakeBackend(Backend):
             model=self.name,
             finish_reason="stop",
         )
+
+
+def _read_replies_file(path: str | Path) -> object:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelNotFoundError(f"fake reply file not found: {path}") from None
+    except RecursionError:  # json's own limit on nesting, reached by a hostile or broken file
+        raise ModelNotFoundError(f"fake reply file {path} is nested too deeply to read; {SEE_FORMAT}") from None
+    except (OSError, ValueError) as exc:
+        raise ModelNotFoundError(f"cannot read fake reply file {path}: {exc}") from None
+
+
+def _check_replies_file(data: object, where: str) -> tuple[object, object, object, object]:
+    """(replies, table, default, latency) of a replies file, each of the right type, or an
+    error naming the key and the format: a wrong key would otherwise be silently ignored."""
+    if isinstance(data, list):
+        data = {"replies": data}
+    if not isinstance(data, dict):
+        raise ModelNotFoundError(f"{where} must hold a JSON object (or a list of replies); {SEE_FORMAT}")
+    unknown = [k for k in data if k not in FILE_KEYS]
+    if unknown:
+        raise ModelNotFoundError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; the valid keys are "
+                                 f"{', '.join(FILE_KEYS)}; {SEE_FORMAT}")
+    replies = data.get("replies")
+    roles = {k: data[k] for k in ROLE_KEYS if k in data}
+    if roles and isinstance(replies, list):
+        raise ModelNotFoundError(f"{where}: give \"replies\" as a list for every role or per role, not both "
+                                 f"with {', '.join(roles)} at the top level")
+    if roles:
+        replies = {**(replies if isinstance(replies, dict) else {}), **roles}
+    if isinstance(replies, dict):
+        for role, items in replies.items():
+            _check_strings(items, f'{where}: "{role}"', role in ROLE_KEYS)
+    elif replies is not None:
+        _check_strings(replies, f'{where}: "replies"', True)
+    table = data.get("table")
+    if table is not None and not (isinstance(table, dict) and all(isinstance(v, str) for v in table.values())):
+        raise ModelNotFoundError(f'{where}: "table" must be an object {{PROMPT_SUBSTRING: REPLY string}}')
+    default = data.get("default")
+    if default is not None and not isinstance(default, str):
+        raise ModelNotFoundError(f'{where}: "default" must be a string, got {type(default).__name__}')
+    return replies, table, default, _check_latency(data.get("latency", 0.0), where)
+
+
+def _check_strings(items: object, where: str, known_role: bool) -> None:
+    if not known_role:
+        raise ModelNotFoundError(f"{where} is not a role; the roles are {', '.join(ROLE_KEYS)}")
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ModelNotFoundError(f"{where} must be a list of reply strings, got {json.dumps(items)[:60]}")
+
+
+def _check_latency(value: object, where: str) -> float | dict[str, float]:
+    def seconds(v: object) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 86_400:
+            raise ModelNotFoundError(f'{where}: "latency" must be seconds (a number from 0), or '
+                                     f'{{ROLE: seconds}}; got {json.dumps(v)[:60]}')
+        return float(v)
+
+    if isinstance(value, dict):
+        for role in value:
+            if role not in ROLE_KEYS:
+                raise ModelNotFoundError(f'{where}: "latency" has no role {role!r}; the roles are {", ".join(ROLE_KEYS)}')
+        return {role: seconds(v) for role, v in value.items()}
+    return seconds(value)

@@ -18,6 +18,7 @@ from rich.table import Table
 from .. import __version__
 from ..backends import catalogue
 from ..backends.catalogue import ModelFallbackWarning
+from ..backends.fake import REPLIES_FILE_FORMAT
 from ..backends.registry import DEFAULT_MODEL, schemes
 from ..engine.config import RefineConfig
 from ..engine.errors import InputError, SelfRefineError
@@ -244,8 +245,10 @@ def run(task: str, input: str | None, input_file: Path | None, reference: str | 
 
 @cli.command("eval")
 @click.argument("task")
-@click.option("--data", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Dataset file (GSM8K/CommonGen/Yelp JSONL, acronym TSV, FED JSON, PIE JSONL).")
+@click.option("--data", required=True, metavar="NAME|PATH|hf:ID",
+              help="A dataset `selfrefine datasets` lists (e.g. gsm8k), a file (GSM8K/CommonGen/Yelp JSONL, "
+                   "acronym TSV, FED JSON, PIE JSONL, JSONL {\"input\": ...}, or .txt: one input per line), "
+                   "or hf:ID, a Hugging Face dataset id or local file (pip install datasets).")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder, e.g. runs/NAME.")
 @click.option("--limit", type=click.IntRange(min=0), help="Only the first N examples.")
 @click.option("--concurrency", type=click.IntRange(min=1),
@@ -276,11 +279,15 @@ def run(task: str, input: str | None, input_file: Path | None, reference: str | 
                    "For one server per node, --base-url http://127.0.0.1:PORT/v1 is enough: each actor "
                    "reaches its own node's.")
 @engine_options
-def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int | None, no_cache: bool,
+def eval_(task: str, data: str, out: Path, limit: int | None, concurrency: int | None, no_cache: bool,
           cache_path: Path | None, judge_model: str | None, judge_options: tuple[str, ...],
           retry_failed: bool, tests_path: Path | None, ray_address: str | None, ray_actors: int | None,
           ray_cpus_per_actor: float | None, ray_base_urls: tuple[str, ...], **options: Any) -> None:
     """Run TASK over a dataset into a durable, resumable run folder.
+
+    --data is a name `selfrefine datasets` lists, a file, or hf:ID. For a YAML task file,
+    give a .txt file (one input per line) or JSONL {"input": ..., "reference": ...}; such a
+    task defines no metric, and the summary says so.
 
     Every finished example is appended to OUT/results.jsonl (fsync'ed) before the next is
     counted; rerunning the same command after a crash skips the finished ones and runs
@@ -303,20 +310,20 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int 
 
     \b
     Examples:
-      selfrefine eval gsm8k --data ../shared/datasets/gsm8k.dev.jsonl --limit 20 --out runs/gsm-base
-      selfrefine eval codeopt --data ../shared/datasets/pie_codenet_python.dev.jsonl \\
-        --tests pie_tests.json --limit 5 --out runs/pie
+      selfrefine eval gsm8k --data gsm8k --limit 20 --out runs/gsm-base
+      selfrefine eval codeopt --data pie_codenet_python --tests pie_tests.json --limit 5 --out runs/pie
+      selfrefine eval examples/tagline.yaml --data products.txt --out runs/taglines
       selfrefine eval gsm8k --data gsm8k.jsonl --out runs/gsm-ray --ray ray://head:10001 \\
         -m openai:qwen --base-url http://127.0.0.1:8000/v1
     """
-    from ..evaluation.datasets import load_examples
-    from ..evaluation.driver import run_eval, run_meta, summary_table
+    from ..evaluation.catalog import load_data
+    from ..evaluation.driver import has_metric, run_eval, run_meta, summary_table
     from ..evaluation.response_cache import ResponseCache
     from ..evaluation.runstore import RunStore
 
     _check_ray_flags(ray_address, ray_actors, ray_cpus_per_actor, ray_base_urls, options)
     the_task = get_task(task)
-    examples = load_examples(the_task.name, data, limit)
+    examples, source = load_data(the_task.name, data, limit)
     if not examples:
         raise InputError(f"{data} has no examples")
     if tests_path is not None:
@@ -352,7 +359,7 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int 
     if concurrency is None:
         concurrency = engine.examples_in_flight()
     store = RunStore(out)
-    store.start(run_meta(out.name, engine, str(data.resolve()), limit, tests_path))
+    store.start(run_meta(out.name, engine, source, limit, tests_path))
     runner, console = None, Console(stderr=True)  # one console: the pool's lines print above the bar
     if recipe is not None:
         from ..evaluation.ray_pool import PoolOptions, RayPool
@@ -362,7 +369,7 @@ def eval_(task: str, data: Path, out: Path, limit: int | None, concurrency: int 
             in_flight=concurrency, cache_path=str(cache.path) if cache is not None else None), console)
     summary, _ = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency, judge=judge,
                                       retry_failed=retry_failed, runner=runner, console=console))
-    Console().print(summary_table(summary, out))
+    Console().print(summary_table(summary, out, metric=has_metric(the_task)))
 
 
 def _check_ray_flags(address: str | None, actors: int | None, cpus: float | None, urls: tuple[str, ...],
@@ -408,6 +415,32 @@ def tasks(as_json: bool) -> None:
     click.echo("Any other task: give the path of a YAML task file (see README).")
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+def datasets(as_json: bool) -> None:
+    """List the datasets `eval --data NAME` takes: name, task, rows, source, licence.
+
+    Shipped sets are read from the package. The others' terms keep them out of it: save
+    your own copy under the file name shown, in the folder $SELFREFINE_DATA, or give
+    `--data PATH`. `--data hf:ID` loads a Hugging Face dataset id or a local file.
+    """
+    from ..evaluation.catalog import DATA_ENV, listing
+
+    rows = listing()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table("name", "task", "rows", "source", "licence", "here", title="datasets (eval TASK --data NAME)")
+    for row in rows:
+        here = "shipped" if row["shipped"] else "your copy" if row["path"] else "not shipped"
+        table.add_row(str(row["name"]), ", ".join(row["tasks"]), str(row["rows"]), str(row["source"]),
+                      str(row["licence"]), here)
+    Console().print(table)
+    for row in rows:
+        if not row["shipped"] and not row["path"]:
+            click.echo(f"{row['name']}: get {row['get']}; save it as ${DATA_ENV}/{row['file']} or give --data PATH")
+
+
 @cli.group(invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.pass_context
@@ -430,7 +463,8 @@ def models(ctx: click.Context, as_json: bool) -> None:
     embedded_file = default["file"] if default["installed"] else f"not installed: run `{default['pull']}`"
     rows = [{"model": s.usage, "description": s.help, "options": _scheme_options(s)} for s in schemes().values()]
     if as_json:
-        click.echo(json.dumps({"catalogue": entries, "models": rows, "embedded_file": embedded_file}, indent=2))
+        click.echo(json.dumps({"catalogue": entries, "models": rows, "embedded_file": embedded_file,
+                               "fake_replies_file": REPLIES_FILE_FORMAT}, indent=2))
         return
     table = Table("model", "description", "size", "file", "installed", title="embedded models (--model NAME)")
     for e in entries:
@@ -448,6 +482,7 @@ def models(ctx: click.Context, as_json: bool) -> None:
             shown = "-" if opt["default"] is None else str(opt["default"])
             table.add_row(row["model"], opt["name"], opt["type"], shown, opt["description"])
     Console().print(table)
+    click.echo(f"fake:REPLIES.json reads {REPLIES_FILE_FORMAT}")
     if not default["installed"]:
         click.echo(f"The default model is not installed; `embedded` falls back to {catalogue.FALLBACK}. "
                    f"Install it: {default['pull']}")

@@ -17,6 +17,7 @@ dialogue       JSON array ``context``, ``response``  context → response or Non
 codeopt        JSONL ``input``, ``target``, …       slow program → None (problem_id, target)
 readability    the PIE JSONL, ``input``             program → None (problem_id)
 anything else  JSONL ``input``, opt. ``reference``  input → reference (or ``target``)
+any task       ``.txt``: one input per line          line → None
 =============  ===================================  =======================================
 
 ``load_hub(name)`` fetches a public set through the optional ``datasets`` package.
@@ -81,8 +82,12 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[Where, Row]]:
             continue
         try:
             row = json.loads(line)
+        except RecursionError:  # json's nesting limit: one line, not a traceback
+            raise InputError(f"{p}: line {number}: JSON nested too deeply; a row is a flat object "
+                             '{"input": ...}') from None
         except ValueError as exc:
-            raise InputError(f"{p}: line {number}: bad JSON: {exc}") from None
+            hint = "; for one plain-text input per line, name the file .txt" if number == 1 else ""
+            raise InputError(f"{p}: line {number}: bad JSON: {exc}{hint}") from None
         if not isinstance(row, dict):
             raise InputError(f"{p}: line {number}: expected a JSON object, got {type(row).__name__}")
         yield f"{p}: line {number}", row
@@ -93,6 +98,8 @@ def iter_json_array(path: str | Path) -> Iterator[tuple[Where, Row]]:
     p = _open(path)
     try:
         data = json.loads(_read_text(p))
+    except RecursionError:
+        raise InputError(f"{p}: JSON nested too deeply; expected an array of flat objects") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: line {exc.lineno}: bad JSON: {exc.msg}") from None
     if not isinstance(data, list):
@@ -101,6 +108,14 @@ def iter_json_array(path: str | Path) -> Iterator[tuple[Where, Row]]:
         if not isinstance(row, dict):
             raise InputError(f"{p}: item {number}: expected a JSON object, got {type(row).__name__}")
         yield f"{p}: item {number}", row
+
+
+def iter_text_lines(path: str | Path) -> Iterator[tuple[Where, Row]]:
+    """(``file:line``, {"input": line}) per non-blank line of a plain-text file."""
+    p = _open(path)
+    for number, line in enumerate(_read_text(p).splitlines(), start=1):
+        if line.strip():
+            yield f"{p}: line {number}", {"input": line.strip()}
 
 
 def iter_tsv(path: str | Path, columns: tuple[str, ...]) -> Iterator[tuple[Where, Row]]:
@@ -197,6 +212,10 @@ def _generic(task: str, n: int, where: Where, row: Row) -> Example:
     return Example(id=ident, input=need(row, "input", where), reference=reference, meta=meta)
 
 
+def _text_line(task: str, n: int, where: Where, row: Row) -> Example:
+    return Example(id=f"{task}-{n}", input=row["input"])
+
+
 Converter = Callable[[str, int, Where, Row], Example]
 FORMATS: dict[str, tuple[str, Converter]] = {
     "gsm8k": ("jsonl", _gsm8k),
@@ -217,7 +236,11 @@ def load_examples(task: str, path: str | Path, limit: int | None = None) -> list
     if limit is not None and limit < 0:
         raise InputError(f"limit must be 0 or more, got {limit}")
     kind, convert = FORMATS.get(task, ("jsonl", _generic))
-    if kind == "tsv":
+    if Path(path).suffix.lower() == ".txt":  # one input per line, for any task; no references
+        kind, convert = "txt", _text_line
+    if kind == "txt":
+        rows = iter_text_lines(path)
+    elif kind == "tsv":
         rows = iter_tsv(path, ("Acronym", "Title"))
     elif kind == "json":
         rows = iter_json_array(path)
@@ -242,7 +265,8 @@ HUB_SETS: dict[str, tuple[str, str | None, str, str, str | None]] = {
 
 def load_hub(name: str, split: str | None = None, limit: int | None = None) -> list[Example]:
     """A public set by name (see ``HUB_SETS``, or any hub path with an ``input`` column)
-    through the optional ``datasets`` package; needs network access the first time."""
+    through the optional ``datasets`` package; needs network access the first time. A
+    local JSON/JSONL/CSV/Parquet file path is read by the same package, offline."""
     hint = "install it with `pip install datasets` and allow network access, or use load_examples() on a file"
     offline = any(
         os.environ.get(var, "").strip().lower() in ("1", "true", "yes")
@@ -253,8 +277,12 @@ def load_hub(name: str, split: str | None = None, limit: int | None = None) -> l
     except ImportError:
         raise InputError(f"loading {name!r} from the Hugging Face Hub needs the `datasets` package; {hint}") from None
     path, config, default_split, field, ref_field = HUB_SETS.get(name, (name, None, "test", "input", "target"))
+    files = {}
+    if Path(name).is_file():  # a local copy, read by the same package (works offline)
+        builder = {".csv": "csv", ".parquet": "parquet"}.get(Path(name).suffix.lower(), "json")
+        path, files, default_split = builder, {"data_files": name}, "train"
     try:  # offline, `datasets` itself serves only what its cache holds
-        rows = hf.load_dataset(path, config, split=split or default_split)
+        rows = hf.load_dataset(path, config, split=split or default_split, **files)
     except Exception as exc:  # network, unknown name, missing split: all reported the same way
         if offline:
             raise InputError(

@@ -23,6 +23,7 @@ from rich.table import Table
 from .. import __version__
 from ..engine.errors import InputError
 from ..engine.loop import SelfRefine
+from ..engine.task import Task
 from .datasets import Example
 from .judge import PairwiseJudge
 from .response_cache import CachedBackend, ResponseCache
@@ -153,6 +154,9 @@ async def run_eval(
     retried = len(({r.id for r in recorded} - done) & {e.id for e in examples})
     todo = [e for e in examples if e.id not in done]
     console = console or Console(stderr=True)
+    if recorded:  # a rerun into the same folder: say what is kept, not only a bar that starts part-way
+        again = f" ({retried} failed ones again)" if retried else ""
+        console.print(escape(f"resuming: {len(examples) - len(todo)} finished rows kept, {len(todo)} to run{again}"))
     with progress_bar(console) as progress:
         on_row = RowProgress(store, progress, engine.task.name, len(examples), len(done))
         try:
@@ -178,7 +182,14 @@ def _caches(engine: SelfRefine, judge: PairwiseJudge | None) -> list[ResponseCac
     return [c for c in caches.values() if isinstance(c, ResponseCache)]
 
 
-def summary_table(summary: EvalSummary, folder: Path) -> Table:
+def has_metric(task: Task) -> bool:
+    """Whether the task defines a metric (a YAML task file, dialogue and chat do not)."""
+    return type(task).metric is not Task.metric
+
+
+def summary_table(summary: EvalSummary, folder: Path, metric: bool = True) -> Table:
+    """The summary as a table; ``metric`` False (the task defines none) says so once where
+    the numbers would be, instead of a column of dashes."""
     table = Table(title=f"{summary.task}: {summary.examples} examples → {folder}")
     table.add_column("measure")
     table.add_column("value", justify="right")
@@ -186,9 +197,12 @@ def summary_table(summary: EvalSummary, folder: Path) -> Table:
     def fmt(x: float | None) -> str:
         return "-" if x is None else f"{x:.3f}"
 
-    for t, value in enumerate(summary.by_iteration):
+    if not metric:
+        table.add_row("metric", "no metric: the task defines none")
+    for t, value in enumerate(summary.by_iteration if metric else ()):
         table.add_row("one-step (iteration 0)" if t == 0 else f"after {t} refinement(s)", fmt(value))
-    table.add_row("final (returned output)", fmt(summary.final))
+    if metric:
+        table.add_row("final (returned output)", fmt(summary.final))
     if summary.cumulative is not None:
         table.add_row("cumulative (solved at any iteration)", fmt(summary.cumulative))
     if summary.judge_preference is not None:

@@ -79,10 +79,9 @@ class RunStore:
         if (self.folder / META).exists():
             old = self.meta()
             if not old.same_job(meta):
-                tests = f", tests {old.tests or 'none'}" if old.tests_sha256 != meta.tests_sha256 else ""
                 raise ConfigError(
-                    f"{self.folder} holds a different run ({old.task} on {old.data} with "
-                    f"{old.models.get('generate')}{tests}); use another --out or delete that folder"
+                    f"{self.folder} holds a different run ({'; '.join(differences(old, meta))}); "
+                    "use another --out, the old settings, or delete that folder"
                 )
             return
         try:
@@ -173,6 +172,25 @@ def _repair_tail(path: Path, good_bytes: int, newline: bool) -> None:
                 os.fsync(fh.fileno())
     except OSError:
         pass
+
+
+def differences(old: RunMeta, new: RunMeta) -> list[str]:
+    """What ``same_job`` compares, as "setting old → new" for each one that differs."""
+    out = [f"{key} {getattr(old, key)} → {getattr(new, key)}" for key in ("task", "data")
+           if getattr(old, key) != getattr(new, key)]
+    for role in sorted(set(old.model_ids) | set(new.model_ids)):
+        if old.model_ids.get(role) != new.model_ids.get(role):
+            before, after = old.models.get(role), new.models.get(role)
+            if before == after:  # same name, other file or options: show what decides the answers
+                before, after = old.model_ids.get(role), new.model_ids.get(role)
+            out.append(f"{role} model {before} → {after}")
+    for key in sorted(set(old.config) | set(new.config)):
+        if old.config.get(key) != new.config.get(key):
+            out.append(f"{key} {old.config.get(key, '(unset)')} → {new.config.get(key, '(unset)')}")
+    if old.tests_sha256 != new.tests_sha256:
+        out.append(f"tests {old.tests or 'none'} → {new.tests or 'none'}" if old.tests != new.tests
+                   else f"tests file {new.tests} changed")
+    return out
 
 
 def _atomic_write(path: Path, text: str) -> None:
