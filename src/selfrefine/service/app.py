@@ -50,6 +50,7 @@ from .schemas import (
     RefineRequest,
 )
 from .tracing import Tracing, end
+from .validation import describe
 
 MAX_BODY_BYTES = 1_000_000
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
@@ -173,10 +174,8 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        message = f"{where}: {first.get('msg', 'invalid request')}" if where else first.get("msg", "invalid request body")
-        return error_response(400, message, "invalid_request_error", "invalid_request", param=where or None)
+        refusal = describe(exc.errors(), exc.body)
+        return error_response(400, refusal.message, "invalid_request_error", refusal.code, param=refusal.param)
 
     @app.exception_handler(StarletteHTTPException)
     async def http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
