@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +78,29 @@ def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurr
         max_body_bytes=max_body_bytes,
         caps=Caps(max_iterations=max_iters, max_total_tokens=budget_tokens, max_seconds=budget_seconds),
     )
+    sock = listen_socket(host, port)  # before the banner: a busy port is one error line
+    port = sock.getsockname()[1]  # --port 0: the port the system chose
     click.echo(f"selfrefine serve: http://{host}:{port}/ (playground), OpenAI base URL http://{host}:{port}/v1"
                f"{', key required' if api_key else ''}", err=True)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+    config = uvicorn.Config(create_app(settings), host=host, port=port, log_level=log_level)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port, or a ConfigError saying why not (uvicorn would log
+    its own error lines after our banner, and exit)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot serve on {host}:{port}: {(exc.strerror or str(exc)).lower()}") from None
+    return sock
 
 
 def _backends(*, model: str, options: tuple[str, ...], base_url: str | None, feedback_model: str | None,
