@@ -45,16 +45,22 @@ def is_loopback(host: str) -> bool:
               help="Cap (and default) on seconds per request.")
 @click.option("--task", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Also serve this YAML task file (as selfrefine/NAME); repeatable.")
+@click.option("--reasoning-format", type=click.Choice(["reasoning_content", "think", "none"]),
+              default="reasoning_content", show_default=True,
+              help="Where a chat reply puts the drafts and critiques: the reasoning_content field, "
+                   "<think>...</think> at the start of content (for clients that ignore reasoning_content), "
+                   "or nowhere; a request may choose with \"reasoning_format\".")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="info", show_default=True)
 def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurrency: int, max_queue: int,
           max_body_bytes: int, max_iters: int | None, budget_tokens: int | None, budget_seconds: float | None,
-          task_files: tuple[Path, ...], log_level: str, **backend: Any) -> None:
+          task_files: tuple[Path, ...], reasoning_format: str, log_level: str, **backend: Any) -> None:
     """Serve Self-Refine over an OpenAI-compatible HTTP API, with a playground at /.
 
     Each task is a model, selfrefine/TASK (and selfrefine/chat for any conversation):
-    POST /v1/chat/completions (plain or stream=true; the drafts and critiques stream as
-    reasoning_content), GET /v1/models, POST /v1/refine (native), GET /health.
+    POST /v1/chat/completions (plain or stream=true; the drafts and critiques arrive as
+    reasoning_content, or see --reasoning-format), GET /v1/models, POST /v1/refine (native),
+    GET /health.
     Loop options per request: extra_body={"selfrefine": {"max_iterations": 2, ...}}.
 
     \b
@@ -77,6 +83,7 @@ def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurr
         max_queue=max_queue,
         max_body_bytes=max_body_bytes,
         caps=Caps(max_iterations=max_iters, max_total_tokens=budget_tokens, max_seconds=budget_seconds),
+        reasoning_format=reasoning_format,  # type: ignore[arg-type]  # click.Choice checked it
     )
     sock = listen_socket(host, port)  # before the banner: a busy port is one error line
     port = sock.getsockname()[1]  # --port 0: the port the system chose

@@ -49,6 +49,7 @@ from .schemas import (
     ModelList,
     RefineRequest,
 )
+from .reasoning import ReasoningFormat
 from .tracing import Tracing, end
 from .validation import describe
 
@@ -68,6 +69,7 @@ class ServeSettings:
     max_body_bytes: int = MAX_BODY_BYTES
     caps: Caps = field(default_factory=Caps)
     tracing: Tracing = field(default_factory=Tracing.from_environment)
+    reasoning_format: ReasoningFormat = "reasoning_content"  # where a chat reply puts the trace
 
 
 class ApiError(SelfRefineError):
@@ -211,7 +213,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         engine.task.prepare_input(text)  # too long or empty: 400 before a slot is taken
         span = service.tracing.request("/v1/chat/completions", model=body.model, stream=body.stream)
         reservation = _reserve(service, span)
-        completion = Completion(body.model)
+        completion = Completion(body.model, body.reasoning_format or service.settings.reasoning_format)
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             events = _guarded(service, reservation, span, request, engine, text,

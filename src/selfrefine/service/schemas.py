@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine.config import Accept, FeedbackMode, History, Select, VerifierMode
+from .reasoning import ReasoningFormat
 
 MODEL_PREFIX = "selfrefine/"
 
@@ -70,6 +71,8 @@ class ChatCompletionRequest(BaseModel):
     max_completion_tokens: int | None = Field(default=None, gt=0)
     n: int | None = Field(default=None, ge=1, le=1)
     selfrefine: LoopOptions = Field(default_factory=LoopOptions)
+    # where the trace goes (llama-server's per-request field); None: the server's choice
+    reasoning_format: ReasoningFormat | None = None
 
     def loop_options(self) -> LoopOptions:
         """extra_body options, with the standard sampling fields where those are unset."""
