@@ -212,3 +212,96 @@ def test_llm_shows_the_refinement_with_think(selfrefine_serve, tmp_path):
         assert shown.rstrip().endswith("</think>\n\nA dog catches a ball in the park."), shown
     logged = json.loads(run("logs", "-n", "1", "--json"))
     assert "### Draft 0" in logged[0]["response"]  # the trace is kept in llm's log too
+
+
+# -- the upstream model chosen per request ---------------------------------------------------
+
+UPSTREAM_TASK = """name: {name}
+description: answers as {name}
+generate: "{tag} {{{{ input }}}}"
+feedback: "{tag} critique {{{{ draft }}}}"
+refine: "{tag} refine {{{{ draft }}}}"
+max_iterations: 0
+"""
+
+
+@pytest.fixture
+def upstream(serve, tmp_path):
+    """A real OpenAI-compatible upstream: a second selfrefine server, with a key, serving two
+    models (selfrefine/alpha, selfrefine/beta) whose answer says which one ran."""
+    from selfrefine.backends.fake import FakeBackend
+    from selfrefine.tasks import get_task
+
+    tasks = []
+    for name in ("alpha", "beta"):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(UPSTREAM_TASK.format(name=name, tag=name.upper()), encoding="utf-8")
+        tasks.append(get_task(str(path)))
+    fake = FakeBackend(default=lambda r: f"answered by {r.prompt.split()[0].lower()}")
+    return serve(fake, extra_tasks=tasks, api_key="upstream-key")
+
+
+def _chooser(serve, upstream, allowed=("selfrefine/beta",)):
+    """The server under test: its model is selfrefine/alpha on the upstream; a request may
+    choose the allowed models."""
+    from selfrefine.backends.registry import get_backend
+    from selfrefine.service import Upstream
+
+    def make(name: str):
+        return get_backend(f"openai:{name}", base_url=f"{upstream.url}/v1", api_key="upstream-key")
+
+    return serve(make("selfrefine/alpha"), api_key="client-key",
+                 upstream=Upstream(("selfrefine/alpha", *allowed), make))
+
+
+def test_a_request_chooses_the_upstream_model(serve, upstream):
+    served = _chooser(serve, upstream)
+    client = served.client()  # its key is the client's, never the upstream's
+    ask = {"messages": user("hello"), "extra_body": {"selfrefine": {"max_iterations": 0}}}
+    plain = client.chat.completions.create(model="selfrefine/chat", **ask)
+    assert plain.choices[0].message.content == "answered by alpha"
+    chosen = client.chat.completions.create(model="selfrefine/chat@selfrefine/beta", **ask)
+    assert chosen.choices[0].message.content == "answered by beta"
+    assert chosen.model == "selfrefine/chat@selfrefine/beta"
+    by_body = client.chat.completions.create(
+        model="selfrefine/chat", messages=user("hello"),
+        extra_body={"selfrefine": {"max_iterations": 0, "model": "selfrefine/beta"}})
+    assert by_body.choices[0].message.content == "answered by beta"
+    native = httpx2.post(f"{served.url}/v1/refine", headers={"Authorization": "Bearer client-key"},
+                         json={"task": "chat", "input": "User: hello", "options": {"max_iterations": 0,
+                                                                                  "model": "selfrefine/beta"}})
+    assert native.json()["output"] == "answered by beta"
+    ids = [m.id for m in client.models.list().data]  # /v1/models says how
+    assert "selfrefine/commongen@selfrefine/beta" in ids and "selfrefine/chat" in ids
+
+
+def test_an_upstream_model_not_allowed_is_400_before_any_call(serve, upstream):
+    served = _chooser(serve, upstream)
+    client = served.client()
+    before = len(upstream.fake.requests)
+    for ask in ({"model": "selfrefine/chat@selfrefine/gamma"},
+                {"model": "selfrefine/chat", "extra_body": {"selfrefine": {"model": "gpt-4o"}}}):
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.chat.completions.create(messages=user("hello"), **ask)
+        error = error_of(caught.value)
+        assert error["code"] == "model_not_allowed"
+        assert "allowed: selfrefine/alpha, selfrefine/beta" in error["message"]
+    assert len(upstream.fake.requests) == before  # nothing reached the upstream
+    with pytest.raises(openai.NotFoundError):  # the task part still has to exist
+        client.chat.completions.create(model="selfrefine/nope@selfrefine/beta", messages=user("hello"))
+
+
+def test_a_server_without_an_upstream_refuses_a_chosen_model(serve):
+    client = serve().client()
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="selfrefine/commongen@gpt-4o", messages=user("dog, ball"))
+    error = error_of(caught.value)
+    assert error["code"] == "model_not_allowed" and "--upstream-model" in error["message"]
+
+
+def test_upstream_model_needs_an_openai_compatible_model():
+    result = CliRunner().invoke(cli, ["serve", "--model", "fake", "--upstream-model", "gpt-4o",
+                                      "--port", str(_free_port())], env={"SELFREFINE_API_KEY": None})
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert result.exit_code != 0 and len(lines) == 1 and lines[0].startswith("Error:"), result.output
+    assert "--upstream-model needs --model openai:NAME" in lines[0]

@@ -45,6 +45,9 @@ def is_loopback(host: str) -> bool:
               help="Cap (and default) on seconds per request.")
 @click.option("--task", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Also serve this YAML task file (as selfrefine/NAME); repeatable.")
+@click.option("--upstream-model", "upstream_models", multiple=True, metavar="NAME",
+              help="Let a request run on this model of --model's OpenAI-compatible server, as "
+                   "selfrefine/TASK@NAME (the server's key is used); repeatable.")
 @click.option("--reasoning-format", type=click.Choice(["reasoning_content", "think", "none"]),
               default="reasoning_content", show_default=True,
               help="Where a chat reply puts the drafts and critiques: the reasoning_content field, "
@@ -54,7 +57,8 @@ def is_loopback(host: str) -> bool:
               default="info", show_default=True)
 def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurrency: int, max_queue: int,
           max_body_bytes: int, max_iters: int | None, budget_tokens: int | None, budget_seconds: float | None,
-          task_files: tuple[Path, ...], reasoning_format: str, log_level: str, **backend: Any) -> None:
+          task_files: tuple[Path, ...], upstream_models: tuple[str, ...], reasoning_format: str, log_level: str,
+          **backend: Any) -> None:
     """Serve Self-Refine over an OpenAI-compatible HTTP API, with a playground at /.
 
     Each task is a model, selfrefine/TASK (and selfrefine/chat for any conversation):
@@ -62,6 +66,7 @@ def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurr
     reasoning_content, or see --reasoning-format), GET /v1/models, POST /v1/refine (native),
     GET /health.
     Loop options per request: extra_body={"selfrefine": {"max_iterations": 2, ...}}.
+    With --upstream-model NAME, selfrefine/TASK@NAME runs TASK on NAME (GET /v1/models lists them).
 
     \b
     Examples:
@@ -84,6 +89,7 @@ def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurr
         max_body_bytes=max_body_bytes,
         caps=Caps(max_iterations=max_iters, max_total_tokens=budget_tokens, max_seconds=budget_seconds),
         reasoning_format=reasoning_format,  # type: ignore[arg-type]  # click.Choice checked it
+        upstream=_upstream(upstream_models, backend["model"], backend["options"], backend["base_url"]),
     )
     sock = listen_socket(host, port)  # before the banner: a busy port is one error line
     port = sock.getsockname()[1]  # --port 0: the port the system chose
@@ -108,6 +114,20 @@ def listen_socket(host: str, port: int) -> socket.socket:
         sock.close()
         raise ConfigError(f"cannot serve on {host}:{port}: {(exc.strerror or str(exc)).lower()}") from None
     return sock
+
+
+def _upstream(names: tuple[str, ...], model: str, options: tuple[str, ...], base_url: str | None) -> Any:
+    """The upstream models a request may choose: on --model's server, with its options."""
+    if not names:
+        return None
+    from ..service import Upstream
+
+    scheme, _, default = model.partition(":")
+    if scheme != "openai":
+        raise ConfigError(f"--upstream-model needs --model openai:NAME (an OpenAI-compatible server), not {model!r}")
+    opts = _main_options(model, options, base_url)
+    allowed = tuple(dict.fromkeys([default, *names]))  # --model's own name may be chosen too
+    return Upstream(allowed, lambda name: _backend_spec(f"openai:{name}", opts))
 
 
 def _backends(*, model: str, options: tuple[str, ...], base_url: str | None, feedback_model: str | None,

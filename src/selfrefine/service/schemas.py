@@ -33,6 +33,9 @@ class LoopOptions(BaseModel):
     temperature: float | None = Field(default=None, ge=0)
     seed: int | None = None
     max_tokens: int | None = Field(default=None, gt=0)  # per call
+    # the upstream model to run the loop on (one the server allows); also the model id's
+    # '@' suffix, selfrefine/<task>@<model>
+    model: str | None = Field(default=None, min_length=1)
 
 
 class ChatMessageIn(BaseModel):
