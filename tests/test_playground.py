@@ -251,3 +251,25 @@ def test_the_page_asks_for_the_api_key_and_then_runs(browser):
         page.locator("#final").wait_for()
         assert page.locator("#final-text").text_content() == REFINED
         assert page.locator(".draft").count() == 2
+
+
+def test_typed_feedback_shows_its_fields_and_keeps_the_raw_text_folded(browser):
+    """commongen's critique is JSON: the reader sees "missing concepts: frisbee, catch,
+    throw", not the JSON; the raw text stays one click away."""
+    with serving() as url, browser_page(browser, url) as page:
+        tasks_loaded(page)
+        run_commongen(page)
+        page.locator("#final").wait_for()
+        first = page.locator(".draft").nth(0).locator(".feedback")
+        names = first.locator(".feedback-fields dt").all_text_contents()
+        values = first.locator(".feedback-fields dd").all_text_contents()
+        shown = dict(zip(names, values))
+        assert shown["missing concepts"] == "frisbee, catch, throw"
+        assert shown["commonsense"] == "Say who throws. <img src=x onerror=alert(1)>"  # text, not markup
+        assert first.locator(".feedback-text").is_hidden()  # the JSON, folded
+        first.locator("details summary").click()
+        assert '"missing_concepts"' in first.locator(".feedback-text").inner_text()
+        last = page.locator(".draft").nth(1).locator(".feedback .feedback-fields")
+        assert "missing concepts" in last.locator("dt").all_text_contents()
+        assert last.locator("dd").first.text_content() == "none"  # an empty list
+        assert page.locator("#trace img").count() == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +48,28 @@ def is_loopback(host: str) -> bool:
 @click.option("--allow-code-tasks", is_flag=True,
               help="Also serve the tasks that run model-written Python (gsm8k, codeopt) in the sandbox; "
                    "see the README's 'The sandbox'.")
+@click.option("--upstream-model", "upstream_models", multiple=True, metavar="NAME",
+              help="Let a request run on this model of --model's OpenAI-compatible server, as "
+                   "selfrefine/TASK@NAME (the server's key is used); repeatable.")
+@click.option("--reasoning-format", type=click.Choice(["reasoning_content", "think", "none"]),
+              default="reasoning_content", show_default=True,
+              help="Where a chat reply puts the drafts and critiques: the reasoning_content field, "
+                   "<think>...</think> at the start of content (for clients that ignore reasoning_content), "
+                   "or nowhere; a request may choose with \"reasoning_format\".")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="info", show_default=True)
 def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurrency: int, max_queue: int,
           max_body_bytes: int, max_iters: int | None, budget_tokens: int | None, budget_seconds: float | None,
-          task_files: tuple[Path, ...], allow_code_tasks: bool, log_level: str, **backend: Any) -> None:
+          task_files: tuple[Path, ...], allow_code_tasks: bool, upstream_models: tuple[str, ...],
+          reasoning_format: str, log_level: str, **backend: Any) -> None:
     """Serve Self-Refine over an OpenAI-compatible HTTP API, with a playground at /.
 
     Each task is a model, selfrefine/TASK (and selfrefine/chat for any conversation):
-    POST /v1/chat/completions (plain or stream=true; the drafts and critiques stream as
-    reasoning_content), GET /v1/models, POST /v1/refine (native), GET /health.
+    POST /v1/chat/completions (plain or stream=true; the drafts and critiques arrive as
+    reasoning_content, or see --reasoning-format), GET /v1/models, POST /v1/refine (native),
+    GET /health.
     Loop options per request: extra_body={"selfrefine": {"max_iterations": 2, ...}}.
+    With --upstream-model NAME, selfrefine/TASK@NAME runs TASK on NAME (GET /v1/models lists them).
 
     \b
     Examples:
@@ -80,10 +92,46 @@ def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurr
         max_queue=max_queue,
         max_body_bytes=max_body_bytes,
         caps=Caps(max_iterations=max_iters, max_total_tokens=budget_tokens, max_seconds=budget_seconds),
+        reasoning_format=reasoning_format,  # type: ignore[arg-type]  # click.Choice checked it
+        upstream=_upstream(upstream_models, backend["model"], backend["options"], backend["base_url"]),
     )
+    sock = listen_socket(host, port)  # before the banner: a busy port is one error line
+    port = sock.getsockname()[1]  # --port 0: the port the system chose
     click.echo(f"selfrefine serve: http://{host}:{port}/ (playground), OpenAI base URL http://{host}:{port}/v1"
                f"{', key required' if api_key else ''}", err=True)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level)
+    config = uvicorn.Config(create_app(settings), host=host, port=port, log_level=log_level)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port, or a ConfigError saying why not (uvicorn would log
+    its own error lines after our banner, and exit)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise ConfigError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot serve on {host}:{port}: {(exc.strerror or str(exc)).lower()}") from None
+    return sock
+
+
+def _upstream(names: tuple[str, ...], model: str, options: tuple[str, ...], base_url: str | None) -> Any:
+    """The upstream models a request may choose: on --model's server, with its options."""
+    if not names:
+        return None
+    from ..service import Upstream
+
+    scheme, _, default = model.partition(":")
+    if scheme != "openai":
+        raise ConfigError(f"--upstream-model needs --model openai:NAME (an OpenAI-compatible server), not {model!r}")
+    opts = _main_options(model, options, base_url)
+    allowed = tuple(dict.fromkeys([default, *names]))  # --model's own name may be chosen too
+    return Upstream(allowed, lambda name: _backend_spec(f"openai:{name}", opts))
 
 
 def _backends(*, model: str, options: tuple[str, ...], base_url: str | None, feedback_model: str | None,

@@ -2,5 +2,6 @@
 
 from .app import ServeSettings, create_app
 from .engines import Backends, Caps
+from .upstream import Upstream
 
-__all__ = ["Backends", "Caps", "ServeSettings", "create_app"]
+__all__ = ["Backends", "Caps", "ServeSettings", "Upstream", "create_app"]

@@ -45,11 +45,15 @@ from .schemas import (
     ChatMessageIn,
     ErrorBody,
     ErrorResponse,
+    LoopOptions,
     ModelCard,
     ModelList,
     RefineRequest,
 )
+from .reasoning import ReasoningFormat
 from .tracing import Tracing, end
+from .upstream import UPSTREAM_SEPARATOR, Upstream, UpstreamModelError, split_model_id
+from .validation import describe
 
 MAX_BODY_BYTES = 1_000_000
 CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
@@ -68,6 +72,8 @@ class ServeSettings:
     max_body_bytes: int = MAX_BODY_BYTES
     caps: Caps = field(default_factory=Caps)
     tracing: Tracing = field(default_factory=Tracing.from_environment)
+    reasoning_format: ReasoningFormat = "reasoning_content"  # where a chat reply puts the trace
+    upstream: Upstream | None = None  # upstream models a request may choose (selfrefine/TASK@MODEL)
 
 
 class ApiError(SelfRefineError):
@@ -91,6 +97,8 @@ def as_api_error(exc: Exception) -> ApiError:
         return exc
     if isinstance(exc, QueueFullError):
         return ApiError(429, str(exc), "rate_limit_error", "queue_full", {"Retry-After": str(exc.retry_after)})
+    if isinstance(exc, UpstreamModelError):
+        return ApiError(400, str(exc), code="model_not_allowed")
     if isinstance(exc, InputError):
         return ApiError(400, str(exc), code="invalid_input")
     if isinstance(exc, BackendError):
@@ -119,12 +127,13 @@ class Service:
         if not settings.allow_code_tasks:
             tasks = {n: t for n, t in tasks.items() if not t.runs_code}
         self.tasks = tasks
-        self.pool = EnginePool(backends, tasks, settings.caps)
+        self.pool = EnginePool(backends, tasks, settings.caps, traced_upstream(settings.upstream, tracing))
         self.admission = Admission(settings.max_concurrency, settings.max_queue)
         self.tracing = tracing
         self.started = int(time.time())
 
     def task_of(self, model: str) -> str:
+        model = split_model_id(model)[0]  # selfrefine/TASK@UPSTREAM: see options_of
         name = model.removeprefix(MODEL_PREFIX) if model.startswith(MODEL_PREFIX) else None
         if name in self.code_tasks and name not in self.tasks:
             raise ApiError(404, f"model {model!r} runs model-written code and is not enabled on this server; "
@@ -135,10 +144,31 @@ class Service:
         return name
 
     def models(self) -> ModelList:
-        return ModelList(data=[
-            ModelCard(id=MODEL_PREFIX + name, created=self.started, description=task.description)
-            for name, task in self.tasks.items()
-        ])
+        """A card per task, and per task and allowed upstream model (selfrefine/TASK@MODEL)."""
+        cards = [ModelCard(id=MODEL_PREFIX + name, created=self.started, description=task.description)
+                 for name, task in self.tasks.items()]
+        for upstream in self.settings.upstream.allowed if self.settings.upstream else ():
+            cards += [ModelCard(id=f"{MODEL_PREFIX}{name}{UPSTREAM_SEPARATOR}{upstream}", created=self.started,
+                                description=f"{task.description} (on upstream model {upstream})")
+                      for name, task in self.tasks.items()]
+        return ModelList(data=cards)
+
+
+def options_of(model: str, options: LoopOptions) -> LoopOptions:
+    """The options with the model id's upstream model (selfrefine/TASK@MODEL) in them."""
+    upstream = split_model_id(model)[1]
+    if upstream is None:
+        return options
+    if options.model is not None and options.model != upstream:
+        raise ApiError(400, f"the model id asks for upstream model {upstream!r} and selfrefine.model for "
+                            f"{options.model!r}: give one", code="model_not_allowed")
+    return options.model_copy(update={"model": upstream})
+
+
+def traced_upstream(upstream: Upstream | None, tracing: Tracing) -> Upstream | None:
+    if upstream is None or not tracing.enabled:
+        return upstream
+    return Upstream(upstream.allowed, lambda name: tracing.backend(upstream.make(name)))
 
 
 def chat_input(task: str, messages: list[ChatMessageIn]) -> str:
@@ -181,10 +211,8 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        message = f"{where}: {first.get('msg', 'invalid request')}" if where else first.get("msg", "invalid request body")
-        return error_response(400, message, "invalid_request_error", "invalid_request", param=where or None)
+        refusal = describe(exc.errors(), exc.body)
+        return error_response(400, refusal.message, "invalid_request_error", refusal.code, param=refusal.param)
 
     @app.exception_handler(StarletteHTTPException)
     async def http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -216,11 +244,11 @@ def _add_routes(app: FastAPI, service: Service) -> None:
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
         task = service.task_of(body.model)
         text = chat_input(task, body.messages)
-        engine = service.pool.get(task, body.loop_options())
+        engine = service.pool.get(task, options_of(body.model, body.loop_options()))
         engine.task.prepare_input(text)  # too long or empty: 400 before a slot is taken
         span = service.tracing.request("/v1/chat/completions", model=body.model, stream=body.stream)
         reservation = _reserve(service, span)
-        completion = Completion(body.model)
+        completion = Completion(body.model, body.reasoning_format or service.settings.reasoning_format)
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             events = _guarded(service, reservation, span, request, engine, text,
@@ -234,7 +262,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
     @app.post("/v1/refine", response_model=None)
     async def refine(body: RefineRequest, request: Request) -> Any:
         task = service.task_of(MODEL_PREFIX + body.task)
-        engine = service.pool.get(task, body.options)
+        engine = service.pool.get(task, options_of(MODEL_PREFIX + body.task, body.options))
         engine.task.prepare_input(body.input)
         span = service.tracing.request("/v1/refine", task=task, stream=body.stream)
         reservation = _reserve(service, span)

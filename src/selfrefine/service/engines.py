@@ -17,6 +17,7 @@ from ..engine.errors import SelfRefineError
 from ..engine.loop import SelfRefine
 from ..engine.task import Task
 from .schemas import LoopOptions
+from .upstream import Upstream, no_upstream
 
 MAX_ENGINES = 64  # distinct (task, options) engines kept; an engine is cheap, backends are shared
 
@@ -68,6 +69,7 @@ class EnginePool:
     backends: Backends
     tasks: dict[str, Task]
     caps: Caps = field(default_factory=Caps)
+    upstream: Upstream | None = None  # the models a request may choose (options.model)
     _engines: OrderedDict[tuple[str, str], SelfRefine] = field(default_factory=OrderedDict)
 
     def get(self, task_name: str, options: LoopOptions) -> SelfRefine:
@@ -76,12 +78,13 @@ class EnginePool:
         key = (task_name, options.model_dump_json())
         engine = self._engines.get(key)
         if engine is None:
-            config = RefineConfig.build(**options.model_dump(exclude_none=True))
+            config = RefineConfig.build(**options.model_dump(exclude_none=True, exclude={"model"}))
+            backends = self._backends(options.model)
             engine = SelfRefine(
                 self.tasks[task_name],
-                self.backends.model,
-                feedback_model=self.backends.feedback,
-                refine_model=self.backends.refine,
+                backends.model,
+                feedback_model=backends.feedback,
+                refine_model=backends.refine,
                 config=config,
             )
             self._engines[key] = engine
@@ -90,8 +93,17 @@ class EnginePool:
         self._engines.move_to_end(key)
         return engine
 
+    def _backends(self, upstream_model: str | None) -> Backends:
+        """The server's backends, or a chosen upstream model for every role."""
+        if upstream_model is None:
+            return self.backends
+        if self.upstream is None:
+            raise no_upstream(upstream_model)
+        return Backends(model=self.upstream.backend(upstream_model))
+
     async def aclose(self) -> None:
-        for backend in self.backends.distinct():
+        chosen = self.upstream.opened() if self.upstream is not None else []
+        for backend in [*self.backends.distinct(), *chosen]:
             await backend.aclose()
 
 

@@ -21,6 +21,7 @@ from ..engine.records import (
     RunResult,
     Step,
 )
+from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, replay
 from .schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -145,17 +146,25 @@ async def collect(steps: AsyncIterator[Step]) -> tuple[RunResult, list[DecisionS
 class Completion:
     """Builds the replies of one chat completion request."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, reasoning_format: ReasoningFormat = "reasoning_content") -> None:
         self.model = model
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
+        self.reasoning_format = reasoning_format
 
     def whole(self, result: RunResult, decisions: list[DecisionStep]) -> ChatCompletion:
+        trace = "".join(filter(None, map(reasoning_text, replay(result, decisions))))
+        if self.reasoning_format == "think":
+            message = AssistantMessage(content=f"{THINK_OPEN}{trace}{THINK_CLOSE}{result.output}")
+        elif self.reasoning_format == "reasoning_content":
+            message = AssistantMessage(content=result.output, reasoning_content=trace or None)
+        else:
+            message = AssistantMessage(content=result.output)
         return ChatCompletion(
             id=self.id,
             created=self.created,
             model=self.model,
-            choices=[Choice(message=AssistantMessage(content=result.output))],
+            choices=[Choice(message=message)],
             usage=usage_of(result),
             selfrefine=trajectory(result, decisions),
         )
@@ -169,7 +178,8 @@ class Completion:
     async def stream(self, steps: AsyncIterator[Step], include_usage: bool) -> AsyncIterator[str]:
         """Reasoning deltas as the loop runs, then the returned output as content, the
         finish chunk (with the trajectory), the usage chunk if asked, and [DONE]."""
-        yield self.chunk(Delta(role="assistant", content=""))
+        think = self.reasoning_format == "think"
+        yield self.chunk(Delta(role="assistant", content=THINK_OPEN if think else ""))
         decisions: list[DecisionStep] = []
         async for step in steps:
             if isinstance(step, DecisionStep):
@@ -179,14 +189,14 @@ class Completion:
                 if result.output is None:  # not even a first draft: the plain reply's 502, in-band
                     yield error_event(f"the run produced no answer: {result.error}", "backend_error", "no_output")
                     break
-                yield self.chunk(Delta(content=result.output))
+                yield self.chunk(Delta(content=f"{THINK_CLOSE}{result.output}" if think else result.output))
                 yield self.chunk(Delta(), finish_reason="stop", selfrefine=trajectory(result, decisions))
                 if include_usage:
                     yield self.chunk(Delta(), no_choices=True, usage=usage_of(result))
                 break
-            text = reasoning_text(step)
+            text = reasoning_text(step) if self.reasoning_format != "none" else None
             if text:
-                yield self.chunk(Delta(reasoning_content=text))
+                yield self.chunk(Delta(content=text) if think else Delta(reasoning_content=text))
         yield sse("[DONE]")
 
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine.config import Accept, FeedbackMode, History, Select, VerifierMode
+from .reasoning import ReasoningFormat
 
 MODEL_PREFIX = "selfrefine/"
 
@@ -32,6 +33,9 @@ class LoopOptions(BaseModel):
     temperature: float | None = Field(default=None, ge=0)
     seed: int | None = None
     max_tokens: int | None = Field(default=None, gt=0)  # per call
+    # the upstream model to run the loop on (one the server allows); also the model id's
+    # '@' suffix, selfrefine/<task>@<model>
+    model: str | None = Field(default=None, min_length=1)
 
 
 class ChatMessageIn(BaseModel):
@@ -70,6 +74,8 @@ class ChatCompletionRequest(BaseModel):
     max_completion_tokens: int | None = Field(default=None, gt=0)
     n: int | None = Field(default=None, ge=1, le=1)
     selfrefine: LoopOptions = Field(default_factory=LoopOptions)
+    # where the trace goes (llama-server's per-request field); None: the server's choice
+    reasoning_format: ReasoningFormat | None = None
 
     def loop_options(self) -> LoopOptions:
         """extra_body options, with the standard sampling fields where those are unset."""

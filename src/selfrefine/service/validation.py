@@ -1,0 +1,68 @@
+"""A refused request body in words a client can act on: where malformed JSON breaks (line
+and column, not a bare character offset as ``param``), and for an unknown field or option,
+the names that are valid there."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from .schemas import LoopOptions, RefineRequest
+
+# the models that refuse unknown names, by where they sit in a body (chat requests allow
+# extra top-level fields, as OpenAI-compatible servers do; /v1/refine does not)
+_STRICT: dict[tuple[str, ...], tuple[type[BaseModel], str]] = {
+    ("selfrefine",): (LoopOptions, "option"),
+    ("options",): (LoopOptions, "option"),
+    (): (RefineRequest, "field"),
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    message: str
+    code: str
+    param: str | None
+
+
+def describe(errors: Sequence[dict[str, Any]], body: Any) -> Refusal:
+    """The one error a 400 reports: malformed JSON, else an unknown name (it also explains a
+    'missing' one beside it, e.g. 'text' sent for 'input'), else pydantic's first error."""
+    if not errors:
+        return Refusal("invalid request body", "invalid_request", None)
+    first = errors[0]
+    if first.get("type") == "json_invalid":
+        return _bad_json(first, body)
+    unknown = next((e for e in errors if e.get("type") == "extra_forbidden"), None)
+    if unknown is not None:
+        return _unknown_name(unknown)
+    where = _where(first)
+    msg = first.get("msg", "invalid request")
+    return Refusal(f"{where}: {msg}" if where else msg, "invalid_request", where or None)
+
+
+def _where(error: dict[str, Any]) -> str:
+    return ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+
+
+def _bad_json(error: dict[str, Any], body: Any) -> Refusal:
+    reason = (error.get("ctx") or {}).get("error") or "JSON decode error"
+    position = ""
+    offset = error.get("loc", ("body", None))[-1]
+    if isinstance(body, str) and isinstance(offset, int):
+        line = body.count("\n", 0, offset) + 1
+        column = offset - (body.rfind("\n", 0, offset) + 1) + 1
+        position = f" at line {line} column {column}"
+    return Refusal(f"the request body is not valid JSON: {reason}{position}", "invalid_json", None)
+
+
+def _unknown_name(error: dict[str, Any]) -> Refusal:
+    path = tuple(str(p) for p in error.get("loc", ()) if p != "body")
+    name, parent = path[-1], path[:-1]
+    model, kind = _STRICT.get(parent, (None, "field"))
+    valid = f"; valid {kind}s: {', '.join(model.model_fields)}" if model is not None else ""
+    where = f" in {'.'.join(parent)}" if parent else ""
+    return Refusal(f"unknown {kind} {name!r}{where}{valid}", f"unknown_{kind}", ".".join(path))
