@@ -415,3 +415,26 @@ def test_a_raising_metric_or_answer_hook_is_recorded_not_a_bare_none():
     assert result.answer_error == "ValueError: no answer in it"
     ok = SelfRefine(scored_task(), fake(feedback=["score: 9"]), max_iterations=0).run("cats")
     assert ok.metric_error is None and ok.answer_error is None
+
+
+# --- call records: attempts numbered per step, ok false beside an error (issue 22 item 5) --
+
+
+def test_every_attempt_of_a_step_is_numbered_and_failed_ones_are_not_ok(task):
+    boom = TransientBackendError("503 from server")
+    backend = fake(feedback=["no number", boom, "still none", "score: 6"])
+    result = run(task, backend, max_iterations=0, parse_retries=2, final_feedback=True)
+    feedback = [c for c in result.calls if c.role == "feedback"]
+    assert [c.attempt for c in feedback] == [1, 2, 3, 4]
+    assert [c.ok for c in feedback] == [False, False, False, True]
+    assert all(c.error is None for c in result.calls if c.ok)
+    assert all(c.error for c in result.calls if not c.ok)
+    assert result.iterations[0].feedback.total == 6
+
+
+def test_exhausted_parse_retries_are_failed_attempts(task):
+    backend = fake(feedback=["bad"] * 3)
+    result = run(task, backend, max_iterations=0, parse_retries=2, final_feedback=True)
+    feedback = [c for c in result.calls if c.role == "feedback"]
+    assert [(c.attempt, c.ok) for c in feedback] == [(1, False), (2, False), (3, False)]
+    assert result.iterations[0].feedback.parse_error

@@ -410,7 +410,7 @@ class SelfRefine:
                 return parse(response.text), call, None
             except ParseError as exc:
                 error = str(exc)
-                call.error = f"parse: {error}"
+                call.ok, call.error = False, f"parse: {error}"  # an unusable reply is a failed attempt
                 run.unreported.append(call)
         return None, call, error
 
@@ -440,7 +440,7 @@ class SelfRefine:
         backend = self.backends[role]
         for attempt in range(1, cfg.backend_retries + 2):
             self._check_budgets(run)
-            call = CallRecord(role=role, iteration=t, attempt=attempt, model=backend.name)
+            call = CallRecord(role=role, iteration=t, attempt=_next_attempt(run, role, t), model=backend.name)
             if cfg.record_prompts:
                 call.prompt = request.prompt
             try:
@@ -578,6 +578,12 @@ def _hook(fn: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:
 def from_decision(run: _Run, reason: StopReason, detail: str) -> DecisionStep:
     t = run.iterations[-1].index if run.iterations else 0
     return DecisionStep(iteration=t, stop=True, reason=reason, detail=detail)
+
+
+def _next_attempt(run: _Run, role: Role, t: int) -> int:
+    """Attempts are numbered per step (role and iteration), across parse and backend retries,
+    so three failed parses read as attempts 1, 2 and 3, not three times attempt 1."""
+    return 1 + sum(c.role == role and c.iteration == t for c in run.calls)
 
 
 def _drain(run: _Run) -> list[CallRecord]:
