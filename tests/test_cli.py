@@ -139,3 +139,16 @@ def test_openai_without_key_or_base_url_says_how_to_fix(runner, monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     result = runner.invoke(cli, ["run", "commongen", "dog", "-m", "openai:gpt-4o-mini"])
     assert result.exit_code == 2 and "OPENAI_API_KEY is not set" in result.output
+
+
+def test_final_feedback_flag_critiques_the_last_draft(runner, tmp_path):
+    replies = tmp_path / "r.json"
+    replies.write_text(json.dumps({"replies": {"generate": ["A dog runs."], "feedback": [FB_MISSING, FB_MISSING],
+                                               "refine": ["A dog runs to catch."]}}))
+    base = ["run", "commongen", "dog, frisbee, catch", "-m", f"fake:{replies}", "--json", "--max-iters", "1"]
+    skipped = json.loads(runner.invoke(cli, base).stdout)
+    asked = json.loads(runner.invoke(cli, [*base, "--final-feedback"]).stdout)
+    assert [c["role"] for c in skipped["calls"]] == ["generate", "feedback", "refine"]
+    assert [c["role"] for c in asked["calls"]] == ["generate", "feedback", "refine", "feedback"]
+    assert skipped["output"] == asked["output"] == "A dog runs to catch."
+    assert asked["config"]["final_feedback"] is True and skipped["iterations"][1]["feedback"] is None

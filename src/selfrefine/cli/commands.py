@@ -170,6 +170,9 @@ LOOP_OPTIONS = [
     click.option("--budget-tokens", type=click.IntRange(min=1), help="Stop after this many tokens in total."),
     click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds."),
     click.option("--no-constrain", is_flag=True, help="Do not constrain feedback to the task's JSON schema."),
+    click.option("--final-feedback", is_flag=True,
+                 help="Critique the last draft even when that cannot change the result (with --select last "
+                      "at --max-iters the run otherwise skips that call)."),
 ]
 
 

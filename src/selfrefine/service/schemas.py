@@ -32,6 +32,7 @@ class LoopOptions(BaseModel):
     temperature: float | None = Field(default=None, ge=0)
     seed: int | None = None
     max_tokens: int | None = Field(default=None, gt=0)  # per call
+    final_feedback: bool | None = None  # True: critique the last draft even when that changes nothing
 
 
 class ChatMessageIn(BaseModel):
