@@ -480,10 +480,14 @@ def compare_table(folder_a: str | Path, folder_b: str | Path, *, seed: int = 0) 
     ]
     for row in rows:
         table.add_row(*row)
-    paired = _paired_runs(folder_a, folder_b, seed)
+    # runs of different tasks share example ids ("a", "0", ...) by chance only: no pairing
+    paired = _paired_runs(folder_a, folder_b, seed) if ra.task == rb.task else None
     buffer = io.StringIO()
     console = Console(file=buffer, width=120, color_system=None, force_terminal=False, highlight=False)
     console.print(table)
+    if ra.task != rb.task:
+        console.print(f"Warning: A is a {ra.task} run and B a {rb.task} run: their metrics measure different "
+                      "things and their examples differ, so no B - A difference is computed.")
     if paired is not None:
         console.print(f"final B - A on {paired.n} shared examples: {_d(paired)} {_ci(paired)}")
     return buffer.getvalue()
