@@ -226,3 +226,12 @@ def test_empty_run_and_missing_folder(tmp_path):
 
     with pytest.raises(InputError, match="not a run folder"):
         run_table(tmp_path)
+
+
+def test_trajectory_names_a_best_draft_only_when_a_critique_scored_it():
+    from selfrefine.evaluation.report import trajectory
+
+    unscored = make_result("commongen", ["x", "x y"], [None, None], StopReason.MAX_ITERATIONS)
+    assert trajectory(ExampleRow(id="u", metrics=[0, 1], result=unscored))["best"] is None
+    scored = make_result("gsm8k", ["a", "b", "c"], [1, 3, None], StopReason.MAX_ITERATIONS)
+    assert trajectory(ExampleRow(id="s", metrics=[0, 0, 1], result=scored))["best"] == 1
