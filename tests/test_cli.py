@@ -152,3 +152,13 @@ def test_final_feedback_flag_critiques_the_last_draft(runner, tmp_path):
     assert [c["role"] for c in asked["calls"]] == ["generate", "feedback", "refine", "feedback"]
     assert skipped["output"] == asked["output"] == "A dog runs to catch."
     assert asked["config"]["final_feedback"] is True and skipped["iterations"][1]["feedback"] is None
+
+
+def test_models_prints_whole_file_paths_at_80_columns(runner, tmp_path, monkeypatch):
+    # a long cache path, as under a home folder or a CI workspace; piped output is 80 columns
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / ("a-rather-long-folder-name" * 3) / "cache"))
+    monkeypatch.setenv("COLUMNS", "80")
+    files = [e["file"] for e in json.loads(runner.invoke(cli, ["models", "--json"]).stdout)["catalogue"] if e["file"]]
+    out = runner.invoke(cli, ["models"]).output
+    assert files and all(any(line.rstrip().endswith(f) for line in out.splitlines()) for f in files), out
+    assert "…" not in out  # no cell cut short either (model names, descriptions)
