@@ -162,3 +162,24 @@ def test_models_prints_whole_file_paths_at_80_columns(runner, tmp_path, monkeypa
     out = runner.invoke(cli, ["models"]).output
     assert files and all(any(line.rstrip().endswith(f) for line in out.splitlines()) for f in files), out
     assert "…" not in out  # no cell cut short either (model names, descriptions)
+
+
+def test_live_view_shows_typed_feedback_as_its_fields(runner, replies):
+    result = runner.invoke(cli, ["run", "commongen", "dog, frisbee, catch", "-m", f"fake:{replies}"])
+    assert result.exit_code == 0, result.output
+    assert "missing concepts: frisbee" in result.output and "commonsense: NONE" in result.output
+    assert "missing concepts: none" in result.output  # the critique that found nothing missing
+    assert '"missing_concepts"' not in result.output  # not the raw JSON
+
+
+def test_feedback_fields_format_nested_and_long_values():
+    from selfrefine.cli.display import feedback_lines
+
+    assert feedback_lines('{"ease_of_spelling": {"reason": "short", "score": 4}, "issues": []}') == [
+        "ease of spelling: 4 (short)", "issues: none"]
+    long = ["The reply names the wrong capital of France entirely.", "It is rude."]
+    assert feedback_lines(json.dumps({"issues": long})) == ["issues:", f"  - {long[0]}", f"  - {long[1]}"]
+    assert feedback_lines("Missing: ball") is None and feedback_lines("[1, 2]") is None
+    deep = '{"a": ' * 5000 + "1" + "}" * 5000
+    assert feedback_lines(deep) is None  # json gives up on it: shown raw, no crash
+    feedback_lines('{"a": ' * 900 + "1" + "}" * 900)  # parses, then is too deep to format: no crash
