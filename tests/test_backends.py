@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 
 import pytest
@@ -86,6 +87,14 @@ def _closed_port() -> int:
 def test_openai_connection_refused_is_transient():
     backend = get_backend("openai:any", base_url=f"http://127.0.0.1:{_closed_port()}/v1", timeout=5)
     with pytest.raises(TransientBackendError, match="cannot reach server"):
+        complete(backend, req())
+    asyncio.run(backend.aclose())
+
+
+def test_openai_connection_error_names_the_url():
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    backend = get_backend("openai:any", base_url=url, timeout=5)
+    with pytest.raises(TransientBackendError, match=f"cannot reach server: .*{re.escape(url)}"):
         complete(backend, req())
     asyncio.run(backend.aclose())
 

@@ -139,3 +139,47 @@ def test_openai_without_key_or_base_url_says_how_to_fix(runner, monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     result = runner.invoke(cli, ["run", "commongen", "dog", "-m", "openai:gpt-4o-mini"])
     assert result.exit_code == 2 and "OPENAI_API_KEY is not set" in result.output
+
+
+def test_final_feedback_flag_critiques_the_last_draft(runner, tmp_path):
+    replies = tmp_path / "r.json"
+    replies.write_text(json.dumps({"replies": {"generate": ["A dog runs."], "feedback": [FB_MISSING, FB_MISSING],
+                                               "refine": ["A dog runs to catch."]}}))
+    base = ["run", "commongen", "dog, frisbee, catch", "-m", f"fake:{replies}", "--json", "--max-iters", "1"]
+    skipped = json.loads(runner.invoke(cli, base).stdout)
+    asked = json.loads(runner.invoke(cli, [*base, "--final-feedback"]).stdout)
+    assert [c["role"] for c in skipped["calls"]] == ["generate", "feedback", "refine"]
+    assert [c["role"] for c in asked["calls"]] == ["generate", "feedback", "refine", "feedback"]
+    assert skipped["output"] == asked["output"] == "A dog runs to catch."
+    assert asked["config"]["final_feedback"] is True and skipped["iterations"][1]["feedback"] is None
+
+
+def test_models_prints_whole_file_paths_at_80_columns(runner, tmp_path, monkeypatch):
+    # a long cache path, as under a home folder or a CI workspace; piped output is 80 columns
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / ("a-rather-long-folder-name" * 3) / "cache"))
+    monkeypatch.setenv("COLUMNS", "80")
+    files = [e["file"] for e in json.loads(runner.invoke(cli, ["models", "--json"]).stdout)["catalogue"] if e["file"]]
+    out = runner.invoke(cli, ["models"]).output
+    assert files and all(any(line.rstrip().endswith(f) for line in out.splitlines()) for f in files), out
+    assert "…" not in out  # no cell cut short either (model names, descriptions)
+
+
+def test_live_view_shows_typed_feedback_as_its_fields(runner, replies):
+    result = runner.invoke(cli, ["run", "commongen", "dog, frisbee, catch", "-m", f"fake:{replies}"])
+    assert result.exit_code == 0, result.output
+    assert "missing concepts: frisbee" in result.output and "commonsense: NONE" in result.output
+    assert "missing concepts: none" in result.output  # the critique that found nothing missing
+    assert '"missing_concepts"' not in result.output  # not the raw JSON
+
+
+def test_feedback_fields_format_nested_and_long_values():
+    from selfrefine.cli.display import feedback_lines
+
+    assert feedback_lines('{"ease_of_spelling": {"reason": "short", "score": 4}, "issues": []}') == [
+        "ease of spelling: 4 (short)", "issues: none"]
+    long = ["The reply names the wrong capital of France entirely.", "It is rude."]
+    assert feedback_lines(json.dumps({"issues": long})) == ["issues:", f"  - {long[0]}", f"  - {long[1]}"]
+    assert feedback_lines("Missing: ball") is None and feedback_lines("[1, 2]") is None
+    deep = '{"a": ' * 5000 + "1" + "}" * 5000
+    assert feedback_lines(deep) is None  # json gives up on it: shown raw, no crash
+    feedback_lines('{"a": ' * 900 + "1" + "}" * 900)  # parses, then is too deep to format: no crash

@@ -162,3 +162,11 @@ def test_judge_preference_of_output_over_one_step(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["judge_preference"] == {"win": 1.0, "tie": 0.0, "loss": 0.0, "n": 1}
     assert "judge: output preferred over one-step" in result.output
+
+
+def test_run_meta_names_final_feedback_only_when_asked():
+    # skipping the last critique changes no output, so folders made before the option resume
+    plain = SelfRefine("commongen", FakeBackend(default="x"))
+    asked = SelfRefine("commongen", FakeBackend(default="x"), final_feedback=True)
+    assert "final_feedback" not in run_meta("r", plain, "d.jsonl", None).config
+    assert run_meta("r", asked, "d.jsonl", None).config["final_feedback"] is True

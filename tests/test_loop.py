@@ -121,7 +121,7 @@ def test_time_budget_interrupts_a_slow_call(task):
 
 def test_result_names_exactly_one_stop_reason(task):
     backend = fake(feedback=["score: 9"], refine=[])
-    result = run(task, backend, score_threshold=5, max_iterations=0)
+    result = run(task, backend, score_threshold=5, max_iterations=0, final_feedback=True)
     assert result.stop_reason is StopReason.SCORE  # the feedback-based reason wins over the cap
 
 
@@ -212,7 +212,7 @@ def test_no_feedback_mode_without_dedicated_template_renders_empty_feedback(task
 
 def test_feedback_parse_error_is_retried_at_that_step_only(task):
     backend = fake(feedback=["no number here", "score: 6"])
-    result = run(task, backend, max_iterations=0)
+    result = run(task, backend, max_iterations=0, final_feedback=True)
     assert [c.role for c in result.calls] == ["generate", "feedback", "feedback"]
     assert result.calls[1].error.startswith("parse:")
     assert result.iterations[0].feedback.total == 6
@@ -221,7 +221,7 @@ def test_feedback_parse_error_is_retried_at_that_step_only(task):
 
 def test_parse_retry_resamples(task):
     backend = fake(feedback=["nope", "score: 6"])
-    run(task, backend, max_iterations=0, seed=3)
+    run(task, backend, max_iterations=0, seed=3, final_feedback=True)
     first, second = [r for r in backend.requests if r.role == "feedback"]
     assert (first.seed, first.temperature) == (3, 0.0)
     assert second.seed == 4 and second.temperature >= 0.7
@@ -298,14 +298,14 @@ def test_stream_yields_typed_steps_in_order(task):
 
 def test_roles_can_use_different_backends(task):
     main, critic = fake(refine=["d1"]), fake(generate=[], feedback=["score: 1", "score: 2"])
-    result = SelfRefine(task, main, feedback_model=critic, max_iterations=1).run("cats")
+    result = SelfRefine(task, main, feedback_model=critic, max_iterations=1, final_feedback=True).run("cats")
     assert critic.prompts("feedback") and not main.prompts("feedback")
     assert result.config["models"] == {"generate": "fake", "feedback": "fake", "refine": "fake"}
     assert [r.role for r in critic.requests] == ["feedback", "feedback"]
 
 
 def test_usage_sums_calls(task):
-    result = run(task, fake(feedback=["score: 1"], refine=["d1"]), max_iterations=0)
+    result = run(task, fake(feedback=["score: 1"], refine=["d1"]), max_iterations=0, final_feedback=True)
     assert result.usage.calls == 2
     assert result.usage.prompt_tokens == sum(c.prompt_tokens for c in result.calls)
 
@@ -415,3 +415,70 @@ def test_a_raising_metric_or_answer_hook_is_recorded_not_a_bare_none():
     assert result.answer_error == "ValueError: no answer in it"
     ok = SelfRefine(scored_task(), fake(feedback=["score: 9"]), max_iterations=0).run("cats")
     assert ok.metric_error is None and ok.answer_error is None
+
+
+# --- call records: attempts numbered per step, ok false beside an error (issue 22 item 5) --
+
+
+def test_every_attempt_of_a_step_is_numbered_and_failed_ones_are_not_ok(task):
+    boom = TransientBackendError("503 from server")
+    backend = fake(feedback=["no number", boom, "still none", "score: 6"])
+    result = run(task, backend, max_iterations=0, parse_retries=2, final_feedback=True)
+    feedback = [c for c in result.calls if c.role == "feedback"]
+    assert [c.attempt for c in feedback] == [1, 2, 3, 4]
+    assert [c.ok for c in feedback] == [False, False, False, True]
+    assert all(c.error is None for c in result.calls if c.ok)
+    assert all(c.error for c in result.calls if not c.ok)
+    assert result.iterations[0].feedback.total == 6
+
+
+def test_exhausted_parse_retries_are_failed_attempts(task):
+    backend = fake(feedback=["bad"] * 3)
+    result = run(task, backend, max_iterations=0, parse_retries=2, final_feedback=True)
+    feedback = [c for c in result.calls if c.role == "feedback"]
+    assert [(c.attempt, c.ok) for c in feedback] == [(1, False), (2, False), (3, False)]
+    assert result.iterations[0].feedback.parse_error
+
+
+# --- a final critique that cannot change the result is skipped (issue 22 item 8) -----------
+
+
+def test_final_critique_is_skipped_when_select_last_reaches_the_cap(task):
+    backend = fake(feedback=["score: 1", "score: 2"], refine=["d1"])
+    got = list(_steps(task, backend, max_iterations=1, select="last"))
+    result = got[-1].result
+    assert [c.role for c in result.calls] == ["generate", "feedback", "refine"]
+    assert result.output == "d1" and result.iterations[1].feedback is None
+    assert result.stop_reason is StopReason.MAX_ITERATIONS
+    stop = [s for s in got if isinstance(s, DecisionStep)][-1]
+    assert stop.stop and stop.iteration == 1 and "critique is skipped" in stop.detail
+
+
+def test_final_feedback_asks_for_the_last_critique(task):
+    backend = fake(feedback=["score: 1", "score: 2"], refine=["d1"])
+    result = run(task, backend, max_iterations=1, select="last", final_feedback=True)
+    assert [c.role for c in result.calls] == ["generate", "feedback", "refine", "feedback"]
+    assert result.iterations[1].feedback.total == 2
+
+
+def test_final_critique_is_kept_when_it_can_change_the_returned_draft(task):
+    # select "best" ranks drafts by their critique: the last one's score decides
+    backend = fake(feedback=["score: 5", "score: 2"], refine=["d1"])
+    result = run(task, backend, max_iterations=1, select="best")
+    assert [c.role for c in result.calls] == ["generate", "feedback", "refine", "feedback"]
+    assert result.output == "d0"
+
+
+def test_no_refinements_and_select_last_make_one_call(task):
+    result = run(task, fake(feedback=["score: 1"]), max_iterations=0)
+    assert [c.role for c in result.calls] == ["generate"] and result.output == "d0"
+
+
+def _steps(task, backend, **options):
+    options.setdefault("retry_base_delay", 0.0)
+    engine = SelfRefine(task, backend, **options)
+
+    async def collect():
+        return [s async for s in engine.astream("cats")]
+
+    return asyncio.run(collect())

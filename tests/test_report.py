@@ -187,7 +187,22 @@ def test_compare_table_shows_both_runs(runs):
     assert "A: refine" in text and "B: nofeedback" in text
     assert re.search(r"y2\s*\|\s*0\.667\s*\|", text)
     assert "+0.333 [" in text and "tokens / example" in text
-    assert "final B - A on 3 shared examples" in text
+
+
+def test_compare_of_different_tasks_warns_and_pairs_nothing(runs):
+    # run A is gsm8k and run B commongen: their example ids "a", "b", "c" match by chance only
+    text = compare_table(*runs)
+    assert "Warning: A is a gsm8k run and B a commongen run" in text
+    assert "final B - A" not in text
+    res = CliRunner().invoke(compare_command, [str(runs[0]), str(runs[1])])
+    assert res.exit_code == 0 and "Warning: A is a gsm8k run" in res.output
+
+
+def test_compare_of_one_task_pairs_the_shared_examples(runs, tmp_path):
+    store = RunStore(runs[0])
+    again = write_run(tmp_path / "again", store.meta().model_copy(update={"name": "again"}), store.rows()[:2])
+    text = compare_table(runs[0], again)
+    assert "Warning" not in text and "final B - A on 2 shared examples: +0.000" in text
 
 
 def test_click_commands(runs, tmp_path):
@@ -211,3 +226,12 @@ def test_empty_run_and_missing_folder(tmp_path):
 
     with pytest.raises(InputError, match="not a run folder"):
         run_table(tmp_path)
+
+
+def test_trajectory_names_a_best_draft_only_when_a_critique_scored_it():
+    from selfrefine.evaluation.report import trajectory
+
+    unscored = make_result("commongen", ["x", "x y"], [None, None], StopReason.MAX_ITERATIONS)
+    assert trajectory(ExampleRow(id="u", metrics=[0, 1], result=unscored))["best"] is None
+    scored = make_result("gsm8k", ["a", "b", "c"], [1, 3, None], StopReason.MAX_ITERATIONS)
+    assert trajectory(ExampleRow(id="s", metrics=[0, 0, 1], result=scored))["best"] == 1

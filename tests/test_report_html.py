@@ -136,3 +136,40 @@ def test_recorded_errors_show_in_the_viewer(tmp_path):
             assert "Errors recorded in the rows" in page.locator("body").inner_text()
         finally:
             browser.close()
+
+
+def test_best_badge_needs_a_score_and_unparsed_feedback_is_marked(tmp_path):
+    """No 'best feedback' badge on a draft no critique scored (select "best" then falls back
+    to the last draft); a critique that never parsed says so beside its raw text."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+    from test_report import make_result, write_run
+
+    from selfrefine.engine.records import Feedback, StopReason
+    from selfrefine.evaluation.runner import ExampleRow
+    from selfrefine.evaluation.runstore import RunMeta
+
+    unscored = make_result("commongen", ["x y", "x y z"], [None, None], StopReason.MAX_ITERATIONS)
+    garbled = make_result("commongen", ["p", "p q"], [None, None], StopReason.MAX_ITERATIONS)
+    garbled.iterations[0].feedback = Feedback(text='{"missing_concepts": [', parse_error="not valid JSON")
+    rows = [ExampleRow(id="none", metrics=[0.5, 1.0], result=unscored),
+            ExampleRow(id="bad", metrics=[0.5, 1.0], result=garbled)]
+    meta = RunMeta(name="r", task="commongen", data="d", models={"generate": "m"}, config={"max_iterations": 1})
+    out = tmp_path / "report"
+    write_report([write_run(tmp_path / "run", meta, rows)], out)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page()
+            page.goto((out / "report.html").as_uri())
+            viewer = page.locator("#viewer")
+            assert "best feedback" not in viewer.inner_text()
+            assert "returned" in viewer.locator(".draft").nth(1).locator("h3").inner_text()
+            page.locator("#example-picker").select_option(value="0:1")
+            first = viewer.locator(".draft").nth(0)
+            assert "unparsed" in first.locator(".feedback h4").inner_text()
+            assert "not valid JSON" in first.locator(".feedback-error").inner_text()
+            assert first.locator(".feedback-text").inner_text() == '{"missing_concepts": ['
+            assert viewer.locator(".draft").nth(1).locator(".feedback-error").count() == 0
+        finally:
+            browser.close()

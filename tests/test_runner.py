@@ -29,8 +29,9 @@ def test_summary_matches_hand_computed_numbers():
     assert summary.by_iteration == [pytest.approx(0.75), 1.0]
     assert summary.final == 1.0 and summary.failed == 1 and summary.examples == 3
     assert summary.cumulative is None  # coverage is not a solved/unsolved metric
-    assert summary.calls_per_example == pytest.approx((4 + 2) / 2)
-    assert summary.stop_reasons == {"feedback": 2}
+    # a: generate, feedback, refine (its critique skipped at the cap: select "last"); b: generate, feedback
+    assert summary.calls_per_example == pytest.approx((3 + 2) / 2)
+    assert summary.stop_reasons == {"max_iterations": 1, "feedback": 1}
 
 
 def test_cumulative_solve_rate_for_binary_metrics():

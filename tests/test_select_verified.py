@@ -162,7 +162,7 @@ def test_verified_in_the_cli(tmp_path):
 def test_worse_refinement_is_rejected_and_the_better_draft_refined_again():
     task = Checked({"d0": 0.8, "d1": 0.6, "d2": 0.9})
     backend = fake(["fb0 score: 1", "fb2 score: 2"], ["d1", "d2"])
-    result = run(task, backend, max_iterations=2, accept="not_worse", record_prompts=True)
+    result = run(task, backend, max_iterations=2, accept="not_worse", record_prompts=True, final_feedback=True)
     assert result.drafts == ["d0", "d1", "d2"]
     assert [it.accepted for it in result.iterations] == [True, False, True]
     assert result.output == "d2" and result.selected == 2
@@ -197,7 +197,8 @@ def test_every_refine_prompt_extends_the_previous_one_across_a_rejection():
 
 def test_rejection_is_reported_in_a_decision_step():
     task = Checked({"d0": 0.8, "d1": 0.6, "d2": 0.9})
-    got = steps(task, fake(["score: 1", "score: 2"], ["d1", "d2"]), max_iterations=2, accept="not_worse")
+    got = steps(task, fake(["score: 1", "score: 2"], ["d1", "d2"]), max_iterations=2, accept="not_worse",
+                final_feedback=True)
     decisions = [s for s in got if isinstance(s, DecisionStep)]
     assert decisions[1].iteration == 1 and not decisions[1].stop
     assert decisions[1].detail.startswith("rejected: verifier score fell 0.80 → 0.60")
@@ -298,7 +299,7 @@ def test_verification_once_per_draft_and_reused_by_hybrid_feedback():
 
 def test_verifier_mode_alone_verifies_each_draft_once():
     task = Checked({"d0": 0.2, "d1": 0.9})
-    result = run(task, fake(refine=["d1"]), max_iterations=1, verifier_mode="verifier")
+    result = run(task, fake(refine=["d1"]), max_iterations=1, verifier_mode="verifier", final_feedback=True)
     assert task.verified == ["d0", "d1"]
     assert result.iterations[0].verification.score == 0.2 and result.iterations[0].feedback.total == 0.2
 

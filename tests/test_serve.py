@@ -255,6 +255,17 @@ def test_extra_body_options_take_effect(serve):
     assert generic.selfrefine["iterations"][0]["feedback"]["source"] == "generic"
 
 
+def test_final_feedback_option_asks_for_the_last_critique(serve):
+    served = serve(writer(worsening=True))
+    client = served.client()
+    for final, roles in [(None, ["generate", "feedback", "refine"]),
+                         (True, ["generate", "feedback", "refine", "feedback"])]:
+        served.fake.requests.clear()
+        options = {"max_iterations": 1, **({"final_feedback": final} if final else {})}
+        client.chat.completions.create(model=COMMONGEN, messages=user("a1, b2, c3"), extra_body={"selfrefine": options})
+        assert [r.role for r in served.fake.requests] == roles
+
+
 def test_sampling_fields_reach_the_backend(serve):
     served = serve()
     served.client().chat.completions.create(model=COMMONGEN, messages=user("dog, ball, park"),

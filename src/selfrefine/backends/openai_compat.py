@@ -96,7 +96,8 @@ class OpenAIBackend(Backend):
                 return await self._completion(request)
             return await self._chat(request)
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise TransientBackendError(f"{self.name}: cannot reach server: {exc}") from exc
+            # name the URL: a wrong --base-url (port, missing /v1) is the usual cause
+            raise TransientBackendError(f"{self.name}: cannot reach server: {exc} (at {self.base_url or self._client.base_url})") from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # e.g. a body cut off in transit
             raise TransientBackendError(f"{self.name}: {MALFORMED}: the body is not valid JSON ({exc})") from exc
         except openai.APIResponseValidationError as exc:

@@ -171,6 +171,9 @@ LOOP_OPTIONS = [
     click.option("--budget-tokens", type=click.IntRange(min=1), help="Stop after this many tokens in total."),
     click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds."),
     click.option("--no-constrain", is_flag=True, help="Do not constrain feedback to the task's JSON schema."),
+    click.option("--final-feedback", is_flag=True,
+                 help="Critique the last draft even when that cannot change the result (with --select last "
+                      "at --max-iters the run otherwise skips that call)."),
 ]
 
 
@@ -466,14 +469,17 @@ def models(ctx: click.Context, as_json: bool) -> None:
         click.echo(json.dumps({"catalogue": entries, "models": rows, "embedded_file": embedded_file,
                                "fake_replies_file": REPLIES_FILE_FORMAT}, indent=2))
         return
-    table = Table("model", "description", "size", "file", "installed", title="embedded models (--model NAME)")
+    table = Table("model", "description", "size", "installed", title="embedded models (--model NAME)")
     for e in entries:
-        table.add_row(e["name"], e["title"], f"{e['size'] / 2**20:,.0f} MiB", e["file"] or "-", e["state"])
-    Console().print(table)
+        table.add_row(e["name"], e["title"], f"{e['size'] / 2**20:,.0f} MiB", e["state"])
+    _print_whole(table)
+    # paths outside the table: a cell of a narrow (or piped, 80-column) table would cut them
+    for e in entries:
+        click.echo(f"  file of {e['name']}: {e['file'] or '-'}")
     table = Table("model", "description", title="model backends")
     for row in rows:
         table.add_row(row["model"], row["description"])
-    Console().print(table)
+    _print_whole(table)
     table = Table("model", "option", "type", "default", "description",
                   title="backend options (-o, --feedback-option, --refine-option, --judge-option KEY=VALUE)")
     for row in rows:
@@ -481,11 +487,18 @@ def models(ctx: click.Context, as_json: bool) -> None:
                                        "description": ""}]:
             shown = "-" if opt["default"] is None else str(opt["default"])
             table.add_row(row["model"], opt["name"], opt["type"], shown, opt["description"])
-    Console().print(table)
+    _print_whole(table)
     click.echo(f"fake:REPLIES.json reads {REPLIES_FILE_FORMAT}")
     if not default["installed"]:
         click.echo(f"The default model is not installed; `embedded` falls back to {catalogue.FALLBACK}. "
                    f"Install it: {default['pull']}")
+
+
+def _print_whole(table: Table) -> None:
+    """A table whose cells wrap rather than end in '…': names and values stay whole."""
+    for column in table.columns:
+        column.overflow = "fold"
+    Console().print(table)
 
 
 def _scheme_options(scheme: Any) -> list[dict[str, Any]] | None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
@@ -62,7 +65,10 @@ class StepPrinter:
         if fb.parse_error:
             notes.append(f"unparsed: {fb.parse_error}")
         title = f"feedback {step.iteration}" + (f" ({fb.source})" if fb.source != "model" else "")
-        self.console.print(Panel(Text(fb.text), title=title, subtitle=", ".join(notes), border_style="yellow"))
+        # typed (JSON) critiques read as their fields; an unparsed one is shown as it came
+        lines = None if fb.parse_error else feedback_lines(fb.text)
+        body = Text("\n".join(lines)) if lines else Text(fb.text)
+        self.console.print(Panel(body, title=title, subtitle=", ".join(notes), border_style="yellow"))
 
     def _decision(self, step: DecisionStep) -> None:
         if step.stop:
@@ -88,3 +94,37 @@ class StepPrinter:
             f"{u.calls} calls, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, "
             f"{u.seconds:.1f}s in model calls"
         )
+
+
+LONG_ITEM = 40  # list items longer than this get a line each
+
+
+def feedback_lines(text: str) -> list[str] | None:
+    """A JSON-object critique as "field: value" lines (``missing concepts: throw``), or None
+    when the text is not one (free-text critiques are shown as they are)."""
+    try:
+        data = json.loads(text)
+        return _field_lines(data) if isinstance(data, dict) and data else None
+    except (ValueError, RecursionError):  # model text: absurdly deep nesting is shown raw
+        return None
+
+
+def _field_lines(data: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for key, value in data.items():
+        label = str(key).replace("_", " ")
+        if isinstance(value, list) and any(len(_value_text(v)) > LONG_ITEM for v in value):
+            lines += [f"{label}:", *(f"  - {_value_text(v)}" for v in value)]
+        else:
+            lines.append(f"{label}: {_value_text(value)}")
+    return lines
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(_value_text(v) for v in value) if value else "none"
+    if isinstance(value, dict):
+        if set(value) == {"score", "reason"}:  # a rated aspect, as acronym's critic writes
+            return f"{_value_text(value['score'])} ({_value_text(value['reason'])})"
+        return ", ".join(f"{str(k).replace('_', ' ')} {_value_text(v)}" for k, v in value.items())
+    return str(value)

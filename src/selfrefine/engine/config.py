@@ -67,6 +67,9 @@ class RefineConfig(BaseModel):
     retry_base_delay: float = Field(default=1.0, ge=0)
     retry_max_delay: float = Field(default=30.0, ge=0)
     record_prompts: bool = False
+    # the critique of the last draft is skipped when it cannot change the returned draft or
+    # when the run stops (select "last" at the refinement cap); True asks for it anyway
+    final_feedback: bool = False
 
     @classmethod
     def build(cls, **values: object) -> "RefineConfig":

@@ -49,6 +49,8 @@ def run_meta(name: str, engine: SelfRefine, data: str, limit: int | None, tests:
         config.pop(volatile, None)  # do not change results: resuming with other values is fine
     if config.get("accept") == "any":
         config.pop("accept")  # the default, left out so run folders made before it still resume
+    if not config.get("final_feedback"):
+        config.pop("final_feedback", None)  # skipping a critique changes no output: older folders resume
     return RunMeta(
         name=name,
         task=engine.task.name,

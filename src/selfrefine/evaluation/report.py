@@ -29,6 +29,7 @@ import click
 from pydantic import BaseModel, Field
 
 from ..engine.errors import InputError
+from ..engine.records import RunResult
 from ..engine.selection import select_index
 from .judge import Preference
 from .runner import ExampleRow, summarize
@@ -387,6 +388,7 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
             "metric_error": row.metric_errors[pos] if pos < len(row.metric_errors) else None,
             "feedback": it.feedback.text if it.feedback else None,
             "feedback_source": it.feedback.source if it.feedback else None,
+            "feedback_error": it.feedback.parse_error if it.feedback else None,
         })
         previous = it.draft
     return {
@@ -395,11 +397,19 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
         "input": result.input,
         "stop_reason": result.stop_reason.value,
         "selected": result.selected,
-        "best": select_index(result.iterations, "best"),
+        "best": _best_scored(result),
         "drafts": drafts,
         "judge_error": row.judge_error,
         "answer_error": row.answer_error,
     }
+
+
+def _best_scored(result: RunResult) -> int | None:
+    """The draft select="best" picks, when a critique scored it: with no scores it falls back
+    to the last draft, which no feedback made 'best'."""
+    index = select_index(result.iterations, "best")
+    scored = {it.index for it in result.iterations if it.feedback is not None and it.feedback.total is not None}
+    return index if index in scored else None
 
 
 def _script_json(data: Any) -> str:
@@ -481,10 +491,14 @@ def compare_table(folder_a: str | Path, folder_b: str | Path, *, seed: int = 0) 
     ]
     for row in rows:
         table.add_row(*row)
-    paired = _paired_runs(folder_a, folder_b, seed)
+    # runs of different tasks share example ids ("a", "0", ...) by chance only: no pairing
+    paired = _paired_runs(folder_a, folder_b, seed) if ra.task == rb.task else None
     buffer = io.StringIO()
     console = Console(file=buffer, width=120, color_system=None, force_terminal=False, highlight=False)
     console.print(table)
+    if ra.task != rb.task:
+        console.print(f"Warning: A is a {ra.task} run and B a {rb.task} run: their metrics measure different "
+                      "things and their examples differ, so no B - A difference is computed.")
     if paired is not None:
         console.print(f"final B - A on {paired.n} shared examples: {_d(paired)} {_ci(paired)}")
     return buffer.getvalue()

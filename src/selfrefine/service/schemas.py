@@ -36,6 +36,7 @@ class LoopOptions(BaseModel):
     # the upstream model to run the loop on (one the server allows); also the model id's
     # '@' suffix, selfrefine/<task>@<model>
     model: str | None = Field(default=None, min_length=1)
+    final_feedback: bool | None = None  # True: critique the last draft even when that changes nothing
 
 
 class ChatMessageIn(BaseModel):
