@@ -200,6 +200,10 @@ def test_non_utf8_stdin_is_a_one_line_error():
     assert proc.returncode != 0 and "Traceback" not in err, err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and "UTF-8" in lines[0] and "stdin" in lines[0], err
+    # an argument with an undecodable byte (Python hands it over as a lone surrogate)
+    arg = subprocess.run([*cmd[:5], b"dog \xff frisbee", *cmd[5:]], capture_output=True, timeout=60)
+    lines = [ln for ln in arg.stderr.decode().splitlines() if ln.strip()]
+    assert arg.returncode != 0 and len(lines) == 1 and "INPUT is not UTF-8" in lines[0], arg.stderr.decode()
     good = subprocess.run(cmd, input="dog, frisbee".encode(), capture_output=True, timeout=60)
     assert good.returncode == 0, good.stderr.decode()
 
