@@ -98,7 +98,9 @@ def rss_mb() -> float:
 
 def alive(cls: type) -> int:
     gc.collect()
-    return sum(1 for o in gc.get_objects() if isinstance(o, cls))
+    # type(), not isinstance(): that would ask lazy proxies (the openai SDK's) for __class__,
+    # which imports their modules, and the count would measure its own imports
+    return sum(1 for o in gc.get_objects() if type(o) is cls)
 
 
 def body(concepts: str) -> dict[str, Any]:
@@ -166,6 +168,7 @@ def test_200_leaving_and_20_non_reading_streams_leave_nothing_behind():
         fake.cancelled.clear()
         tasks_after, rss_after = server.tasks(), rss_mb()
         held, peak = tracemalloc.get_traced_memory()
+        top = [str(stat) for stat in tracemalloc.take_snapshot().statistics("filename")[:3]]
         tracemalloc.stop()
         print(f"\n200 leaving + 20 non-reading streams: leavers done in {leaving_s:.1f}s, idle {idle_s:.1f}s later, "
               f"non-readers dropped {dropped_s:.1f}s after that, request cycles freed {cycles_s:.1f}s later; {calls} model calls; tasks {tasks_before} -> "
@@ -176,6 +179,6 @@ def test_200_leaving_and_20_non_reading_streams_leave_nothing_behind():
         assert alive(Reservation) == 0
         # the non-readers' runs wrote 11 drafts of 200 KB each, twice (reasoning, trajectory),
         # that their sockets never took: none of it may stay
-        assert held < 4 * 2**20, (held, peak)
+        assert held < 4 * 2**20, (held, peak, top)
     finally:
         server.stop()
