@@ -167,7 +167,9 @@ class TextCheck:
             await self.app(scope, receive, send)
             return
         message = await receive()  # BodyLimit's replay: the whole body at once
-        problem = text_problem(message.get("body", b"")) if message["type"] == "http.request" else None
+        if message["type"] != "http.request":  # the client has gone
+            return
+        problem = text_problem(message.get("body", b""))
         if problem is not None:
             param, text = problem
             await send_error(send, 400, text, "invalid_request_error", "invalid_text", param=param)
