@@ -125,10 +125,30 @@ def _read_input(text: str | None, input_file: Path | None) -> str:
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read input file {input_file}: {exc}") from None
     if text is not None and text != "-":
-        return text
+        return _valid_text(text, "INPUT")
     if text is None and sys.stdin.isatty():
         raise click.UsageError("no input: give INPUT, --input-file PATH, or pipe it on stdin")
-    return sys.stdin.read(MAX_INPUT_BYTES + 1)
+    return _read_stdin()
+
+
+def _read_stdin() -> str:
+    """stdin as strict UTF-8, as ``-f`` reads a file (Python's own stdin may turn bad bytes
+    into lone surrogates that fail much later, at the first write)."""
+    data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"stdin is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                         "convert it first, e.g. with iconv -t UTF-8") from None
+
+
+def _valid_text(text: str, where: str) -> str:
+    """``text`` unless it holds a lone surrogate (a command-line argument's undecodable byte)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"{where} is not UTF-8 text (character {exc.start}); pass UTF-8 text") from None
+    return text
 
 
 BACKEND_OPTIONS = [

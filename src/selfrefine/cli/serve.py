@@ -23,6 +23,18 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def allowed_hosts(host: str, given: tuple[str, ...]) -> list[str]:
+    """Host header names served besides loopback ones: --allowed-host's, else --host's own
+    (every name, "*", for an all-addresses --host, which needs a key or --insecure)."""
+    if given:
+        return list(given)
+    if is_loopback(host):
+        return []
+    if host.strip("[]") in ("0.0.0.0", "::", ""):
+        return ["*"]
+    return [host.strip("[]")]
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind; a non-loopback one needs --api-key (or --insecure).")
@@ -31,6 +43,12 @@ def is_loopback(host: str) -> bool:
 @click.option("--api-key", envvar="SELFREFINE_API_KEY", metavar="KEY",
               help="Require 'Authorization: Bearer KEY' on every route but /health and the playground page "
                    "[env SELFREFINE_API_KEY].")
+@click.option("--allowed-host", "allowed_host", multiple=True, metavar="NAME",
+              help="Also answer requests whose Host header is NAME (\"*\": any); repeatable. Default: only "
+                   "loopback names (against DNS rebinding), plus --host's own name if it is not loopback.")
+@click.option("--client-timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+              help="Seconds a client may take to send a request's headers, or its body, or to read "
+                   "anything of a reply; then it is dropped.")
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback --host without an API key.")
 @click.option("--max-concurrency", type=click.IntRange(min=1), default=4, show_default=True,
               help="Runs in flight at once (model calls still queue per backend).")
@@ -58,7 +76,8 @@ def is_loopback(host: str) -> bool:
                    "or nowhere; a request may choose with \"reasoning_format\".")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="info", show_default=True)
-def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurrency: int, max_queue: int,
+def serve(host: str, port: int, api_key: str | None, allowed_host: tuple[str, ...], client_timeout: float,
+          insecure: bool, max_concurrency: int, max_queue: int,
           max_body_bytes: int, max_iters: int | None, budget_tokens: int | None, budget_seconds: float | None,
           task_files: tuple[Path, ...], allow_code_tasks: bool, upstream_models: tuple[str, ...],
           reasoning_format: str, log_level: str, **backend: Any) -> None:
@@ -82,6 +101,7 @@ def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurr
     import uvicorn
 
     from ..service import Caps, ServeSettings, create_app
+    from ..service.connections import server_config
 
     settings = ServeSettings(
         backends=_backends(**backend),
@@ -94,12 +114,14 @@ def serve(host: str, port: int, api_key: str | None, insecure: bool, max_concurr
         caps=Caps(max_iterations=max_iters, max_total_tokens=budget_tokens, max_seconds=budget_seconds),
         reasoning_format=reasoning_format,  # type: ignore[arg-type]  # click.Choice checked it
         upstream=_upstream(upstream_models, backend["model"], backend["options"], backend["base_url"]),
+        allowed_hosts=allowed_hosts(host, allowed_host),
+        client_timeout=client_timeout,
     )
     sock = listen_socket(host, port)  # before the banner: a busy port is one error line
     port = sock.getsockname()[1]  # --port 0: the port the system chose
     click.echo(f"selfrefine serve: http://{host}:{port}/ (playground), OpenAI base URL http://{host}:{port}/v1"
                f"{', key required' if api_key else ''}", err=True)
-    config = uvicorn.Config(create_app(settings), host=host, port=port, log_level=log_level)
+    config = server_config(create_app(settings), host, port, client_timeout, log_level=log_level)
     uvicorn.Server(config).run(sockets=[sock])
 
 

@@ -29,12 +29,14 @@ from ..engine.task import Task
 from ..tasks import BUILTIN_TASKS, get_task
 from ..tasks.chat import ChatMessage, conversation_text
 from .engines import Admission, Backends, Caps, EnginePool, QueueFullError, Reservation
-from .guards import BearerAuth, BodyLimit
+from .guards import BearerAuth, BodyLimit, HostCheck, TextCheck
+from .refusals import refuse_unsupported
 from .runs import (
     ClientGone,
     Completion,
     cancel_on_disconnect,
     collect,
+    detached,
     error_event,
     step_events,
     until_disconnected,
@@ -71,6 +73,8 @@ class ServeSettings:
     max_queue: int = 64  # runs waiting for a slot before 429
     max_body_bytes: int = MAX_BODY_BYTES
     caps: Caps = field(default_factory=Caps)
+    allowed_hosts: list[str] = field(default_factory=list)  # besides loopback names; "*": any
+    client_timeout: float = 30.0  # seconds a request body may take to arrive
     tracing: Tracing = field(default_factory=Tracing.from_environment)
     reasoning_format: ReasoningFormat = "reasoning_content"  # where a chat reply puts the trace
     upstream: Upstream | None = None  # upstream models a request may choose (selfrefine/TASK@MODEL)
@@ -195,9 +199,12 @@ def create_app(settings: ServeSettings) -> FastAPI:
     app = FastAPI(title="selfrefine", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
                   lifespan=lifespan)
     app.state.service = service
-    # outermost first: the key is checked before the body is read, the size before parsing
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    # innermost first: the Host and the key are checked before the body is read, the size
+    # before the text, the text before parsing
+    app.add_middleware(TextCheck)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.client_timeout)
     app.add_middleware(BearerAuth, key=settings.api_key, open_paths={"/health", "/"})
+    app.add_middleware(HostCheck, allowed=settings.allowed_hosts)
     _add_error_handlers(app)
     _add_routes(app, service)
     return app
@@ -242,6 +249,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
+        refuse_unsupported(body)  # tools, other roles, images: 400, not silently dropped
         task = service.task_of(body.model)
         text = chat_input(task, body.messages)
         engine = service.pool.get(task, options_of(body.model, body.loop_options()))
@@ -289,10 +297,13 @@ def _reserve(service: Service, span: Any) -> Reservation:
 async def _run(service: Service, reservation: Reservation, span: Any, request: Request,
                engine: SelfRefine, text: str) -> Any:
     error = None
-    try:
+
+    async def run() -> Any:
         async with service.admission.slot(reservation):
-            steps = service.tracing.steps(engine.astream(text), engine.task.name, span)
-            return await cancel_on_disconnect(request, lambda: collect(steps))
+            return await collect(service.tracing.steps(engine.astream(text), engine.task.name, span))
+
+    try:  # the wait for a slot is watched too: a client gone from the queue frees its place
+        return await cancel_on_disconnect(request, run)
     except ClientGone as exc:
         error = str(exc)
         raise ApiError(499, error, "client_closed_request", "client_closed") from None
@@ -325,7 +336,8 @@ async def _guarded(service: Service, reservation: Reservation, span: Any, reques
 
 def _stream_response(events: AsyncIterator[str], reservation: Reservation, span: Any) -> StreamingResponse:
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return _ReservedStream(events, reservation, span, media_type="text/event-stream", headers=headers)
+    # the run apart from the socket: a client that stops reading cannot hold its slot
+    return _ReservedStream(detached(events), reservation, span, media_type="text/event-stream", headers=headers)
 
 
 class _ReservedStream(StreamingResponse):

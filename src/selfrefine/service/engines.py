@@ -10,10 +10,11 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ..backends.base import Backend
 from ..engine.config import RefineConfig
-from ..engine.errors import SelfRefineError
+from ..engine.errors import ConfigError, SelfRefineError
 from ..engine.loop import SelfRefine
 from ..engine.task import Task
 from .schemas import LoopOptions
@@ -32,19 +33,33 @@ class QueueFullError(SelfRefineError):
 
 @dataclass(frozen=True)
 class Caps:
-    """The server's limits on what one request may ask for (None: no cap)."""
+    """The server's limits on what one request may ask for. A budget set here (``serve
+    --max-iters/--budget-tokens/--budget-seconds``) is both the cap and the default; unset,
+    ``LIMITS`` still caps what a request asks (a request that asks nothing gets the task's
+    default), so no request can ask for 10**9 refinements."""
+
+    LIMITS: ClassVar[dict[str, float]] = {
+        "max_iterations": 10, "max_total_tokens": 200_000, "max_seconds": 600.0, "max_tokens": 8192,
+    }
+    MAX_TEMPERATURE: ClassVar[float] = 2.0  # OpenAI's range; a request above it is refused
 
     max_iterations: int | None = None
     max_total_tokens: int | None = None
     max_seconds: float | None = None
 
     def apply(self, options: LoopOptions) -> LoopOptions:
-        """The request's options with each budget at most the server's; unset ones get it."""
-        update = {}
-        for name in ("max_iterations", "max_total_tokens", "max_seconds"):
-            cap, asked = getattr(self, name), getattr(options, name)
-            if cap is not None:
-                update[name] = cap if asked is None else min(asked, cap)
+        """The request's options with each budget at most the server's; unset ones get the
+        server's own budget, where it has one. A temperature over 2 is a ConfigError."""
+        if options.temperature is not None and options.temperature > self.MAX_TEMPERATURE:
+            raise ConfigError(f"temperature {options.temperature:g} is over the server's limit of "
+                              f"{self.MAX_TEMPERATURE:g}")
+        update: dict[str, float] = {}
+        for name, limit in self.LIMITS.items():
+            cap, asked = getattr(self, name, None), getattr(options, name)
+            if asked is not None:
+                update[name] = min(asked, limit if cap is None else cap)
+            elif cap is not None:
+                update[name] = cap
         return options.model_copy(update=update)
 
 

@@ -1,11 +1,14 @@
-"""ASGI guards in front of every route: the bearer key, then the body size.
+"""ASGI guards in front of every route: the Host header, the bearer key, the body size (and
+the time it takes to arrive), then the body's text (UTF-8, no lone surrogates).
 
 Pure ASGI (not Starlette's BaseHTTPMiddleware), so a refused request is answered before its
 body is read and a streamed reply is passed through untouched."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import ipaddress
 import json
 from typing import Any
 
@@ -13,8 +16,8 @@ Scope = dict[str, Any]
 
 
 async def send_error(send: Any, status: int, message: str, type_: str, code: str,
-                     headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps({"error": {"message": message, "type": type_, "code": code, "param": None}}).encode()
+                     headers: list[tuple[bytes, bytes]] | None = None, param: str | None = None) -> None:
+    body = json.dumps({"error": {"message": message, "type": type_, "code": code, "param": param}}).encode()
     await send({
         "type": "http.response.start",
         "status": status,
@@ -47,12 +50,55 @@ class BearerAuth:
                          [(b"www-authenticate", b"Bearer")])
 
 
-class BodyLimit:
-    """Request bodies over ``max_bytes`` get 413, whether the size is declared or streamed."""
+def host_name(header: str) -> str:
+    """The name of a Host header, without its port: ``[::1]:8000`` -> ``::1``."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    name, colon, port = header.rpartition(":")
+    return name if colon and port.isdigit() else header
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+
+def is_loopback_name(name: str) -> bool:
+    if name == "localhost" or name.endswith(".localhost"):  # RFC 6761: always this machine
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class HostCheck:
+    """Only loopback names (and ``allowed``; ``*``: any) in the Host header: a web page that
+    rebinds its own DNS name to 127.0.0.1 still sends its name, and is refused."""
+
+    def __init__(self, app: Any, allowed: list[str]) -> None:
+        self.app = app
+        self.any = "*" in allowed
+        self.allowed = {host_name(a) for a in allowed}
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket") or self.any:
+            await self.app(scope, receive, send)
+            return
+        header = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+        name = host_name(header)
+        if name and (is_loopback_name(name) or name in self.allowed):
+            await self.app(scope, receive, send)
+            return
+        await send_error(send, 400, f"Host {header!r} is not served here (only loopback names are, so that a web "
+                         f"page cannot reach this server by DNS rebinding); to serve it, start the server with "
+                         f"--allowed-host {name or 'NAME'}", "invalid_request_error", "invalid_host")
+
+
+class BodyLimit:
+    """Request bodies over ``max_bytes`` get 413, whether the size is declared or streamed;
+    a body that has not all arrived ``timeout`` seconds after the headers gets 408."""
+
+    def __init__(self, app: Any, max_bytes: int, timeout: float | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout = timeout
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -62,21 +108,31 @@ class BodyLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await self._refuse(send, int(declared))
             return
-        # no (or a lying) length: read the body here, up to the limit, then replay it
+        try:
+            async with asyncio.timeout(self.timeout):
+                body = await self._read(receive, send)
+        except TimeoutError:  # a slow-loris body: the connection is not held open for it
+            await send_error(send, 408, f"the request body did not arrive within {self.timeout:g} s",
+                             "invalid_request_error", "request_timeout", [(b"connection", b"close")])
+            return
+        if body is not None:
+            await self.app(scope, _replay(body, receive), send)
+
+    async def _read(self, receive: Any, send: Any) -> bytes | None:
+        """The body, read here up to the limit (a length may lie); None once answered."""
         chunks, size = [], 0
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return
+                return None
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
                 await self._refuse(send, size)
-                return
+                return None
             chunks.append(chunk)
             if not message.get("more_body", False):
-                break
-        await self.app(scope, _replay(b"".join(chunks), receive), send)
+                return b"".join(chunks)
 
     async def _refuse(self, send: Any, size: int) -> None:
         await send_error(send, 413, f"request body is over the server's limit of {self.max_bytes:,} bytes "
@@ -96,3 +152,67 @@ def _replay(body: bytes, receive: Any) -> Any:
         return await receive()
 
     return replay
+
+
+class TextCheck:
+    """A body that is not UTF-8, or whose JSON holds a lone surrogate (``"\\ud800"``, which
+    JSON allows and no encoder can write back), gets 400 naming the field, before any route
+    (and so any model call) sees it. Runs inside BodyLimit: the body is buffered already."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        message = await receive()  # BodyLimit's replay: the whole body at once
+        if message["type"] != "http.request":  # the client has gone
+            return
+        problem = text_problem(message.get("body", b""))
+        if problem is not None:
+            param, text = problem
+            await send_error(send, 400, text, "invalid_request_error", "invalid_text", param=param)
+            return
+        await self.app(scope, _replay(message.get("body", b""), receive), send)
+
+
+def text_problem(body: bytes) -> tuple[str | None, str] | None:
+    """(the field, the message) if ``body`` is not valid text; None if it is, or is not JSON
+    (the route reports that)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, (f"the request body is not UTF-8 text (byte 0x{body[exc.start]:02x} at offset {exc.start}); "
+                      "send JSON encoded as UTF-8")
+    if "\\ud" not in text.lower():  # a lone surrogate can only arrive as an escape
+        return None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    found = _surrogate_in(data)
+    if found is None:
+        return None
+    path, value = found
+    at = next(i for i, c in enumerate(value) if 0xD800 <= ord(c) <= 0xDFFF)
+    return path or None, (f"{path or 'body'}: a lone surrogate (\\u{ord(value[at]):04x} at character {at}) is "
+                          "not Unicode text; send valid UTF-8 text")
+
+
+def _surrogate_in(data: Any) -> tuple[str, str] | None:
+    """The dotted path and value of the first string (key or value) with a lone surrogate;
+    a walk with a stack, so deep nesting cannot overflow it."""
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in item):
+                return path, item
+        elif isinstance(item, dict):
+            for key, value in reversed(list(item.items())):
+                stack.append((f"{path}.{key}" if path else str(key), value))
+                stack.append((path, key))
+        elif isinstance(item, list):
+            stack.extend((f"{path}.{i}" if path else str(i), v) for i, v in reversed(list(enumerate(item))))
+    return None

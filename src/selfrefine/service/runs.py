@@ -91,6 +91,31 @@ async def cancel_on_disconnect(request: Request, work: Callable[[], Awaitable[T]
         task.cancel()  # a no-op once done; else (this handler was cancelled) the run stops too
 
 
+async def detached(events: AsyncIterator[str]) -> AsyncIterator[str]:
+    """``events`` computed in a task of their own, apart from their sending: a run goes on,
+    ends and frees its slot while a client that stopped reading has a full socket (its
+    events wait here, bounded by the run's own limits, until the connection's send deadline
+    drops that client). Closing this generator (the client left) cancels the run."""
+    queue: asyncio.Queue[str | None] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for event in events:
+                queue.put_nowait(event)
+        finally:
+            queue.put_nowait(None)
+
+    task = asyncio.ensure_future(pump())
+    try:
+        while (event := await queue.get()) is not None:
+            yield event
+        await task  # pump's own failure, if any
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 # -- the trajectory ---------------------------------------------------------------------------
 
 
