@@ -32,10 +32,13 @@ def spans():
     provider.shutdown()
 
 
-def finished(exporter: InMemorySpanExporter, request_name: str, timeout: float = 5.0) -> list[ReadableSpan]:
-    """The spans, once the request span has ended (a stream ends it after the last event)."""
+def finished(exporter: InMemorySpanExporter, request_name: str, timeout: float = 5.0,
+             also: tuple[str, ...] = ("selfrefine.run",)) -> list[ReadableSpan]:
+    """The spans, once the request span and ``also`` have ended: a stream ends the request
+    span after its last event, and a streamed run is detached from its socket, so its own
+    span may end a moment after the request's."""
     deadline = time.monotonic() + timeout
-    while not any(s.name == request_name for s in exporter.get_finished_spans()):
+    while not {request_name, *also} <= {s.name for s in exporter.get_finished_spans()}:
         assert time.monotonic() < deadline, [s.name for s in exporter.get_finished_spans()]
         time.sleep(0.02)
     return list(exporter.get_finished_spans())
