@@ -167,9 +167,9 @@ def pool_run(tmp_path: Path, n: int, latency: float, options: PoolOptions, model
     task = get_task("commongen")
     engine = build_engine(task, **options_)
     store = RunStore(tmp_path / "run")
-    store.start(run_meta("run", engine, str(params["data"].resolve()), None))
+    store.start(run_meta("run", engine, str(Path(params["data"]).resolve()), None))  # --data is NAME|PATH
     pool = RayPool(EngineRecipe.portable(build_engine, "commongen", options_), options)
-    examples = load_examples("commongen", params["data"], None)
+    examples = load_examples("commongen", Path(params["data"]), None)
     return pool, store, [engine, examples]
 
 
