@@ -165,6 +165,8 @@ class Toxicity(Task):
     def metric(self, input: str, output: str, reference: Any = None) -> float:
         return metric_parts(input, output)["combined"]
 
+    metric_parts_doc = f"non_toxic: p_toxic < {THRESHOLD}; combined = (1 - p_toxic) x preservation"
+
     def metric_parts(self, input: str, output: str) -> dict[str, float]:
         return metric_parts(input, output)
 
