@@ -76,9 +76,21 @@ def test_feedback_parsing(task):
     fb = task.parse_feedback('Feedback: Still rude. "idiot" is an insult: say "the driver".', input=RUDE, draft=RUDE)
     assert fb.fields["phrases"] == ["idiot", "the driver"] and fb.done is False
     assert task.parse_feedback("NONE", input=RUDE, draft=POLITE).done is True
+    # a critic that restates the rewrite before its verdict (seen from Qwen2.5-1.5B)
+    restated = task.parse_feedback(f"Rewritten Comment: {POLITE}\nFeedback: None", input=RUDE, draft=POLITE)
+    assert restated.done is True and restated.text == "NONE"
     for raw in ("", "rude"):
         with pytest.raises(FeedbackParseError):
             task.parse_feedback(raw, input=RUDE, draft=RUDE)
+
+
+def test_hybrid_drops_a_none_that_the_classifier_contradicts(task):
+    draft = "Only an idiot would schedule the meeting at 7 am."
+    critique = task.parse_feedback("NONE", input=RUDE, draft=draft)
+    fb = task.combine(critique, task.verify(RUDE, draft), input=RUDE, draft=draft)
+    assert fb.done is False and not fb.text.startswith("NONE") and '"idiot"' in fb.text
+    clean = task.combine(critique, task.verify(RUDE, POLITE), input=RUDE, draft=POLITE)
+    assert clean.done is True
 
 
 def test_a_run_removes_the_toxicity_on_the_fake_model(task):

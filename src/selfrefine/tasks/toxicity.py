@@ -152,7 +152,8 @@ class Toxicity(Task):
         return super().parse_draft(lines[0].strip('"') if lines else "")
 
     def parse_feedback(self, text: str, *, input: str, draft: str) -> Feedback:
-        raw = re.sub(r"^\s*feedback\s*:\s*", "", text.strip(), flags=re.I).strip()
+        # a small critic may restate the rewrite first ("Rewritten comment: … Feedback: None")
+        raw = re.split(r"^\s*feedback\s*:\s*", text.strip(), flags=re.I | re.M)[-1].strip()
         if not raw:
             raise FeedbackParseError("the model returned empty feedback")
         if _NONE.match(raw):  # the critic finds nothing offensive left
@@ -161,6 +162,13 @@ class Toxicity(Task):
             raise FeedbackParseError("the feedback is too short to say what to change")
         phrases = list(dict.fromkeys(p.strip() for p in _QUOTED.findall(raw) if p.strip()))
         return Feedback(text=raw, done=False, fields={"phrases": phrases})
+
+    def combine(self, critique: Feedback, check: Verification, *, input: str, draft: str) -> Feedback:
+        """Hybrid: a critic's "NONE" that the classifier contradicts is dropped, so the refiner
+        is not told both that nothing is left and which words to replace (it then echoes)."""
+        if critique.done and check.passed is False:
+            return critique.model_copy(update={"text": check.text, "done": False, "source": "hybrid", "verification": check})
+        return super().combine(critique, check, input=input, draft=draft)
 
     def metric(self, input: str, output: str, reference: Any = None) -> float:
         return metric_parts(input, output)["combined"]
