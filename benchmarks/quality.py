@@ -56,11 +56,13 @@ from selfrefine.evaluation.judge import DEFAULT_CRITERIA, PairwiseJudge, Prefere
 from selfrefine.evaluation.report import RunReport, run_table
 from selfrefine.evaluation.response_cache import ResponseCache
 from selfrefine.evaluation.runstore import RunStore
+from selfrefine.evaluation.stats import mean_known, paired_bootstrap_diff
 from selfrefine.tasks import get_task
 
 ROOT = Path(__file__).resolve().parent.parent
-TASKS = ("gsm8k", "commongen", "sentiment", "acronym", "readability", "codeopt", "dialogue")
-SIZES = {"gsm8k": 30, "commongen": 20, "sentiment": 16, "acronym": 16, "readability": 10, "codeopt": 10, "dialogue": 10}
+TASKS = ("gsm8k", "commongen", "sentiment", "acronym", "readability", "codeopt", "dialogue", "toxicity", "story")
+SIZES = {"gsm8k": 30, "commongen": 20, "sentiment": 16, "acronym": 16, "readability": 10, "codeopt": 10, "dialogue": 10,
+         "toxicity": 12, "story": 8}
 FILES = {
     "gsm8k": "gsm8k.dev.jsonl",
     "commongen": "commongen_hard.dev.jsonl",
@@ -69,6 +71,8 @@ FILES = {
     "readability": "pie_codenet_python.dev.jsonl",
     "dialogue": "fed.dev.json",
 }
+# tasks whose dev split ships inside the package (written for it: see the task's module)
+PACKAGED = {"toxicity": "toxicity.dev.jsonl", "story": "story.dev.jsonl"}
 MODES: dict[str, dict[str, str]] = {
     "self": {"verifier_mode": "self"},
     "hybrid+verified": {"verifier_mode": "hybrid", "select": "verified"},
@@ -81,7 +85,9 @@ MODES: dict[str, dict[str, str]] = {
     "none": {"feedback_mode": "none"},
 }
 ABLATION_TASKS = {"commongen", "sentiment"}  # the only tasks run in the generic/none modes
-JUDGED = {"dialogue"}  # no code metric: the same model judges output vs one-step draft
+# the same model judges output vs one-step draft: dialogue has no code metric, story's
+# code metric checks only constraints
+JUDGED = {"dialogue", "story"}
 SIDECAR = "quality_run.json"  # per run folder: mode, selection, model, wall time per invocation
 PLOT = "quality_iterations.png"
 MACHINE = f"{platform.platform()}, nproc {os.cpu_count()}, Python {platform.python_version()}"
@@ -143,7 +149,7 @@ def select_examples(task: str, n: int, data_dir: Path) -> tuple[list[Example], s
 
         rows = [Example(id=p.id, input=p.slow, meta={"problem_id": p.id, "target": p.fast}) for p in load_benchmark()[:n]]
         return rows, "selfrefine.tasks.codeopt_bench (bundled)", f"the first {len(rows)} bundled programs"
-    path = (data_dir / FILES[task]).resolve()
+    path = data_path(task, data_dir)
     if task != "sentiment":
         rows = load_examples(task, path, n)
         return rows, str(path), f"the first {len(rows)} rows of {path.name}"
@@ -152,6 +158,15 @@ def select_examples(task: str, n: int, data_dir: Path) -> tuple[list[Example], s
     picked = rows[:first] + rows[half:half + n - first]
     last = half + n - first - 1
     return picked, str(path), f"rows 0-{first - 1} (to positive) and {half}-{last} (to negative) of {path.name}"
+
+
+def data_path(task: str, data_dir: Path) -> Path:
+    """The dev file of a task: packaged with selfrefine, or in --data-dir."""
+    if task in PACKAGED:
+        from selfrefine.tasks.toxicity import DATA
+
+        return DATA / PACKAGED[task]
+    return (data_dir / FILES[task]).resolve()
 
 
 def slug(task: str, mode: str) -> str:
@@ -213,8 +228,8 @@ def run_all(args: argparse.Namespace) -> None:
         except SelfRefineError as exc:
             print(f"{tag}: skipped: {exc}", flush=True)
             continue
-        if task != "codeopt" and not (args.data_dir / FILES[task]).exists():
-            print(f"{tag}: skipped: no {args.data_dir / FILES[task]}", flush=True)
+        if task != "codeopt" and not data_path(task, args.data_dir).exists():
+            print(f"{tag}: skipped: no {data_path(task, args.data_dir)}", flush=True)
             continue
         folder = run_one(task, mode, config, args, cache_db)
         wall = read_sidecar(folder)["invocations"][-1]["wall_s"]
@@ -281,6 +296,42 @@ def cell(r: RunReport) -> str:
     return f"{_f(r.baseline)} → {_f(r.final)} ({'-' if r.delta is None else f'{r.delta.estimate:+.3f}'})"
 
 
+def metric_parts(task: str, folder: Path) -> dict[str, tuple[list[float], list[float]]]:
+    """Part -> (one-step values, returned values) per example, for tasks with a metric_parts hook
+    (sentiment's graded VADER score, toxicity's classifier and content parts); {} otherwise."""
+    hook = getattr(get_task(task), "metric_parts", None)
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    if hook is None:
+        return out
+    for row in RunStore(folder).rows():
+        result = row.result
+        if result is None or not result.iterations or result.output is None:
+            continue  # a failed example has no output to score
+        first, last = hook(result.input, result.iterations[0].draft), hook(result.input, result.output)
+        for key in first:
+            out.setdefault(key, ([], []))[0].append(first[key])
+            out[key][1].append(last[key])
+    return out
+
+
+def parts_cell(base: list[float], final: list[float]) -> str:
+    delta = paired_bootstrap_diff(base, final)
+    return f"{_f(mean_known(base))} → {_f(mean_known(final))} ({'-' if delta is None else str(delta)})"
+
+
+def parts_table(task: str, runs: list[Run]) -> list[str]:
+    """One row per mode: each part's one-step → returned mean (paired Δ [95% CI])."""
+    per_mode = [(mode, metric_parts(task, Path(r.folder))) for t, mode, r, _ in runs if t == task]
+    keys = list(dict.fromkeys(k for _, parts in per_mode for k in parts))
+    if not keys:
+        return []
+    rows = [[mode, str(len(next(iter(parts.values()))[0])) if parts else "0",
+             *[parts_cell(*parts[k]) if k in parts else "-" for k in keys]] for mode, parts in per_mode]
+    doc = getattr(get_task(task), "metric_parts_doc", "")
+    return [f"Metric parts ({doc}); one-step → returned (Δ [95% CI]):" if doc else "Metric parts:", "",
+            *md_table(["mode", "n scored", *keys], rows)]
+
+
 def task_section(task: str, runs: list[Run]) -> list[str]:
     mine = [r for r in runs if r[0] == task]
     k = max(len(r[2].by_iteration) for r in mine)
@@ -302,7 +353,8 @@ def task_section(task: str, runs: list[Run]) -> list[str]:
                 _f(r.cost.seconds, 2), _f(wall_s(side), 1)]
         rows.append(row)
     selection = mine[0][3].get("selection", "?")
-    return [f"### {task}: {mine[0][2].metric_name}", "", f"Inputs: {selection}.", "", *md_table(header, rows)]
+    return [f"### {task}: {mine[0][2].metric_name}", "", f"Inputs: {selection}.", "", *md_table(header, rows),
+            *parts_table(task, runs)]
 
 
 def models_and_machines(runs: list[Run]) -> tuple[list[str], list[str], list[str]]:
@@ -358,9 +410,16 @@ def summary_json(runs: list[Run], args: argparse.Namespace) -> dict[str, Any]:
         "failed": r.failed, "one_step": r.baseline, "returned": r.final,
         "delta": r.delta.model_dump() if r.delta else None, "by_iteration": r.by_iteration,
         "per_example": r.cost.model_dump(), "judge": r.judge_preference.model_dump() if r.judge_preference else None, "stop_reasons": r.stop_reasons,
-        "wall_s": wall_s(side), "inputs": side.get("selection"),
+        "wall_s": wall_s(side), "inputs": side.get("selection"), "parts": parts_json(task, Path(r.folder)),
     } for task, mode, r, side in runs]
     return _round({"generated": now(), "models": models, "machines": machines, "commands": commands, "runs": entries})
+
+
+def parts_json(task: str, folder: Path) -> dict[str, Any] | None:
+    parts = metric_parts(task, folder)
+    return {k: {"one_step": mean_known(b), "returned": mean_known(f),
+                "delta": (d.model_dump() if (d := paired_bootstrap_diff(b, f)) else None)}
+            for k, (b, f) in parts.items()} or None
 
 
 def _round(x: Any) -> Any:

@@ -29,6 +29,8 @@ INPUTS = {
     "acronym": ["Scalable Tree Boosting for Accurate Ranking", "Learning to Reason with Graph Networks"],
     "commongen": ["dog, frisbee, park, catch", "kitchen, knife, onion, cut"],
     "chat": ["Why is the sky blue?", "System: Answer in French.\n\nUser: How are you?"],
+    "toxicity": ["Shut up, you idiot, the bus is late again.", "This damn app crashes every time I open it."],
+    "story": ["A baker finds a loaf missing every morning.", '{"premise": "A robot escapes.", "elements": ["door"]}'],
 }
 
 ACRONYM_RATINGS = {
@@ -53,6 +55,8 @@ def draft(task: str, n: int) -> str:
         "acronym": ["STAR", "TREX", "BOAR", "RANK", "STORM", "BEAR"][n % 6],
         "commongen": f"The dog caught the frisbee in the park, time {n}.",
         "chat": f"Sunlight scatters off air molecules, blue most of all (take {n}).",
+        "toxicity": f"Please be patient, the bus is late again (take {n}).",
+        "story": f"The baker waited by the oven, night {n}, and saw a cat take the bread.",
     }[task]
 
 
@@ -67,6 +71,8 @@ def feedback(task: str) -> str:
         "acronym": json.dumps(ACRONYM_RATINGS),
         "commongen": json.dumps({"missing_concepts": ["catch"], "commonsense": "NONE"}),
         "chat": json.dumps({"issues": ["Too vague: name Rayleigh scattering."]}),
+        "toxicity": 'Still rude. "be patient" sounds curt: say it kindly.',
+        "story": json.dumps({k: {"reason": "could be better", "score": 3} for k in ("coherence", "constraints", "interest", "premise")}),
     }[task]
 
 

@@ -11,7 +11,7 @@ from selfrefine.evaluation.report import run_table
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "quality.py"
-SIZES = "gsm8k=2,commongen=2,sentiment=2,acronym=2,readability=1,codeopt=1,dialogue=1"
+SIZES = "gsm8k=2,commongen=2,sentiment=2,acronym=2,readability=1,codeopt=1,dialogue=1,toxicity=2,story=1"
 
 
 def write_data(folder: Path) -> Path:
@@ -54,7 +54,8 @@ def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(
     first = run("--model", "fake", "--sizes", SIZES, *common)
 
     summary = json.loads((doc.parent / "quality_summary.json").read_text(encoding="utf-8"))
-    planned = {(t, m) for t in ("gsm8k", "commongen", "sentiment", "acronym", "readability", "codeopt", "dialogue")
+    planned = {(t, m) for t in ("gsm8k", "commongen", "sentiment", "acronym", "readability", "codeopt", "dialogue",
+                                "toxicity", "story")
                for m in ("self", "hybrid+verified", "hybrid+not-worse", "not-worse+no-history")}
     planned |= {(t, m) for t in ("commongen", "sentiment") for m in ("generic", "none")}
     planned -= {("dialogue", m) for m in ("hybrid+verified", "hybrid+not-worse", "not-worse+no-history")}  # no verifier
@@ -70,7 +71,7 @@ def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(
     for entry in summary["runs"]:
         r = run_table(runs / entry["folder"])  # the doc's numbers are the run folder's
         assert (entry["n"], entry["failed"]) == (r.n, r.failed)
-        assert r.n == {"readability": 1, "codeopt": 1, "dialogue": 1}.get(r.task, 2)
+        assert r.n == {"readability": 1, "codeopt": 1, "dialogue": 1, "story": 1}.get(r.task, 2)
         if r.task == "dialogue":
             assert entry["judge"]["n"] == r.judge_preference.n == 1
             assert f"| {entry['mode']} | {r.n} | {r.failed} | win {r.judge_preference.win:.2f}" in text
@@ -78,6 +79,14 @@ def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(
             assert entry["one_step"] == round(r.baseline, 4) and entry["returned"] == round(r.final, 4)
             numbers = f"{r.baseline:.3f} | {r.final:.3f} | {r.delta.estimate:+.3f} | [{r.delta.low:+.3f}, {r.delta.high:+.3f}]"
             assert f"| {entry['mode']} | {r.n} | {r.failed} | {numbers} |" in text
+
+    # the graded sentiment metric and toxicity's two parts, next to the binary/combined metric
+    for task, keys in (("sentiment", {"reached", "toward_target", "very"}),
+                       ("toxicity", {"non_toxic", "p_toxic", "preservation", "combined"})):
+        entries = [e for e in summary["runs"] if e["task"] == task]
+        assert entries and all(set(e["parts"]) == keys for e in entries)
+        assert "| mode | n scored | " + " | ".join(entries[0]["parts"]) + " |" in text.split(f"### {task}:")[1]
+    assert [e["judge"]["n"] for e in summary["runs"] if e["task"] == "story"] == [1] * 4  # judged and scored
 
     rows_before = {p.parent.name: p.read_text() for p in runs.glob("*/results.jsonl")}
     run("--model", "fake", "--sizes", SIZES, *common)

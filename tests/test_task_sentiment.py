@@ -113,3 +113,14 @@ def test_verifier_names_score_and_wrong_words(task):
     good = task.verify(f"positive: {NEG}", POS)
     assert good.passed is True and good.score > 0.05 and "reads as positive" in good.text
     assert task.has_verifier
+
+
+def test_graded_parts_move_where_the_binary_metric_is_saturated(task):
+    """Both rewrites reach the target sign (binary 1.0); only the graded parts tell them apart."""
+    mild, strong = "The soup was fine.", "The soup was absolutely delicious and wonderful, the best ever!"
+    weak, very = task.metric_parts(f"positive: {NEG}", mild), task.metric_parts(f"positive: {NEG}", strong)
+    assert weak["reached"] == very["reached"] == 1.0 == task.metric(f"positive: {NEG}", mild)
+    assert 0.05 <= weak["toward_target"] < 0.5 <= very["toward_target"]
+    assert (weak["very"], very["very"]) == (0.0, 1.0)
+    # signed toward the target: a negative target flips the sign
+    assert task.metric_parts(f"negative: {POS}", NEG)["toward_target"] == round(-compound_score(NEG), 4) > 0

@@ -15,13 +15,16 @@ from .dialogue import Dialogue
 from .gsm8k import GSM8K
 from .readability import Readability
 from .sentiment import Sentiment
+from .story import Story
+from .toxicity import Toxicity
 
 # the paper's seven tasks, in its Table 1 order
 PAPER_TASKS: dict[str, type[Task]] = {
     cls.name: cls for cls in (Sentiment, Dialogue, CodeOpt, Readability, GSM8K, Acronym, CommonGen)
 }
-# built-in tasks beyond the paper's: the general chat task (the OpenAI-compatible endpoint's)
-EXTRA_TASKS: dict[str, type[Task]] = {Chat.name: Chat}
+# built-in tasks beyond the paper's Table 1: the project page's other two (story generation,
+# toxicity removal), then the general chat task (the OpenAI-compatible endpoint's)
+EXTRA_TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (Story, Toxicity, Chat)}
 # every built-in task: the paper's seven, then the extras
 BUILTIN_TASKS: dict[str, type[Task]] = {**PAPER_TASKS, **EXTRA_TASKS}
 
@@ -72,6 +75,8 @@ __all__ = [
     "PAPER_TASKS",
     "Readability",
     "Sentiment",
+    "Story",
+    "Toxicity",
     "get_task",
     "task_names",
 ]

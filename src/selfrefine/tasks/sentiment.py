@@ -9,6 +9,11 @@ Feedback says why the rewrite is not yet the target sentiment and names the phra
 change. The paper runs a fixed number of rounds (no stop signal). The metric is measured by
 an offline classifier, VADER, never by the model's feedback: 1.0 when the compound score
 has the target's sign beyond VADER's ±0.05 neutral band.
+
+That binary metric saturates at the one-step draft, so :meth:`Sentiment.metric_parts` adds
+two graded parts (the quality benchmark reports them): ``toward_target``, the compound
+score signed toward the target (-1..1; higher is more positive for a positive target), and
+``very``, 1.0 when it reaches ``VERY`` (0.5): the paper's "Very positive"/"Very negative".
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from ..engine.task import Task, system_message
 
 POLARITIES = ("positive", "negative")
 NEUTRAL_BAND = 0.05  # VADER's convention: |compound| < 0.05 is neutral
+VERY = 0.5  # |compound| >= 0.5 in the target's direction counts as "Very positive/negative"
 
 _TEXT_FORM = re.compile(r"^\s*(?:to\s+)?(positive|negative)\s*:\s*(.+)$", re.I | re.S)
 _WORD = re.compile(r"[a-z][a-z'\-]*")
@@ -153,6 +159,14 @@ class Sentiment(Task):
     def metric(self, input: str, output: str, reference: Any = None) -> float:
         _, target = parse_sentiment_input(input)
         return 1.0 if has_sentiment(output, target) else 0.0
+
+    metric_parts_doc = f"VADER compound toward the target, mean; very: share with it >= {VERY}"
+
+    def metric_parts(self, input: str, output: str) -> dict[str, float]:
+        """The binary metric plus the graded ones (see the module docstring)."""
+        _, target = parse_sentiment_input(input)
+        toward = oriented_score(output, target)
+        return {"reached": float(toward >= NEUTRAL_BAND), "toward_target": round(toward, 4), "very": float(toward >= VERY)}
 
     def verify(self, input: str, draft: str) -> Verification:
         _, target = parse_sentiment_input(input)
