@@ -52,8 +52,8 @@ def test_datasets_lists_name_task_rows_source_and_licence():
 
 def test_shipped_files_hold_the_rows_listed_and_are_package_data():
     rows = {r["name"]: r for r in json.loads(invoke("datasets", "--json").output)}
-    readme = (DATA / "README.md").read_text()
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["selfrefine"]
+    package = ROOT / "src" / "selfrefine"
     for row in rows.values():
         if not row["shipped"]:
             assert not (DATA / row["file"]).exists(), f"{row['name']} may not be redistributed"
@@ -61,8 +61,9 @@ def test_shipped_files_hold_the_rows_listed_and_are_package_data():
         path = Path(row["path"])
         lines = [line for line in path.read_text().splitlines() if line.strip()]
         assert len(lines) - path.name.endswith(".tsv") == row["rows"]  # a TSV has a header row
-        assert f"| {row['name']} | {row['file']} | {row['rows']} |" in readme
-        assert any(Path("evaluation/data", path.name).match(p) for p in patterns)
+        # the README beside each shipped file names it with its row count (its provenance)
+        assert f"| {row['name']} | {row['file']} | {row['rows']} |" in (path.parent / "README.md").read_text()
+        assert any(path.relative_to(package).match(p) for p in patterns)
 
 
 def test_every_shipped_set_loads_for_each_of_its_tasks():

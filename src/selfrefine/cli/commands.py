@@ -458,7 +458,7 @@ def datasets(as_json: bool) -> None:
         here = "shipped" if row["shipped"] else "your copy" if row["path"] else "not shipped"
         table.add_row(str(row["name"]), ", ".join(row["tasks"]), str(row["rows"]), str(row["source"]),
                       str(row["licence"]), here)
-    Console().print(table)
+    _print_whole(table)  # a name cut to 'commongen_h…' could not be typed back
     for row in rows:
         if not row["shipped"] and not row["path"]:
             click.echo(f"{row['name']}: get {row['get']}; save it as ${DATA_ENV}/{row['file']} or give --data PATH")

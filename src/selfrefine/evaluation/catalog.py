@@ -18,6 +18,7 @@ from ..engine.errors import InputError
 from .datasets import FORMATS, Example, load_examples, load_hub
 
 DATA_DIR = Path(__file__).with_name("data")
+TASK_DATA_DIR = Path(__file__).parent.parent / "tasks" / "data"  # sets written for a task, with it
 DATA_ENV = "SELFREFINE_DATA"  # folder of the user's own copies of the sets not shipped
 REFERENCE_CODE = "https://github.com/madaan/self-refine"
 
@@ -32,6 +33,10 @@ class DataSet:
     licence: str
     shipped: bool
     get: str = ""  # where a set that is not shipped can be had
+    folder: Path = DATA_DIR  # where a shipped set's file is
+
+    def path(self) -> Path:
+        return self.folder / self.file
 
 
 SETS: dict[str, DataSet] = {s.name: s for s in (
@@ -46,6 +51,11 @@ SETS: dict[str, DataSet] = {s.name: s for s in (
     DataSet("fed", "fed.dev.json", ("dialogue",), 250, "FED (Mehri & Eskenazi)",
             "none stated", False,
             f"data/prompt/responsegen/fed_data.json of {REFERENCE_CODE}"),
+    # written and labelled for this project (provenance in tasks/data/README.md)
+    DataSet("toxicity", "toxicity.dev.jsonl", ("toxicity",), 12, "written for selfrefine", "Apache-2.0", True,
+            folder=TASK_DATA_DIR),
+    DataSet("story", "story.dev.jsonl", ("story",), 8, "written for selfrefine", "Apache-2.0", True,
+            folder=TASK_DATA_DIR),
 )}
 
 
@@ -53,8 +63,8 @@ def listing() -> list[dict[str, object]]:
     """One dict per known set, with where its file is (or would be) read from."""
     out = []
     for s in SETS.values():
-        path = _own_copy(s) if not s.shipped else DATA_DIR / s.file
-        out.append({**asdict(s), "tasks": list(s.tasks), "path": str(path) if path else None})
+        path = _own_copy(s) if not s.shipped else s.path()
+        out.append({**asdict(s), "tasks": list(s.tasks), "folder": str(s.folder), "path": str(path) if path else None})
     return out
 
 
@@ -75,7 +85,7 @@ def resolve(spec: str) -> Path:
         raise InputError(f"--data {spec}: no such file, and no dataset of that name (known: {names}; "
                          "`selfrefine datasets` lists them; hf:ID loads a Hugging Face dataset)")
     if known.shipped:
-        return DATA_DIR / known.file
+        return known.path()
     copy = _own_copy(known)
     if copy is None:
         raise InputError(
