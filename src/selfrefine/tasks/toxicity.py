@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.errors import FeedbackParseError, InputError
+from ..engine.parsing import json_input
 from ..engine.records import Feedback, Verification
 from ..engine.task import Task, system_message
 from .commongen import lemmas
@@ -135,12 +136,9 @@ class Toxicity(Task):
 
     def prepare_input(self, text: str) -> str:
         text = super().prepare_input(text)
-        if text.startswith("{"):
-            try:
-                data = json.loads(text)
-            except ValueError:
-                raise InputError('toxicity JSON input must be an object like {"input": "<comment>"}') from None
-            value = data.get("input", data.get("text")) if isinstance(data, dict) else None
+        data = json_input(text, "toxicity")
+        if data is not None:
+            value = data.get("input", data.get("text"))
             if not isinstance(value, str) or not value.strip():
                 raise InputError('toxicity JSON input needs a non-empty "input" (or "text") string')
             text = value
