@@ -29,7 +29,7 @@ from ..engine.task import Task
 from ..tasks import BUILTIN_TASKS, get_task
 from ..tasks.chat import ChatMessage, conversation_text
 from .engines import Admission, Backends, Caps, EnginePool, QueueFullError, Reservation
-from .guards import BearerAuth, BodyLimit, HostCheck, TextCheck
+from .guards import BearerAuth, BodyLimit, HostCheck
 from .refusals import refuse_unsupported
 from .runs import (
     ClientGone,
@@ -200,8 +200,7 @@ def create_app(settings: ServeSettings) -> FastAPI:
                   lifespan=lifespan)
     app.state.service = service
     # innermost first: the Host and the key are checked before the body is read, the size
-    # before the text, the text before parsing
-    app.add_middleware(TextCheck)
+    # before the text (BodyLimit), the text before parsing
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.client_timeout)
     app.add_middleware(BearerAuth, key=settings.api_key, open_paths={"/health", "/"})
     app.add_middleware(HostCheck, allowed=settings.allowed_hosts)

@@ -93,7 +93,10 @@ class HostCheck:
 
 class BodyLimit:
     """Request bodies over ``max_bytes`` get 413, whether the size is declared or streamed;
-    a body that has not all arrived ``timeout`` seconds after the headers gets 408."""
+    a body that has not all arrived ``timeout`` seconds after the headers gets 408; a body
+    that is not UTF-8, or whose JSON holds a lone surrogate (``"\\ud800"``, which JSON
+    allows and no encoder can write back), gets 400 naming the field (:func:`text_problem`),
+    before any route (and so any model call) sees it."""
 
     def __init__(self, app: Any, max_bytes: int, timeout: float | None = None) -> None:
         self.app = app
@@ -115,8 +118,14 @@ class BodyLimit:
             await send_error(send, 408, f"the request body did not arrive within {self.timeout:g} s",
                              "invalid_request_error", "request_timeout", [(b"connection", b"close")])
             return
-        if body is not None:
-            await self.app(scope, _replay(body, receive), send)
+        if body is None:
+            return
+        problem = text_problem(body)  # checked here, where the body is already buffered
+        if problem is not None:
+            param, text = problem
+            await send_error(send, 400, text, "invalid_request_error", "invalid_text", param=param)
+            return
+        await self.app(scope, _replay(body, receive), send)
 
     async def _read(self, receive: Any, send: Any) -> bytes | None:
         """The body, read here up to the limit (a length may lie); None once answered."""
@@ -152,29 +161,6 @@ def _replay(body: bytes, receive: Any) -> Any:
         return await receive()
 
     return replay
-
-
-class TextCheck:
-    """A body that is not UTF-8, or whose JSON holds a lone surrogate (``"\\ud800"``, which
-    JSON allows and no encoder can write back), gets 400 naming the field, before any route
-    (and so any model call) sees it. Runs inside BodyLimit: the body is buffered already."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-        message = await receive()  # BodyLimit's replay: the whole body at once
-        if message["type"] != "http.request":  # the client has gone
-            return
-        problem = text_problem(message.get("body", b""))
-        if problem is not None:
-            param, text = problem
-            await send_error(send, 400, text, "invalid_request_error", "invalid_text", param=param)
-            return
-        await self.app(scope, _replay(message.get("body", b""), receive), send)
 
 
 def text_problem(body: bytes) -> tuple[str | None, str] | None:
