@@ -16,12 +16,11 @@
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 
-from ..engine.errors import ConfigError, SandboxUnavailableError
+from ..engine.errors import SandboxUnavailableError
 from . import landlock
-from .isolation import CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, _preexec, _probe, _unshare_fn
+from .isolation import CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, _preexec, _probe, _unshare_fn, opted_out
 
 FILES_ENV = "SELFREFINE_SANDBOX_FILES"
 PID_MAX = 301  # the smallest pid_max the kernel accepts: pids 1..300
@@ -62,10 +61,7 @@ def confinement() -> Confinement:
 
 def require_confinement(found: Confinement) -> None:
     """Refuse to run model code that could read the server's files, unless opted out."""
-    policy = os.environ.get(FILES_ENV, "block").strip().lower() or "block"
-    if policy not in ("block", "allow"):
-        raise ConfigError(f"{FILES_ENV}={os.environ[FILES_ENV]!r} is not valid: use 'block' (the default) or 'allow'")
-    if found.landlock_abi or policy == "allow":
+    if opted_out(FILES_ENV) or found.landlock_abi:
         return
     why = "; ".join(p for p in found.problems if "Landlock" in p) or "Landlock is unavailable"
     raise SandboxUnavailableError(

@@ -98,12 +98,18 @@ def network_isolation() -> Isolation:
     return Isolation(namespace=namespace, seccomp=seccomp_ok, problems=tuple(problems))
 
 
+def opted_out(env_var: str) -> bool:
+    """Whether ``env_var`` says ``allow`` (run model code without that barrier); ``block``
+    or unset is the default, anything else a ConfigError."""
+    policy = os.environ.get(env_var, "block").strip().lower() or "block"
+    if policy not in ("block", "allow"):
+        raise ConfigError(f"{env_var}={os.environ[env_var]!r} is not valid: use 'block' (the default) or 'allow'")
+    return policy == "allow"
+
+
 def require_isolation(isolation: Isolation) -> None:
     """Refuse to run model code that nothing keeps off the network, unless opted out."""
-    policy = os.environ.get(ENV_VAR, "block").strip().lower() or "block"
-    if policy not in ("block", "allow"):
-        raise ConfigError(f"{ENV_VAR}={os.environ[ENV_VAR]!r} is not valid: use 'block' (the default) or 'allow'")
-    if isolation.blocks_network or policy == "allow":
+    if opted_out(ENV_VAR) or isolation.blocks_network:
         return
     found = "; ".join(isolation.problems) or "no mechanism was enabled"
     raise SandboxUnavailableError(
