@@ -665,16 +665,7 @@ def test_serve_command_answers_the_sdk():
     env = {**os.environ, "SELFREFINE_API_KEY": ""}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx2.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "selfrefine serve did not start"
-            time.sleep(0.2)
+        wait_until_serving(proc, port)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0)
         reply = client.chat.completions.create(model="selfrefine/chat", messages=user("hello"),
                                                extra_body={"selfrefine": {"max_iterations": 1}})
@@ -704,3 +695,17 @@ def test_embedded_model_end_to_end(serve):
     assert reply.choices[0].message.content.strip()
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
     assert reply.selfrefine["usage"]["calls"] >= 2
+
+
+def wait_until_serving(proc: subprocess.Popen, port: int, timeout: float = 60) -> None:
+    """Wait for a ``selfrefine serve`` child on ``port`` to answer /health (or fail with its output)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx2.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                return
+        except httpx2.TransportError:
+            pass
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "selfrefine serve did not start"
+        time.sleep(0.2)

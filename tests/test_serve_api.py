@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -174,16 +173,7 @@ def selfrefine_serve(tmp_path: Path) -> Iterator[str]:
     env = {**os.environ, "SELFREFINE_API_KEY": ""}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx2.get(f"http://127.0.0.1:{port}/health").status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "selfrefine serve did not start"
-            time.sleep(0.2)
+        test_serve.wait_until_serving(proc, port)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         proc.terminate()
