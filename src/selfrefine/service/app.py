@@ -42,6 +42,7 @@ from .runs import (
     until_disconnected,
 )
 from .schemas import (
+    CHAT_ROLES,
     MODEL_PREFIX,
     ChatCompletionRequest,
     ChatMessageIn,
@@ -58,7 +59,6 @@ from .upstream import UPSTREAM_SEPARATOR, Upstream, UpstreamModelError, split_mo
 from .validation import describe
 
 MAX_BODY_BYTES = 1_000_000
-CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 
 @dataclass

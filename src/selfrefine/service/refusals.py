@@ -8,9 +8,9 @@ from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 
-from .schemas import ChatCompletionRequest
+from .schemas import CHAT_ROLES, ChatCompletionRequest
 
-ROLES = ("system", "developer", "user", "assistant")
+ROLES = tuple(CHAT_ROLES)
 
 
 def refuse_unsupported(body: ChatCompletionRequest) -> None:

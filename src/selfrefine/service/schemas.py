@@ -39,6 +39,10 @@ class LoopOptions(BaseModel):
     final_feedback: bool | None = None  # True: critique the last draft even when that changes nothing
 
 
+# the message roles a chat request may use, and the conversation role each becomes
+CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
 class ChatMessageIn(BaseModel):
     """One message of a chat request; content may be a string or OpenAI's list of parts."""
 
