@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from selfrefine.engine.errors import SelfRefineError
+from selfrefine.core.errors import SelfRefineError
 from selfrefine.evaluation.datasets import Example, load_examples
 from selfrefine.evaluation.stats import (
     Interval,

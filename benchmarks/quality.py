@@ -47,8 +47,8 @@ from _cli import names
 from rich.console import Console
 
 from selfrefine.backends.registry import get_backend
-from selfrefine.engine.config import RefineConfig
-from selfrefine.engine.errors import SelfRefineError
+from selfrefine.core.config import RefineConfig
+from selfrefine.core.errors import SelfRefineError
 from selfrefine.engine.loop import SelfRefine
 from selfrefine.evaluation.datasets import Example, load_examples
 from selfrefine.evaluation.driver import run_eval, run_meta, use_cache

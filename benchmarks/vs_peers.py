@@ -56,7 +56,7 @@ from _peers import (
 )
 
 from selfrefine.backends.openai_compat import OpenAIBackend
-from selfrefine.engine.config import RefineConfig
+from selfrefine.core.config import RefineConfig
 from selfrefine.engine.loop import SelfRefine
 from selfrefine.evaluation.datasets import Example
 from selfrefine.tasks import get_task

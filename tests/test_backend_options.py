@@ -15,7 +15,7 @@ from selfrefine.backends.embedded import LlamaCppBackend
 from selfrefine.backends.openai_compat import OpenAIBackend
 from selfrefine.backends.options import FakeOptions, LlamaCppOptions, OpenAIOptions
 from selfrefine.cli.commands import build_engine, cli, run
-from selfrefine.engine.errors import ConfigError
+from selfrefine.core.errors import ConfigError
 from selfrefine.tasks import get_task
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

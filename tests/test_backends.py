@@ -18,7 +18,7 @@ from selfrefine import (
 )
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.embedded import check_gguf
-from selfrefine.engine.errors import ModelNotFoundError
+from selfrefine.core.errors import ModelNotFoundError
 
 
 def req(prompt="hi", role="generate", **kw) -> CompletionRequest:

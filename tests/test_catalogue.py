@@ -24,7 +24,7 @@ from selfrefine.backends.catalogue import (
 )
 from selfrefine.backends.registry import get_backend
 from selfrefine.cli.commands import cli
-from selfrefine.engine.errors import InputError, ModelNotFoundError
+from selfrefine.core.errors import InputError, ModelNotFoundError
 
 DATA = [b"GGUF" + bytes(range(256)) * 9, b"second part " * 300, b"tail"]
 

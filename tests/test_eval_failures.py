@@ -12,8 +12,8 @@ from conftest import FB_DONE
 
 from selfrefine import FakeBackend, SelfRefine, Task
 from selfrefine.cli.commands import cli
-from selfrefine.engine.errors import BackendError
-from selfrefine.engine.records import (
+from selfrefine.core.errors import BackendError
+from selfrefine.core.records import (
     CallRecord,
     Iteration,
     RunResult,

@@ -19,7 +19,7 @@ from conftest import SMOLLM, require_smollm
 
 from selfrefine import SelfRefine, StopReason
 from selfrefine.backends.openai_compat import OpenAIBackend
-from selfrefine.engine.records import DraftStep, ResultStep
+from selfrefine.core.records import DraftStep, ResultStep
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]
 

@@ -18,7 +18,7 @@ from selfrefine import (
     TransientBackendError,
     get_task,
 )
-from selfrefine.engine.records import (
+from selfrefine.core.records import (
     CallStep,
     DecisionStep,
     DraftStep,

@@ -29,7 +29,7 @@ else:
     ray = pytest.importorskip("ray")
 
 from selfrefine.cli.commands import build_engine, cli
-from selfrefine.engine.errors import SelfRefineError
+from selfrefine.core.errors import SelfRefineError
 from selfrefine.evaluation.datasets import load_examples
 from selfrefine.evaluation.driver import run_eval, run_meta
 from selfrefine.evaluation.ray_pool import (

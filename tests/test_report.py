@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from selfrefine.engine.records import (
+from selfrefine.core.records import (
     CallRecord,
     Feedback,
     Iteration,
@@ -222,7 +222,7 @@ def test_empty_run_and_missing_folder(tmp_path):
     write_report([empty], tmp_path / "rep")  # still writes every file
     assert "| empty |" in (tmp_path / "rep" / "report.md").read_text()
     assert (tmp_path / "rep" / "cost_vs_iteration.png").exists()
-    from selfrefine.engine.errors import InputError
+    from selfrefine.core.errors import InputError
 
     with pytest.raises(InputError, match="not a run folder"):
         run_table(tmp_path)

@@ -111,7 +111,7 @@ def test_recorded_errors_show_in_the_viewer(tmp_path):
     from playwright.sync_api import sync_playwright
     from test_report import make_result, write_run
 
-    from selfrefine.engine.records import StopReason
+    from selfrefine.core.records import StopReason
     from selfrefine.evaluation.runner import ExampleRow
     from selfrefine.evaluation.runstore import RunMeta
 
@@ -145,7 +145,7 @@ def test_best_badge_needs_a_score_and_unparsed_feedback_is_marked(tmp_path):
     from playwright.sync_api import sync_playwright
     from test_report import make_result, write_run
 
-    from selfrefine.engine.records import Feedback, StopReason
+    from selfrefine.core.records import Feedback, StopReason
     from selfrefine.evaluation.runner import ExampleRow
     from selfrefine.evaluation.runstore import RunMeta
 

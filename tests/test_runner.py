@@ -52,7 +52,7 @@ def test_tasks_without_a_code_metric_have_no_scores():
 
 def test_feedback_rows_written_before_the_done_rename_still_load():
     # run folders store Feedback.done as "stop" up to 0.1.0; resuming them must keep the signal
-    from selfrefine.engine.records import Feedback
+    from selfrefine.core.records import Feedback
 
     assert Feedback.model_validate_json('{"text": "ok", "stop": true}').done is True
     assert "done" in Feedback(text="ok", done=False).model_dump()
@@ -61,7 +61,7 @@ def test_feedback_rows_written_before_the_done_rename_still_load():
 def test_run_config_is_a_typed_record_and_old_rows_load():
     # RunResult.config was a bare dict; rows written then (with keys since removed) must load
     from selfrefine import FakeBackend, RunResult, SelfRefine
-    from selfrefine.engine.records import RunConfig
+    from selfrefine.core.records import RunConfig
 
     result = SelfRefine("commongen", FakeBackend(default="a dog runs"), max_iterations=0).run("dog, run")
     assert isinstance(result.config, RunConfig)

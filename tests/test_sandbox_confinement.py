@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from selfrefine.engine.errors import SandboxUnavailableError
+from selfrefine.core.errors import SandboxUnavailableError
 from selfrefine.sandbox import confine, process
 from selfrefine.sandbox.confine import MAX_PROCESSES, Confinement, confinement
 from selfrefine.sandbox.process import run_python

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from selfrefine.engine.errors import ConfigError, SandboxUnavailableError
+from selfrefine.core.errors import ConfigError, SandboxUnavailableError
 from selfrefine.sandbox.confine import confinement
 from selfrefine.sandbox.process import Isolation, network_isolation, run_python
 

@@ -16,7 +16,7 @@ from conftest import scored_task
 
 from selfrefine import ConfigError, FakeBackend, SelfRefine, StopReason, Task
 from selfrefine.cli.commands import cli
-from selfrefine.engine.records import (
+from selfrefine.core.records import (
     DecisionStep,
     Feedback,
     FeedbackStep,

@@ -32,8 +32,8 @@ from click.testing import CliRunner
 from selfrefine.backends.base import Backend, CompletionRequest
 from selfrefine.backends.fake import FakeBackend, count_tokens
 from selfrefine.cli import cli
-from selfrefine.engine.errors import BackendError
-from selfrefine.engine.records import RunResult
+from selfrefine.core.errors import BackendError
+from selfrefine.core.records import RunResult
 from selfrefine.service import Backends, Caps, ServeSettings, create_app
 from selfrefine.service.tracing import Tracing
 from selfrefine.tasks import BUILTIN_TASKS, get_task

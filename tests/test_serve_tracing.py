@@ -99,7 +99,7 @@ def test_request_run_round_and_call_spans(serve, spans, stream):
 
 def test_a_failed_run_marks_its_request_span(serve, spans):
     from selfrefine.backends.fake import FakeBackend
-    from selfrefine.engine.errors import BackendError
+    from selfrefine.core.errors import BackendError
 
     tracing, exporter = spans
     served = serve(FakeBackend([BackendError("model server down")]), tracing=tracing)

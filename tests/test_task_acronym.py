@@ -13,7 +13,7 @@ from selfrefine import (
     SelfRefine,
     StopReason,
 )
-from selfrefine.engine.errors import DraftParseError
+from selfrefine.core.errors import DraftParseError
 from selfrefine.tasks.acronym import (
     ASPECTS,
     FEEDBACK_SCHEMA,

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from selfrefine import SelfRefine, StopReason
 from selfrefine.backends.fake import FakeBackend
-from selfrefine.engine.errors import (
+from selfrefine.core.errors import (
     ConfigError,
     DraftParseError,
     FeedbackParseError,

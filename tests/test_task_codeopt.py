@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from selfrefine.engine.errors import DraftParseError, FeedbackParseError, InputError
+from selfrefine.core.errors import DraftParseError, FeedbackParseError, InputError
 from selfrefine.sandbox.timing import compare_programs, significance
 from selfrefine.tasks.codeopt import CodeOpt, extract_program, outputs_match, verdicts
 from selfrefine.tasks.codeopt_bench import (

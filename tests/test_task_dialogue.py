@@ -7,7 +7,7 @@ import json
 import pytest
 
 from selfrefine import InputError
-from selfrefine.engine.errors import DraftParseError, FeedbackParseError
+from selfrefine.core.errors import DraftParseError, FeedbackParseError
 from selfrefine.tasks.dialogue import FEEDBACK_SCHEMA, KEYS, Dialogue
 
 CONV = "User: I adopted a puppy today!\nSystem: Congratulations! What breed?\nUser: A beagle. He chews everything."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from selfrefine import FakeBackend, FeedbackParseError, SelfRefine, StopReason
-from selfrefine.engine.errors import DraftParseError
+from selfrefine.core.errors import DraftParseError
 from selfrefine.tasks.readability import (
     Readability,
     bound_names,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from selfrefine import InputError
-from selfrefine.engine.errors import DraftParseError, FeedbackParseError
+from selfrefine.core.errors import DraftParseError, FeedbackParseError
 from selfrefine.tasks.sentiment import (
     Sentiment,
     compound_score,

@@ -8,7 +8,7 @@ import pytest
 
 from selfrefine import InputError, SelfRefine
 from selfrefine.backends.fake import FakeBackend
-from selfrefine.engine.errors import FeedbackParseError
+from selfrefine.core.errors import FeedbackParseError
 from selfrefine.evaluation.datasets import load_examples
 from selfrefine.tasks import get_task, task_names
 from selfrefine.tasks.story import Story, repetition_loops, story_checks, word_count

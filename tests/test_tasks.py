@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from selfrefine import FeedbackParseError, InputError, TaskError, get_task
-from selfrefine.engine.errors import DraftParseError
+from selfrefine.core.errors import DraftParseError
 from selfrefine.sandbox.process import run_python
 from selfrefine.tasks.commongen import (
     concept_coverage,

@@ -14,8 +14,8 @@ from selfrefine.backends.base import CompletionRequest, CompletionResponse
 from selfrefine.backends.fake import FakeBackend
 from selfrefine.backends.openai_compat import cached_prompt_tokens
 from selfrefine.backends.registry import get_backend
-from selfrefine.engine.errors import ConfigError
-from selfrefine.engine.records import CallRecord, Usage
+from selfrefine.core.errors import ConfigError
+from selfrefine.core.records import CallRecord, Usage
 
 
 class JitteryBackend(FakeBackend):

@@ -16,8 +16,8 @@ from .backends import (
     FakeBackend,
     get_backend,
 )
-from .engine.config import RefineConfig
-from .engine.errors import (
+from .core.config import RefineConfig
+from .core.errors import (
     BackendError,
     ConfigError,
     FeedbackParseError,
@@ -30,7 +30,7 @@ from .engine.errors import (
     TransientBackendError,
 )
 from .engine.loop import SelfRefine, refine
-from .engine.records import (
+from .core.records import (
     CallRecord,
     DecisionStep,
     DraftStep,

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..engine.records import (  # ModelInfo: re-exported, backends return it
+from ..core.records import (  # ModelInfo: re-exported, backends return it
     ModelInfo,
     Role,
 )

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine.errors import BackendError, ModelNotFoundError
+from ..core.errors import BackendError, ModelNotFoundError
 
 CHUNK = 2**20
 PULL_HINT = "selfrefine models pull {name}"

@@ -30,7 +30,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..engine.errors import BackendError, ConfigError, ModelNotFoundError
+from ..core.errors import BackendError, ConfigError, ModelNotFoundError
 from . import catalogue
 from .base import (
     Backend,

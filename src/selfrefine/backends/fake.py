@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Union
 
-from ..engine.errors import BackendError, ModelNotFoundError
+from ..core.errors import BackendError, ModelNotFoundError
 from .base import Backend, CompletionRequest, CompletionResponse
 
 Reply = Union[str, BaseException]

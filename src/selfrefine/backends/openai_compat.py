@@ -20,7 +20,7 @@ import json
 import os
 from typing import Any
 
-from ..engine.errors import (
+from ..core.errors import (
     BackendError,
     ConfigError,
     ModelNotFoundError,

@@ -17,7 +17,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..engine.errors import ConfigError
+from ..core.errors import ConfigError
 
 
 class BackendOptions(BaseModel):

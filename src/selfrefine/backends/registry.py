@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..engine.errors import ConfigError, ModelNotFoundError
+from ..core.errors import ConfigError, ModelNotFoundError
 from .base import Backend
 from .options import FakeOptions, LlamaCppOptions, OpenAIOptions, validate
 

@@ -20,10 +20,10 @@ from ..backends import catalogue
 from ..backends.catalogue import ModelFallbackWarning
 from ..backends.fake import REPLIES_FILE_FORMAT
 from ..backends.registry import DEFAULT_MODEL, schemes
-from ..engine.config import RefineConfig
-from ..engine.errors import InputError, SelfRefineError
+from ..core.config import RefineConfig
+from ..core.errors import InputError, SelfRefineError
 from ..engine.loop import SelfRefine
-from ..engine.records import ResultStep, RunResult, StopReason
+from ..core.records import ResultStep, RunResult, StopReason
 from ..tasks import get_task, task_names
 from .display import StepPrinter
 

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
-from ..engine.records import (
+from ..core.records import (
     CallStep,
     DecisionStep,
     DraftStep,

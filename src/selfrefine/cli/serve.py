@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..engine.errors import ConfigError
+from ..core.errors import ConfigError
 from ..tasks import get_task
 from .commands import _backend_spec, _main_options, _role_options, backend_options
 

@@ -1,7 +1,7 @@
 """The Self-Refine loop: generate → feedback → stop? → refine → feedback → …
 
 The core is async and backend-agnostic and is exposed as a stream of typed steps
-(:mod:`selfrefine.records`); :meth:`SelfRefine.run` is the sync convenience wrapper.
+(:mod:`selfrefine.core.records`); :meth:`SelfRefine.run` is the sync convenience wrapper.
 
 Robustness rules implemented here:
 - transient backend errors are retried with exponential backoff and never reach a prompt;
@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 from ..backends.base import Backend, CompletionRequest, CompletionResponse
 from ..backends.registry import get_backend
-from .config import DEFAULT_MAX_ITERATIONS, RefineConfig
-from .errors import (
+from ..core.config import DEFAULT_MAX_ITERATIONS, RefineConfig
+from ..core.errors import (
     BackendError,
     ConfigError,
     ParseError,
@@ -34,7 +34,7 @@ from .errors import (
     TransientBackendError,
     error_text,
 )
-from .records import (
+from ..core.records import (
     ROLES,
     CallRecord,
     CallStep,
@@ -52,7 +52,9 @@ from .records import (
     Usage,
     Verification,
 )
+from .plugins import find_task
 from .selection import score_text, select_index, worse
+from .spec import BackendPool, EngineSpec, Wrap
 from .task import Task
 
 T = TypeVar("T")
@@ -105,11 +107,10 @@ class SelfRefine:
         feedback_model: Backend | str | None = None,
         refine_model: Backend | str | None = None,
         config: RefineConfig | None = None,
+        wrap: Wrap | None = None,
         **options: Any,
     ) -> None:
-        from ..tasks import get_task
-
-        self.task = get_task(task) if isinstance(task, str) else task
+        self.task = find_task(task)
         if config is not None and options:
             raise ConfigError("pass either config= or keyword options, not both")
         self.config = config or RefineConfig.build(**options)
@@ -135,6 +136,26 @@ class SelfRefine:
             "feedback": get_backend(feedback_model) if feedback_model is not None else base,
             "refine": get_backend(refine_model) if refine_model is not None else base,
         }
+        if wrap is not None:  # each distinct backend wrapped once, so shared roles stay shared
+            wrapped = {id(b): wrap(b) for b in self.distinct_backends()}
+            self.backends = {role: wrapped[id(b)] for role, b in self.backends.items()}
+
+    @classmethod
+    def from_spec(cls, spec: EngineSpec, *, pool: BackendPool | None = None, wrap: Wrap | None = None) -> SelfRefine:
+        """The engine an :class:`EngineSpec` describes: the one way ``run``, ``eval``, ``serve``
+        and Ray build theirs. With a ``pool``, backends are shared with the pool's other
+        engines (and wrapped by the pool's ``wrap``)."""
+        if pool is not None and wrap is not None:
+            raise ConfigError("pass wrap to the BackendPool, which wraps each backend it opens once")
+        pool = pool or BackendPool(wrap)
+        models = spec.role_models()
+        return cls(
+            spec.task,
+            pool.get(models["generate"]),
+            feedback_model=pool.get(models["feedback"]),
+            refine_model=pool.get(models["refine"]),
+            config=spec.config,
+        )
 
     # -- public API ----------------------------------------------------------------------
 

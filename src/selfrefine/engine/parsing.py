@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .errors import DraftParseError, FeedbackParseError, InputError
+from ..core.errors import DraftParseError, FeedbackParseError, InputError
 
 # ```python … ``` (the closing fence may be missing: a stop sequence or max_tokens cut it)
 FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|$)", re.S | re.I)

@@ -6,7 +6,7 @@ stored rows (``select_index`` with another policy shows what it would have retur
 
 from __future__ import annotations
 
-from .records import Iteration, Verification
+from ..core.records import Iteration, Verification
 
 
 def select_index(iterations: list[Iteration], policy: str) -> int | None:

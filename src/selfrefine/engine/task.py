@@ -21,8 +21,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from .errors import DraftParseError, FeedbackParseError, InputError, TaskError
-from .records import Feedback, Verification
+from ..core.errors import DraftParseError, FeedbackParseError, InputError, TaskError
+from ..core.records import Feedback, Verification
 from .templates import BASE_VARIABLES, Template, packaged_template
 
 TEMPLATE_ROLES = ("generate", "feedback", "refine", "refine_nofeedback")

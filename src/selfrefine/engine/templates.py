@@ -17,7 +17,7 @@ import jinja2
 from jinja2 import meta, nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from .errors import TemplateError
+from ..core.errors import TemplateError
 
 BASE_VARIABLES = frozenset({"input", "draft", "feedback", "history", "iteration"})
 

@@ -14,7 +14,7 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..engine.errors import InputError
+from ..core.errors import InputError
 from .datasets import FORMATS, Example, load_examples, load_hub
 
 DATA_DIR = Path(__file__).with_name("data")

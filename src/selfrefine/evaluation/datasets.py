@@ -34,7 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..engine.errors import InputError
+from ..core.errors import InputError
 
 
 class Example(BaseModel):

@@ -21,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from .. import __version__
-from ..engine.errors import InputError
+from ..core.errors import InputError
 from ..engine.loop import SelfRefine
 from ..engine.task import Task
 from .datasets import Example

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..backends.base import Backend, CompletionRequest
-from ..engine.errors import ConfigError
+from ..core.errors import ConfigError
 from ..engine.parsing import json_object
 
 Winner = Literal["a", "b", "tie"]

@@ -40,7 +40,7 @@ from rich.markup import escape
 
 from ..backends.base import CompletionResponse
 from ..backends.registry import scheme_of
-from ..engine.errors import BackendError, ConfigError, SelfRefineError, error_text
+from ..core.errors import BackendError, ConfigError, SelfRefineError, error_text
 from ..engine.loop import SelfRefine
 from .datasets import Example
 from .judge import DEFAULT_CRITERIA, PairwiseJudge

@@ -28,8 +28,8 @@ from typing import Any
 import click
 from pydantic import BaseModel, Field
 
-from ..engine.errors import InputError
-from ..engine.records import RunResult
+from ..core.errors import InputError
+from ..core.records import RunResult
 from ..engine.selection import select_index
 from .judge import Preference
 from .runner import ExampleRow, summarize

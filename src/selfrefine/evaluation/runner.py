@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..engine.errors import StorageError, error_text
+from ..core.errors import StorageError, error_text
 from ..engine.loop import SelfRefine
-from ..engine.records import RunResult, StopReason
+from ..core.records import RunResult, StopReason
 from .datasets import Example
 from .judge import JudgeResult, PairwiseJudge, Preference, preference_rate
 from .stats import mean_known

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..engine.errors import ConfigError, InputError
+from ..core.errors import ConfigError, InputError
 from .runner import EvalSummary, ExampleRow
 from .storage import run_folder_error, run_folder_read_error
 

@@ -12,7 +12,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from ..engine.errors import StorageError
+from ..core.errors import StorageError
 
 FULL = {errno.ENOSPC, errno.EDQUOT}
 READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ..engine.errors import SandboxUnavailableError
+from ..core.errors import SandboxUnavailableError
 from . import landlock
 from .isolation import CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, _preexec, _probe, _unshare_fn, opted_out
 

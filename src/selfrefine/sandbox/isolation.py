@@ -38,7 +38,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from ..engine.errors import ConfigError, SandboxUnavailableError
+from ..core.errors import ConfigError, SandboxUnavailableError
 
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000

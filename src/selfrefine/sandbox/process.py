@@ -35,7 +35,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-from ..engine.errors import SandboxUnavailableError
+from ..core.errors import SandboxUnavailableError
 from .confine import PID_MAX, Confinement, confinement, require_confinement, ruleset_fd
 from .isolation import Isolation, child_setup, network_isolation, require_isolation
 from .isolation import CLONE_NEWNS

@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
-from ..engine.errors import BackendError, InputError, SelfRefineError
+from ..core.errors import BackendError, InputError, SelfRefineError
 from ..engine.loop import SelfRefine
 from ..engine.task import Task
 from ..tasks import BUILTIN_TASKS, get_task

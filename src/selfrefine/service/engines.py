@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..backends.base import Backend
-from ..engine.config import RefineConfig
-from ..engine.errors import ConfigError, SelfRefineError
+from ..core.config import RefineConfig
+from ..core.errors import ConfigError, SelfRefineError
 from ..engine.loop import SelfRefine
 from ..engine.task import Task
 from .schemas import LoopOptions

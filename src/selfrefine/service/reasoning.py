@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Literal, get_args
 
-from ..engine.records import DecisionStep, DraftStep, FeedbackStep, RunResult, Step
+from ..core.records import DecisionStep, DraftStep, FeedbackStep, RunResult, Step
 
 ReasoningFormat = Literal["reasoning_content", "think", "none"]
 REASONING_FORMATS: tuple[str, ...] = get_args(ReasoningFormat)

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from starlette.requests import Request
 
-from ..engine.records import (
+from ..core.records import (
     CallStep,
     DecisionStep,
     DraftStep,

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..engine.config import Accept, FeedbackMode, History, Select, VerifierMode
+from ..core.config import Accept, FeedbackMode, History, Select, VerifierMode
 from .reasoning import ReasoningFormat
 
 MODEL_PREFIX = "selfrefine/"

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..backends.base import Backend, CompletionRequest, CompletionResponse
-from ..engine.records import DecisionStep, DraftStep, ModelInfo, ResultStep, Step
+from ..core.records import DecisionStep, DraftStep, ModelInfo, ResultStep, Step
 
 NAME = "selfrefine"
 # the span a model call belongs to: the round in progress (set between the loop's steps)

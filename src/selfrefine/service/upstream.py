@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..backends.base import Backend
-from ..engine.errors import ConfigError
+from ..core.errors import ConfigError
 
 UPSTREAM_SEPARATOR = "@"
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.metadata
-from pathlib import Path
-
-from ..engine.errors import TaskError
+from ..engine.plugins import find_task, task_entry_points
 from ..engine.task import Task
 from .acronym import Acronym
 from .chat import Chat
@@ -29,38 +26,15 @@ EXTRA_TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (Story, Toxicity,
 BUILTIN_TASKS: dict[str, type[Task]] = {**PAPER_TASKS, **EXTRA_TASKS}
 
 
-def plugin_tasks() -> dict[str, importlib.metadata.EntryPoint]:
-    """Tasks registered by other packages under the entry-point group ``selfrefine.tasks``."""
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group="selfrefine.tasks")}
-
-
 def task_names() -> list[str]:
     """Built-in tasks (the paper's in its order, then the extras), then plugin tasks."""
-    return [*BUILTIN_TASKS, *sorted(set(plugin_tasks()) - set(BUILTIN_TASKS))]
-
-
-def _looks_like_path(spec: str) -> bool:
-    return spec.endswith((".yaml", ".yml")) or "/" in spec or "\\" in spec or Path(spec).is_file()
+    return [*BUILTIN_TASKS, *sorted(set(task_entry_points()) - set(BUILTIN_TASKS))]
 
 
 def get_task(spec: str | Task) -> Task:
-    """A Task from a built-in name, a plugin name or the path of a YAML task file."""
-    if isinstance(spec, Task):
-        return spec
-    if spec in BUILTIN_TASKS:
-        return BUILTIN_TASKS[spec]()
-    plugins = plugin_tasks()
-    if spec in plugins:
-        obj = plugins[spec].load()
-        return obj() if isinstance(obj, type) else obj
-    if _looks_like_path(spec):
-        from .taskfile import load_task
-
-        return load_task(spec)
-    raise TaskError(
-        f"unknown task {spec!r}; built-in tasks: {', '.join(task_names())}, "
-        "or give the path of a YAML task file"
-    )
+    """A Task from a built-in name, a plugin name or the path of a YAML task file (built-in
+    tasks are entry points too: :func:`selfrefine.engine.plugins.find_task`)."""
+    return find_task(spec)
 
 
 __all__ = [

@@ -29,9 +29,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..engine.errors import DraftParseError, FeedbackParseError, InputError
+from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..engine.parsing import json_aspect_ratings
-from ..engine.records import Feedback, Verification
+from ..core.records import Feedback, Verification
 from ..engine.task import Task, system_message
 
 # key → label. Alphabetical, like every other key in the feedback JSON: the embedded

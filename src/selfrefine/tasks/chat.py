@@ -23,9 +23,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from ..engine.errors import FeedbackParseError, InputError
+from ..core.errors import FeedbackParseError, InputError
 from ..engine.parsing import json_object
-from ..engine.records import Feedback
+from ..core.records import Feedback
 from ..engine.task import Task, system_message
 
 Role = Literal["system", "user", "assistant"]

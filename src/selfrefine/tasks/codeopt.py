@@ -16,9 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.errors import DraftParseError, FeedbackParseError, InputError
+from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..engine.parsing import FENCE, extract_program, parse_python, parses
-from ..engine.records import Feedback, Verification
+from ..core.records import Feedback, Verification
 from ..engine.task import Task, system_message
 from ..sandbox.process import run_python
 from ..sandbox.timing import TimingResult, compare_programs

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..engine.errors import InputError, TaskError
+from ..core.errors import InputError, TaskError
 from ..sandbox.process import run_python
 
 Generator = Callable[[random.Random], str]

@@ -14,9 +14,9 @@ import json
 import re
 from typing import Any
 
-from ..engine.errors import FeedbackParseError, InputError
+from ..core.errors import FeedbackParseError, InputError
 from ..engine.parsing import json_object
-from ..engine.records import Feedback, Verification
+from ..core.records import Feedback, Verification
 from ..engine.task import Task, system_message
 
 FEEDBACK_SCHEMA: dict[str, Any] = {

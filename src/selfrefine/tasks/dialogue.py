@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..engine.errors import DraftParseError, FeedbackParseError, InputError
+from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..engine.parsing import json_aspect_ratings, json_input
-from ..engine.records import Feedback
+from ..core.records import Feedback
 from ..engine.task import Task, system_message
 
 ASPECTS = (

@@ -11,9 +11,9 @@ import math
 import re
 from typing import Any
 
-from ..engine.errors import DraftParseError, FeedbackParseError
+from ..core.errors import DraftParseError, FeedbackParseError
 from ..engine.parsing import fenced_blocks
-from ..engine.records import Feedback, Verification
+from ..core.records import Feedback, Verification
 from ..engine.task import Task, system_message
 from ..sandbox.process import run_python
 

@@ -30,9 +30,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..engine.errors import DraftParseError, FeedbackParseError
+from ..core.errors import DraftParseError, FeedbackParseError
 from ..engine.parsing import FENCE, extract_program, parse_python
-from ..engine.records import Feedback, Verification
+from ..core.records import Feedback, Verification
 from ..engine.task import Task, system_message
 
 # Single letters that are conventional loop indices, and short words that are real words.

@@ -21,9 +21,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..engine.errors import FeedbackParseError, InputError
+from ..core.errors import FeedbackParseError, InputError
 from ..engine.parsing import json_input
-from ..engine.records import Feedback, Verification
+from ..core.records import Feedback, Verification
 from ..engine.task import Task, system_message
 
 POLARITIES = ("positive", "negative")

@@ -20,9 +20,9 @@ import re
 from collections import Counter
 from typing import Any
 
-from ..engine.errors import FeedbackParseError, InputError
+from ..core.errors import FeedbackParseError, InputError
 from ..engine.parsing import json_aspect_ratings, json_input
-from ..engine.records import Feedback, Verification
+from ..core.records import Feedback, Verification
 from ..engine.task import Task, system_message
 from .commongen import concept_coverage, missing_concepts
 

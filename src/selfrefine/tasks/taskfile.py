@@ -33,7 +33,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..engine.errors import TaskError, TaskFileError
+from ..core.errors import TaskError, TaskFileError
 from ..engine.task import Task
 
 MAX_TASK_FILE_BYTES = 1_000_000

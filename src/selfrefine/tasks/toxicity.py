@@ -29,9 +29,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..engine.errors import FeedbackParseError, InputError
+from ..core.errors import FeedbackParseError, InputError
 from ..engine.parsing import json_input
-from ..engine.records import Feedback, Verification
+from ..core.records import Feedback, Verification
 from ..engine.task import Task, system_message
 from .commongen import lemmas
 
