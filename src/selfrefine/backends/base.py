@@ -50,6 +50,9 @@ class Backend(abc.ABC):
 
     #: how many requests this backend can usefully serve at once
     max_concurrency: int = 1
+    #: one request can return several samples of its prompt (the OpenAI API's ``n``); False:
+    #: :meth:`complete_n` sends one request per sample
+    supports_n: bool = False
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -57,6 +60,15 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         """Answer one request. Must be safe to call from concurrent tasks."""
+
+    async def complete_n(self, request: CompletionRequest, n: int) -> list[CompletionResponse]:
+        """``n`` samples of one prompt (the loop asks for them at a temperature above 0).
+
+        This default sends ``n`` requests one after the other, seeded ``seed``, ``seed + 1``, …
+        so each is a different sample; they share the whole prompt, which a backend with a
+        prefix cache (llama.cpp in-process, llama-server) computes once. A backend whose API
+        returns several samples per request overrides this (``supports_n``)."""
+        return [await self.complete(nth_sample(request, i)) for i in range(max(1, n))]
 
     async def aclose(self) -> None:
         """Release connections or native resources. Safe to call twice."""
@@ -74,6 +86,13 @@ class Backend(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+def nth_sample(request: CompletionRequest, i: int) -> CompletionRequest:
+    """The request of sample ``i`` of a prompt sent one request per sample: the seed moved on."""
+    if i == 0 or request.seed is None:
+        return request
+    return request.model_copy(update={"seed": request.seed + i})
 
 
 def chat_messages(request: CompletionRequest) -> list[dict[str, str]]:

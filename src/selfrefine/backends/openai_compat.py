@@ -32,6 +32,7 @@ from .base import (
     CompletionResponse,
     chat_messages,
     flat_prompt,
+    nth_sample,
 )
 
 PLACEHOLDER_KEY = "sk-no-key-required"  # the SDK refuses an empty key, local servers ignore it
@@ -49,6 +50,7 @@ class OpenAIBackend(Backend):
         concurrency: int = 4,
         json_format: str = "auto",
         cache_prompt: bool | None = None,
+        request_n: str = "auto",
     ) -> None:
         super().__init__(f"openai:{model}")
         if not model:
@@ -73,6 +75,12 @@ class OpenAIBackend(Backend):
                 )
             key = PLACEHOLDER_KEY
         self.max_concurrency = max(1, int(concurrency))
+        if request_n not in ("auto", "on", "off"):
+            raise ConfigError("request_n must be auto, on or off")
+        # auto: ask for K samples with one request (n=K) until the server refuses n or
+        # returns fewer choices (llama-server and llama_cpp.server do), then one per sample
+        self.request_n = request_n
+        self.supports_n = request_n != "off"
         self.json_format = json_format
         # llama-server's own switch for its prompt (prefix) cache; None leaves the server's
         # default. Off only makes sense to measure what the cache saves.
@@ -89,12 +97,34 @@ class OpenAIBackend(Backend):
         return f"{self.name} ({self.api} endpoint at {where})"
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        return (await self._mapped(self._completion(request) if self.api == "completion" else self._chat(request)))[0]
+
+    async def complete_n(self, request: CompletionRequest, n: int) -> list[CompletionResponse]:
+        """K samples: one request with ``n=K`` where the server honours it; where it refuses
+        ``n`` (400) or returns fewer choices, the rest one request each, and n is not asked
+        for again (with ``request_n="on"`` a refusal is an error instead)."""
+        if n <= 1 or not self.supports_n or self.api == "completion":
+            return await super().complete_n(request, n)
+        try:
+            got = await self._mapped(self._chat(request, n))
+        except BackendError as exc:
+            if self.request_n == "on" or isinstance(exc, TransientBackendError) or "(400)" not in str(exc):
+                raise
+            got = []
+        if len(got) < n:
+            if self.request_n == "on":
+                raise BackendError(f"{self.name}: asked for n={n} samples, the server returned {len(got)}; "
+                                   "use request_n=auto or off for a server without n")
+            self.supports_n = False
+            got += [await self.complete(nth_sample(request, i)) for i in range(len(got), n)]
+        return got
+
+    async def _mapped(self, call: Any) -> list[CompletionResponse]:
+        """Await one API call, its errors mapped onto the package's (transient or not)."""
         import openai
 
         try:
-            if self.api == "completion":
-                return await self._completion(request)
-            return await self._chat(request)
+            return await call
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             # name the URL: a wrong --base-url (port, missing /v1) is the usual cause
             raise TransientBackendError(f"{self.name}: cannot reach server: {exc} (at {self.base_url or self._client.base_url})") from exc
@@ -115,10 +145,12 @@ class OpenAIBackend(Backend):
                 ) from exc
             raise BackendError(f"{self.name}: request refused ({exc.status_code}): {_message(exc)}") from exc
 
-    async def _chat(self, request: CompletionRequest) -> CompletionResponse:
+    async def _chat(self, request: CompletionRequest, n: int = 1) -> list[CompletionResponse]:
         import openai
 
         kwargs = self._sampling(request)
+        if n > 1:
+            kwargs["n"] = n
         fmt = self._response_format(request)
         if fmt is not None:
             kwargs["response_format"] = fmt
@@ -134,14 +166,17 @@ class OpenAIBackend(Backend):
             resp = await self._client.chat.completions.create(
                 model=self.model, messages=chat_messages(request), **kwargs
             )
-        choice = _first_choice(self.name, resp)
-        message = getattr(choice, "message", None)
-        content = getattr(message, "content", None)
-        if message is None or not isinstance(content, (str, type(None))):
-            raise TransientBackendError(f"{self.name}: {MALFORMED}: the choice has no message text")
-        return self._response(content or "", resp, choice.finish_reason)
+        _first_choice(self.name, resp)  # a body without choices is malformed
+        texts = []
+        for choice in resp.choices[:n]:
+            message = getattr(choice, "message", None)
+            content = getattr(message, "content", None)
+            if message is None or not isinstance(content, (str, type(None))):
+                raise TransientBackendError(f"{self.name}: {MALFORMED}: the choice has no message text")
+            texts.append((content or "", choice.finish_reason))
+        return self._responses(texts, resp)
 
-    async def _completion(self, request: CompletionRequest) -> CompletionResponse:
+    async def _completion(self, request: CompletionRequest) -> list[CompletionResponse]:
         resp = await self._client.completions.create(
             model=self.model, prompt=flat_prompt(request), **self._sampling(request)
         )
@@ -149,7 +184,7 @@ class OpenAIBackend(Backend):
         text = getattr(choice, "text", None)
         if not isinstance(text, str):
             raise TransientBackendError(f"{self.name}: {MALFORMED}: the choice has no text")
-        return self._response(text, resp, choice.finish_reason)
+        return self._responses([(text, choice.finish_reason)], resp)
 
     def _schema_form_refused(self, fmt: dict[str, Any] | None, exc: Any) -> bool:
         """Did a server refuse the standard json_schema form? (llama_cpp.server says 500.)"""
@@ -177,20 +212,29 @@ class OpenAIBackend(Backend):
             "json_schema": {"name": "feedback", "schema": request.json_schema, "strict": True},
         }
 
-    def _response(self, text: str, resp: Any, finish_reason: str | None) -> CompletionResponse:
+    def _responses(self, texts: list[tuple[str, Any]], resp: Any) -> list[CompletionResponse]:
+        """One response per choice. The usage covers all of them: the prompt is counted once
+        (on the first), the completion tokens shared out evenly (the API gives no split)."""
         usage = getattr(resp, "usage", None)
         try:
             cached = cached_prompt_tokens(resp)
         except (TypeError, ValueError) as exc:
             raise TransientBackendError(f"{self.name}: {MALFORMED}: bad cached token count: {exc}") from exc
-        return CompletionResponse(
-            text=text,
-            prompt_tokens=_count(self.name, getattr(usage, "prompt_tokens", 0)),
-            completion_tokens=_count(self.name, getattr(usage, "completion_tokens", 0)),
-            model=str(getattr(resp, "model", None) or self.name),
-            finish_reason=finish_reason if isinstance(finish_reason, str) else None,
-            cached_prompt_tokens=cached,
-        )
+        prompt = _count(self.name, getattr(usage, "prompt_tokens", 0))
+        completion = _count(self.name, getattr(usage, "completion_tokens", 0))
+        share, extra = divmod(completion, len(texts))
+        model = str(getattr(resp, "model", None) or self.name)
+        return [
+            CompletionResponse(
+                text=text,
+                prompt_tokens=prompt if i == 0 else 0,
+                completion_tokens=share + (extra if i == 0 else 0),
+                model=model,
+                finish_reason=finish if isinstance(finish, str) else None,
+                cached_prompt_tokens=cached if i == 0 else (None if cached is None else 0),
+            )
+            for i, (text, finish) in enumerate(texts)
+        ]
 
     async def aclose(self) -> None:
         await self._client.close()

@@ -48,6 +48,8 @@ class OpenAIOptions(BackendOptions):
     json_format: Literal["auto", "json_schema", "json_object", "off"] = Field(
         "auto", description="how constrained feedback is asked for")
     cache_prompt: Optional[bool] = Field(None, description="llama-server's prompt cache switch (default: the server's)")
+    request_n: Literal["auto", "on", "off"] = Field(
+        "auto", description="K samples of one prompt as one request with n=K (auto: until the server refuses it)")
 
 
 class FakeOptions(BackendOptions):
