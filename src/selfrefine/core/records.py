@@ -98,6 +98,7 @@ class Verification(BaseModel):
     text: str  # findings as plain text for the refiner, e.g. "Missing concepts: ball"
     passed: bool | None = None  # True: the checks found nothing left to fix
     score: float | None = None  # e.g. concept coverage
+    answer: str | None = None  # the answer the check found (gsm8k: solution()'s value), for votes
 
 
 Feedback.model_rebuild()
