@@ -104,6 +104,17 @@ class Verification(BaseModel):
 Feedback.model_rebuild()
 
 
+class Candidate(BaseModel):
+    """One of the ``samples`` drafts sampled for one step (``RefineConfig.samples`` > 1):
+    its text, the task's check of it and the call that produced it. The chosen one became
+    the iteration's draft; the others stay here so a run's record shows what lost."""
+
+    draft: str
+    verification: Verification | None = None
+    call: CallRecord | None = None
+    chosen: bool = False
+
+
 class Iteration(BaseModel):
     """Draft y_t and the feedback fb_t on it (None when the loop stopped before feedback).
 
@@ -117,6 +128,7 @@ class Iteration(BaseModel):
     feedback: Feedback | None = None
     verification: Verification | None = None
     accepted: bool = True
+    candidates: list[Candidate] = Field(default_factory=list)  # samples > 1: every sample of this step
 
 
 class ModelInfo(BaseModel):
@@ -174,6 +186,7 @@ class DraftStep(BaseModel):
     iteration: int
     draft: str
     call: CallRecord | None = None
+    candidates: list[Candidate] = Field(default_factory=list)  # samples > 1: the chosen one and the rest
 
 
 class FeedbackStep(BaseModel):

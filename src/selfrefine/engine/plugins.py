@@ -44,7 +44,7 @@ def find_task(spec: str | Task) -> Task:
     if not registered:
         raise TaskError(f"unknown task {spec!r}: no task is registered; install selfrefine "
                         "(pip install -e .) so that its entry points exist")
-    raise TaskError(f"unknown task {spec!r}; tasks: {', '.join(sorted(registered))}, "
+    raise TaskError(f"unknown task {spec!r}; tasks: {', '.join(registered)}, "
                     "or give the path of a YAML task file")
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..engine.plugins import find_task, task_entry_points
+from ..core.errors import TaskError
+from ..engine.plugins import find_task, looks_like_path, task_entry_points
 from ..engine.task import Task
 from .acronym import Acronym
 from .chat import Chat
@@ -34,6 +35,10 @@ def task_names() -> list[str]:
 def get_task(spec: str | Task) -> Task:
     """A Task from a built-in name, a plugin name or the path of a YAML task file (built-in
     tasks are entry points too: :func:`selfrefine.engine.plugins.find_task`)."""
+    if isinstance(spec, str) and spec not in task_entry_points() and not looks_like_path(spec):
+        # the same error as find_task's, listing the built-ins in the paper's order
+        raise TaskError(f"unknown task {spec!r}; built-in tasks: {', '.join(task_names())}, "
+                        "or give the path of a YAML task file")
     return find_task(spec)
 
 
