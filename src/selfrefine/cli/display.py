@@ -48,9 +48,12 @@ class StepPrinter:
         cost = ""
         if step.call is not None:
             cost = f"{step.call.prompt_tokens}+{step.call.completion_tokens} tokens, {step.call.seconds:.1f}s"
-        self.console.print(
-            Panel(Text(step.draft), title=f"draft {step.iteration} ({role})", subtitle=cost, border_style="cyan")
-        )
+        title = f"draft {step.iteration} ({role})"
+        if step.candidates:
+            title += f", best of {len(step.candidates)} samples"
+        self.console.print(Panel(Text(step.draft), title=title, subtitle=cost, border_style="cyan"))
+        for line in candidate_lines(step):
+            self.console.print(line, highlight=False)
 
     def _feedback(self, step: FeedbackStep) -> None:
         fb = step.feedback
@@ -94,6 +97,19 @@ class StepPrinter:
             f"{u.calls} calls, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, "
             f"{u.seconds:.1f}s in model calls"
         )
+
+
+def candidate_lines(step: DraftStep) -> list[Text]:
+    """One line per sample of a step: its verifier score, chosen or not, its text cut short."""
+    lines = []
+    for i, cand in enumerate(step.candidates, 1):
+        check = cand.verification
+        score = "no score" if check is None or check.score is None else f"score {check.score:.2f}"
+        mark = "✓ chosen" if cand.chosen else "  lost  "
+        first = " ".join(cand.draft.split())
+        short = first if len(first) <= 60 else first[:59] + "…"
+        lines.append(Text(f"  {mark} sample {i} ({score}): {short}", style="" if cand.chosen else "dim"))
+    return lines
 
 
 LONG_ITEM = 40  # list items longer than this get a line each
