@@ -26,7 +26,7 @@ def replay(result: RunResult, decisions: list[DecisionStep]) -> Iterator[Step]:
     for decision in decisions:
         by_iteration.setdefault(decision.iteration, []).append(decision)
     for it in result.iterations:
-        yield DraftStep(iteration=it.index, draft=it.draft)
+        yield DraftStep(iteration=it.index, draft=it.draft, candidates=it.candidates)
         if it.feedback is not None:
             yield FeedbackStep(iteration=it.index, feedback=it.feedback)
         yield from by_iteration.get(it.index, [])

@@ -136,7 +136,9 @@ def reasoning_text(step: Step) -> str | None:
     """A step as the 'thinking' a chat UI shows; None for steps that are not shown."""
     if isinstance(step, DraftStep):
         title = "Draft 0 (first answer)" if step.iteration == 0 else f"Draft {step.iteration} (refined)"
-        return f"### {title}\n{step.draft.strip()}\n\n"
+        if step.candidates:
+            title += f", best of {len(step.candidates)} samples"
+        return f"### {title}\n{step.draft.strip()}\n\n{_samples_text(step)}"
     if isinstance(step, FeedbackStep):
         fb = step.feedback
         if fb.source == "none":
@@ -152,6 +154,18 @@ def reasoning_text(step: Step) -> str | None:
     if isinstance(step, CallStep) and not step.call.ok:
         return f"(a {step.call.role} call failed: {step.call.error})\n\n"
     return None
+
+
+def _samples_text(step: DraftStep) -> str:
+    """The losing samples of a step under the chosen one, each with its verifier score."""
+    lines = []
+    for i, cand in enumerate(step.candidates, 1):
+        if cand.chosen:
+            continue
+        check = cand.verification
+        score = "no score" if check is None or check.score is None else f"score {check.score:.2f}"
+        lines.append(f"- sample {i} ({score}, not chosen): {' '.join(cand.draft.split())}")
+    return "\n".join(lines) + "\n\n" if lines else ""
 
 
 async def collect(steps: AsyncIterator[Step]) -> tuple[RunResult, list[DecisionStep]]:
