@@ -51,10 +51,10 @@ from selfrefine.core.config import RefineConfig
 from selfrefine.core.errors import SelfRefineError
 from selfrefine.engine.loop import SelfRefine
 from selfrefine.evaluation.datasets import Example, load_examples
-from selfrefine.evaluation.driver import run_eval, run_meta, use_cache
+from selfrefine.evaluation.driver import run_eval, run_meta
 from selfrefine.evaluation.judge import DEFAULT_CRITERIA, PairwiseJudge, Preference
 from selfrefine.evaluation.report import RunReport, run_table
-from selfrefine.evaluation.response_cache import ResponseCache
+from selfrefine.evaluation.response_cache import CachedBackend, ResponseCache
 from selfrefine.evaluation.runstore import RunStore
 from selfrefine.evaluation.stats import mean_known, paired_bootstrap_diff
 from selfrefine.tasks import get_task
@@ -180,9 +180,9 @@ def run_one(task_name: str, mode: str, config: RefineConfig, args: argparse.Name
     """One (task, mode) run folder, resumed if it exists; the sidecar records this invocation."""
     examples, data, selection = select_examples(task_name, args.sizes[task_name], args.data_dir)
     task = get_task(task_name)
-    engine = SelfRefine(task, get_backend(args.model, **args.option), config=config)
-    describe = engine.backends["generate"].describe()  # before the cache wraps it
-    use_cache(engine, cache_db)
+    backend = get_backend(args.model, **args.option)
+    describe = backend.describe()  # before the cache wraps it
+    engine = SelfRefine(task, backend, config=config, wrap=lambda b: CachedBackend(b, cache_db))
     judge = None
     if task_name in JUDGED:  # the same (cached) backend as judge
         judge = PairwiseJudge(engine.backends["generate"], seed=args.seed, criteria=task.judge_criteria or DEFAULT_CRITERIA)

@@ -145,7 +145,7 @@ def engine_from(*args: str):
     """The engine that `selfrefine run commongen ... ARGS` builds (parsed by click, not run)."""
     ctx = run.make_context("run", ["commongen", "dog, ball", *args])
     skip = {"task", "input", "input_file", "reference", "as_json"}
-    return build_engine(get_task("commongen"), **{k: v for k, v in ctx.params.items() if k not in skip})
+    return build_engine("commongen", {k: v for k, v in ctx.params.items() if k not in skip})
 
 
 def test_o_stays_with_model_and_the_roles_that_share_it(gguf, no_openai_env):

@@ -160,12 +160,12 @@ def test_default_not_installed_falls_back_with_a_warning(only_smollm, entry):
 
 
 def test_cli_prints_the_fallback_as_one_line_on_every_run(only_smollm, monkeypatch):
-    from selfrefine.cli import commands as cli_module
+    from selfrefine.engine.loop import SelfRefine
 
-    def stop(*args, **kwargs):  # stop right after the backend is built
+    def stop(*args, **kwargs):  # stop right after the backend is built (from_spec builds it first)
         raise InputError("stopped")
 
-    monkeypatch.setattr(cli_module, "SelfRefine", stop)
+    monkeypatch.setattr(SelfRefine, "__init__", stop)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the CLI must override this for its own warning
         for _ in range(2):

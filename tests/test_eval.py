@@ -18,8 +18,8 @@ FB_MISSING_BALL = json.dumps({"missing_concepts": ["ball"], "commonsense": "NONE
 from selfrefine import FakeBackend, SelfRefine
 from selfrefine.cli.commands import cli
 from selfrefine.evaluation.datasets import load_examples
-from selfrefine.evaluation.driver import run_eval, run_meta, use_cache
-from selfrefine.evaluation.response_cache import ResponseCache
+from selfrefine.evaluation.driver import run_eval, run_meta
+from selfrefine.evaluation.response_cache import CachedBackend, ResponseCache
 from selfrefine.evaluation.runstore import RunStore
 
 
@@ -110,8 +110,7 @@ def test_second_identical_run_makes_zero_backend_calls(tmp_path):
 
     def once(folder: str) -> FakeBackend:
         backend = FakeBackend({"generate": ["A dog plays."] * 3}, default=FB_DONE)
-        engine = SelfRefine("commongen", backend, max_iterations=1)
-        use_cache(engine, cache)
+        engine = SelfRefine("commongen", backend, max_iterations=1, wrap=lambda b: CachedBackend(b, cache))
         store = RunStore(tmp_path / folder)
         store.start(run_meta(folder, engine, "d.jsonl", None))
         asyncio.run(run_eval(engine, examples, store))

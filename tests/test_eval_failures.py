@@ -10,6 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 from conftest import FB_DONE
 
+from selfrefine.engine.task import Capabilities
 from selfrefine import FakeBackend, SelfRefine, Task
 from selfrefine.cli.commands import cli
 from selfrefine.core.errors import BackendError
@@ -128,6 +129,8 @@ def test_failed_rows_are_left_out_of_means_costs_and_delta(tmp_path):
 
 class Flaky(Task):
     """A user task whose metric cannot score some drafts and whose answer hook crashes."""
+
+    capabilities = Capabilities(answer=True)
 
     def metric(self, input, output, reference=None):
         if "bad" in output:

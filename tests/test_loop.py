@@ -8,6 +8,7 @@ import time
 import pytest
 from conftest import FB_DONE, FB_MISSING, scored_task
 
+from selfrefine.engine.task import Capabilities
 from selfrefine import (
     BackendError,
     ConfigError,
@@ -401,6 +402,8 @@ def test_empty_refinement_after_retries_keeps_the_previous_draft(task):
 def test_a_raising_metric_or_answer_hook_is_recorded_not_a_bare_none():
     # the run is kept (drafts are finished work), and the reason is in the result
     class Broken(type(scored_task())):
+        capabilities = Capabilities(answer=True)
+
         def metric(self, input, output, reference):
             raise ZeroDivisionError("metric blew up")
 

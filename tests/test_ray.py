@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -28,7 +29,9 @@ if os.environ.get("CI"):
 else:
     ray = pytest.importorskip("ray")
 
-from selfrefine.cli.commands import build_engine, cli
+from selfrefine.cli.commands import cli
+from selfrefine.cli.options import engine_spec
+from selfrefine.engine.spec import EngineSpec, ModelSpec
 from selfrefine.core.errors import SelfRefineError
 from selfrefine.evaluation.datasets import load_examples
 from selfrefine.evaluation.driver import run_eval, run_meta
@@ -39,6 +42,7 @@ from selfrefine.evaluation.ray_pool import (
     RefineWorker,
 )
 from selfrefine.evaluation.runstore import RunStore
+from selfrefine.engine.loop import SelfRefine
 from selfrefine.tasks import get_task
 
 FB_MISSING_BALL = json.dumps({"missing_concepts": ["ball"], "commonsense": "NONE"})
@@ -164,11 +168,11 @@ def pool_run(tmp_path: Path, n: int, latency: float, options: PoolOptions, model
     engine_keys = {p.name for p in cli.commands["run"].params} - {"task", "input", "input_file", "reference",
                                                                   "record_prompts", "as_json"}
     options_ = {k: v for k, v in params.items() if k in engine_keys}
-    task = get_task("commongen")
-    engine = build_engine(task, **options_)
+    spec = engine_spec("commongen", options_)
+    engine = SelfRefine.from_spec(spec)
     store = RunStore(tmp_path / "run")
     store.start(run_meta("run", engine, str(Path(params["data"]).resolve()), None))  # --data is NAME|PATH
-    pool = RayPool(EngineRecipe.portable(build_engine, "commongen", options_), options)
+    pool = RayPool(EngineRecipe.portable(spec), options)
     examples = load_examples("commongen", Path(params["data"]), None)
     return pool, store, [engine, examples]
 
@@ -246,7 +250,7 @@ def test_an_engine_an_actor_cannot_build_stops_the_run_with_its_error(tmp_path):
     # e.g. a task file or a model that exists on the driver's node but not on the actor's
     options = PoolOptions(actors=2, cpus_per_actor=0.5, in_flight=1)
     pool, store, (engine, examples) = pool_run(tmp_path, 3, 0.0, options)
-    broken = RayPool(EngineRecipe(build_engine, str(tmp_path / "gone.yaml"), pool.recipe.options), options)
+    broken = RayPool(EngineRecipe(pool.recipe.spec.replace(task=str(tmp_path / "gone.yaml"))), options)
     with pytest.raises(SelfRefineError, match="gone.yaml"):
         asyncio.run(run_eval(engine, examples, store, runner=broken))
     assert store.all_rows() == []
@@ -256,15 +260,20 @@ def test_the_recipe_carries_absolute_paths_and_sizes_each_actor(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     (tmp_path / "haiku.yaml").write_text("name: haiku\n")
     (tmp_path / "r.json").write_text("{}")
-    options = {"model": "fake:r.json", "options": (), "feedback_model": SMOLLM, "feedback_options": ("n_ctx=2048",),
-               "refine_model": "gguf:m.gguf", "refine_options": ("n_threads=3",), "base_url": None}
-    recipe = EngineRecipe.portable(build_engine, "haiku.yaml", options, "embedded", {})
-    assert recipe.task == str(tmp_path / "haiku.yaml") and recipe.options["model"] == f"fake:{tmp_path / 'r.json'}"
-    assert recipe.options["refine_model"] == "gguf:m.gguf"  # no such file here: left as given
-    assert EngineRecipe.portable(build_engine, "commongen", options).task == "commongen"
-    assert recipe.in_process() and not EngineRecipe.portable(build_engine, "x", {"model": "fake"}).in_process()
+    spec = EngineSpec(task="haiku.yaml", model=ModelSpec(model="openai:qwen"),
+                      feedback_model=ModelSpec(model=SMOLLM, options={"n_ctx": "2048"}),
+                      refine_model=ModelSpec(model="gguf:m.gguf", options={"n_threads": "3"}))
+    recipe = EngineRecipe.portable(spec, ModelSpec(model="fake:r.json"))
+    assert recipe.spec.task == str(tmp_path / "haiku.yaml") and recipe.judge.model == f"fake:{tmp_path / 'r.json'}"
+    assert recipe.spec.refine_model.model == "gguf:m.gguf"  # no such file here: left as given
+    assert EngineRecipe.portable(spec.replace(task="commongen")).spec.task == "commongen"
+    fake_only = EngineSpec(task="x", model=ModelSpec(model="fake"))
+    assert recipe.in_process() and not EngineRecipe.portable(fake_only).in_process()
     actor = recipe.for_actor(2, "http://10.0.0.7:8000/v1")
-    assert actor.options["options"] == ()  # fake takes no threads
-    assert actor.options["feedback_options"] == ("n_ctx=2048", "n_threads=2")
-    assert actor.options["refine_options"] == ("n_threads=3",)  # given: kept
-    assert actor.judge_options == {"n_threads": "2"} and actor.options["base_url"] == "http://10.0.0.7:8000/v1"
+    assert actor.spec.model.options == {"base_url": "http://10.0.0.7:8000/v1"}  # openai takes no threads
+    assert actor.spec.feedback_model.options == {"n_ctx": 2048, "n_threads": 2}  # typed, not KEY=VALUE strings
+    assert actor.spec.refine_model.options == {"n_threads": 3}  # given: kept
+    assert EngineRecipe.portable(spec, ModelSpec(model="embedded")).for_actor(2, None).judge.options == {"n_threads": 2}
+    # plain data: it pickles, and nothing in it is a function an actor would have to import
+    assert pickle.loads(pickle.dumps(actor)) == actor
+    assert not any(callable(v) for v in vars(actor).values())

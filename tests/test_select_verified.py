@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import scored_task
 
+from selfrefine.engine.task import Capabilities
 from selfrefine import ConfigError, FakeBackend, SelfRefine, StopReason, Task
 from selfrefine.cli.commands import cli
 from selfrefine.core.records import (
@@ -38,6 +39,8 @@ REFINE = (
 
 class Checked(Task):
     """Verifier score of a draft = ``scores[draft]``; the metric is the same number."""
+
+    capabilities = Capabilities(verifier=True)
 
     def __init__(self, scores: dict[str, float | None], **kw):
         params = dict(generate="Write about {{ input }}.", feedback="Critique: {{ draft }}", refine=REFINE)
@@ -101,11 +104,12 @@ def test_verified_tie_goes_to_the_higher_feedback_score():
     assert result.selected == 1 and result.output == "d1"
 
 
-def test_verified_tie_with_equal_feedback_goes_to_the_later_draft():
+def test_verified_tie_with_equal_feedback_keeps_the_earlier_draft():
+    # a refinement that adds nothing measurable never replaces what it refined
     scores = {"d0": 0.2, "d1": 0.9, "d2": 0.9}
     result = run(Checked(scores), fake(["score: 1", "score: 5", "score: 5"], ["d1", "d2"]),
                  max_iterations=2, select="verified")
-    assert result.selected == 2 and result.output == "d2"
+    assert result.selected == 1 and result.output == "d1"
 
 
 def test_verified_tie_missing_feedback_score_ranks_lowest():
@@ -124,7 +128,7 @@ def test_select_index_ranking_rules():
 
     assert select_index([it(0, 0.5, 9), it(1, 0.7, 1), it(2, 0.6, 9)], "verified") == 1
     assert select_index([it(0, 0.7, 2), it(1, 0.7, 1)], "verified") == 0
-    assert select_index([it(0, 0.7, None), it(1, 0.7, None)], "verified") == 1
+    assert select_index([it(0, 0.7, None), it(1, 0.7, None)], "verified") == 0  # a full tie: the parent
     assert select_index([it(0, 0.1, None), it(1, None, 9), it(2, "none", 9)], "verified") == 0
     # a rejected draft is never returned, whatever the policy
     iterations = [it(0, 0.5, 1), it(1, 0.9, 9, accepted=False)]
@@ -150,7 +154,7 @@ def test_verified_in_the_cli(tmp_path):
     data = json.loads(out.stdout)
     assert data["config"]["select"] == "verified" and data["config"]["accept"] == "not_worse"
     assert [it["verification"]["score"] for it in data["iterations"]] == [pytest.approx(2 / 3)] * 2
-    assert data["selected"] == 1  # equal coverage and feedback: the later draft
+    assert data["selected"] == 0  # equal coverage and feedback: the parent is kept
     tagline = Path(__file__).resolve().parent.parent / "examples" / "tagline.yaml"
     bad = CliRunner().invoke(cli, ["run", str(tagline), "tea", "-m", f"fake:{replies}", "--select", "verified"])
     assert bad.exit_code != 0 and "no verifier" in bad.output

@@ -68,7 +68,7 @@ def test_prompts_render_and_refine_extends_byte_for_byte(task):
     assert two.endswith("Rewrite: d1\nFeedback: f1\nNow improve it: change every phrase the feedback quotes, so the whole review is clearly positive.\nRewrite:")
     nofb = task.render("refine_nofeedback", inp, draft="d0", history=[])
     assert "Feedback: f0" not in nofb and nofb.endswith("Original review: " + NEG + "\nTarget: positive\nRewrite: d0\nRewrite:")
-    assert task.default_max_iterations == 4 and task.says_done("anything") is None
+    assert task.defaults.max_iterations == 4 and task.says_done("anything") is None
 
 
 def test_draft_is_first_line_without_label(task):

@@ -173,3 +173,47 @@ def test_json_aspect_ratings_is_the_one_rating_reader():
     # both rating tasks read their JSON through it (one parser, two scales)
     assert "json_aspect_ratings" in acronym._parse_json.__code__.co_names
     assert "json_aspect_ratings" in dialogue._parse_json.__code__.co_names
+
+
+def test_every_builtin_declares_what_it_overrides():
+    # capabilities are declared, not inferred: the declaration matches the hooks each task defines
+    from selfrefine.engine.task import Task
+    from selfrefine.tasks import BUILTIN_TASKS
+
+    for cls in BUILTIN_TASKS.values():
+        caps = cls.capabilities
+        assert caps.verifier == (cls.verify is not Task.verify), cls.name
+        assert caps.answer == (cls.answer is not Task.answer), cls.name
+        assert caps.judge_only == (cls.metric is Task.metric), cls.name
+        assert cls.runs_code == caps.runs_code
+    assert BUILTIN_TASKS["gsm8k"].capabilities.runs_code and BUILTIN_TASKS["codeopt"].capabilities.runs_code
+
+
+def test_a_task_class_that_overrides_a_hook_without_declaring_it_is_refused_with_the_fix():
+    from selfrefine.engine.task import Capabilities, Task
+
+    with pytest.raises(TaskError, match=r"overrides verify\(\) but does not declare it: set capabilities = "
+                                        r"Capabilities\(verifier=True\)"):
+        class Checked(Task):
+            def verify(self, input, draft):
+                return None
+
+    class Declared(Task):
+        capabilities = Capabilities(verifier=True)
+
+        def verify(self, input, draft):
+            return None
+
+    assert Declared("d", generate="g", feedback="f", refine="r").has_verifier
+
+
+def test_legacy_default_class_variables_still_apply_with_a_deprecation_warning():
+    from selfrefine.engine.task import Task
+
+    with pytest.warns(DeprecationWarning, match="default_\\* class variables are deprecated"):
+        class Old(Task):
+            default_max_iterations = 7
+            default_temperature = {"generate": 0.5, "feedback": 0.0, "refine": 0.5}
+
+    task = Old("old", generate="g", feedback="f", refine="r")
+    assert task.max_iterations == 7 and task.temperature["refine"] == 0.5

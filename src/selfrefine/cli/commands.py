@@ -23,9 +23,12 @@ from ..backends.registry import DEFAULT_MODEL, schemes
 from ..core.config import RefineConfig
 from ..core.errors import InputError, SelfRefineError
 from ..engine.loop import SelfRefine
+from ..engine.spec import ModelSpec
+from ..engine.task import Task
 from ..core.records import ResultStep, RunResult, StopReason
 from ..tasks import get_task, task_names
 from .display import StepPrinter
+from .options import engine_options, engine_spec, key_values, role_model
 
 MAX_INPUT_BYTES = 10_000_000
 
@@ -73,47 +76,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.ensure_object(dict)["debug"] = debug
 
 
-def _options(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint=flag)
-        out[key.strip()] = value.strip()
-    return out
-
-
-def _role_options(spec: str | None, pairs: tuple[str, ...], flag: str, model_flag: str) -> dict[str, str]:
-    """The options of one role's own model: they never reach another role's backend."""
-    if pairs and spec is None:
-        raise click.UsageError(f"{flag} needs {model_flag}: without it that role shares --model's backend, "
-                               "which -o configures")
-    return _options(pairs, flag)
-
-
-def _main_options(model: str, pairs: tuple[str, ...], base_url: str | None) -> dict[str, str]:
-    """-o and --base-url: the options of --model (and of the roles that share its backend)."""
-    from ..backends.registry import scheme_of
-
-    opts = _options(pairs, "--option")
-    if base_url:
-        model_cls = scheme_of(model).options_model()
-        if model_cls is not None and "base_url" not in model_cls.model_fields:
-            raise click.UsageError(
-                f"--base-url sets the server of --model, and {model!r} has none; for another role's "
-                "server use --feedback-option/--refine-option/--judge-option base_url=URL")
-        opts["base_url"] = base_url
-    return opts
-
-
-def _backend_spec(spec: str | None, options: dict[str, str]) -> Any:
-    from ..backends.registry import get_backend
-
-    if spec is None:
-        return None
-    return get_backend(spec, **options)
-
-
 def _read_input(text: str | None, input_file: Path | None) -> str:
     if text is not None and input_file is not None:
         raise click.UsageError("give INPUT or --input-file, not both")
@@ -151,87 +113,10 @@ def _valid_text(text: str, where: str) -> str:
     return text
 
 
-BACKEND_OPTIONS = [
-    click.option("--model", "-m", default=DEFAULT_MODEL, envvar="SELFREFINE_MODEL", show_default=True,
-                 help="embedded | embedded:NAME (see `selfrefine models`) | gguf:PATH | openai:NAME | fake[:REPLIES.json]"),
-    click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
-                 help="Option of --model's backend (and of the roles that share it), e.g. -o n_ctx=8192, "
-                      "-o api=completion, -o concurrency=8; `selfrefine models` lists each backend's options."),
-    click.option("--base-url", metavar="URL",
-                 help="Server of an openai: --model (same as -o base_url=URL); unset: OPENAI_BASE_URL, "
-                      "which every openai: model without its own uses."),
-    click.option("--feedback-model", help="A different model for the feedback role."),
-    click.option("--feedback-option", "feedback_options", multiple=True, metavar="KEY=VALUE",
-                 help="Option of --feedback-model's backend only, e.g. --feedback-option base_url=URL."),
-    click.option("--refine-model", help="A different model for the refine role."),
-    click.option("--refine-option", "refine_options", multiple=True, metavar="KEY=VALUE",
-                 help="Option of --refine-model's backend only."),
-]
-LOOP_OPTIONS = [
-    click.option("--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4)."),
-    click.option("--history", type=click.Choice(["full", "last", "none"]),
-                 help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's)."),
-    click.option("--select", type=click.Choice(["last", "best", "verified"]),
-                 help="Return the last draft, the best-scored one, or the one the task's own verifier "
-                      "scores highest (ties: feedback score, then later) (default: the task's)."),
-    click.option("--accept", type=click.Choice(["any", "not-worse"]), default="any", show_default=True,
-                 callback=lambda ctx, param, value: value.replace("-", "_"),
-                 help="not-worse: reject a refinement the task's verifier scores lower than the draft "
-                      "it refined, or that leaves it unchanged, and refine that draft again with the "
-                      "next seed."),
-    click.option("--feedback-mode", type=click.Choice(["actionable", "generic", "none"]), default="actionable",
-                 show_default=True, help="The paper's ablation: task critic, a fixed generic message, or no feedback."),
-    click.option("--verifier-mode", type=click.Choice(["self", "verifier", "hybrid"]), default="self", show_default=True,
-                 help="Feedback from the model (self), the task's own checks (verifier), or both (hybrid)."),
-    click.option("--seed", type=int, default=0, show_default=True),
-    click.option("--temperature", type=click.FloatRange(min=0), help="Sampling temperature for every role."),
-    click.option("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per call."),
-    click.option("--score-threshold", type=float, help="Stop once the feedback score reaches this."),
-    click.option("--stop-contains", multiple=True, help="Stop when the feedback contains this text."),
-    click.option("--budget-tokens", type=click.IntRange(min=1), help="Stop after this many tokens in total."),
-    click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds."),
-    click.option("--no-constrain", is_flag=True, help="Do not constrain feedback to the task's JSON schema."),
-    click.option("--final-feedback", is_flag=True,
-                 help="Critique the last draft even when that cannot change the result (with --select last "
-                      "at --max-iters the run otherwise skips that call)."),
-]
-
-
-ENGINE_OPTIONS = BACKEND_OPTIONS + LOOP_OPTIONS
-
-
-def backend_options(func: Any) -> Any:
-    """The model flags alone (``serve`` takes loop options per request)."""
-    for option in reversed(BACKEND_OPTIONS):
-        func = option(func)
-    return func
-
-
-def engine_options(func: Any) -> Any:
-    for option in reversed(ENGINE_OPTIONS):
-        func = option(func)
-    return func
-
-
-def build_engine(the_task: Any, *, model: str, feedback_model: str | None, refine_model: str | None,
-                 base_url: str | None, options: tuple[str, ...], feedback_options: tuple[str, ...],
-                 refine_options: tuple[str, ...], max_iters: int | None, stop_contains: tuple[str, ...],
-                 budget_tokens: int | None, budget_seconds: float | None, no_constrain: bool,
-                 **config: Any) -> SelfRefine:
-    """The engine from the shared options (config errors surface before any model loads)."""
-    cfg = RefineConfig.build(
-        max_iterations=max_iters, stop_contains=list(stop_contains), max_total_tokens=budget_tokens,
-        max_seconds=budget_seconds, constrained=not no_constrain, **config,
-    )
-    feedback = _role_options(feedback_model, feedback_options, "--feedback-option", "--feedback-model")
-    refine = _role_options(refine_model, refine_options, "--refine-option", "--refine-model")
-    return SelfRefine(
-        the_task,
-        _backend_spec(model, _main_options(model, options, base_url)),
-        feedback_model=_backend_spec(feedback_model, feedback),
-        refine_model=_backend_spec(refine_model, refine),
-        config=cfg,
-    )
+def build_engine(task: str, flags: dict[str, Any], loaded: Task | None = None, **extra: Any) -> SelfRefine:
+    """The engine of ``run`` from its flags (config errors surface before any model loads);
+    ``task`` is the name or path given, ``loaded`` the Task already read from it."""
+    return SelfRefine.from_spec(engine_spec(task, flags, **extra), task=loaded)
 
 
 @cli.command()
@@ -257,7 +142,7 @@ def run(task: str, input: str | None, input_file: Path | None, reference: str | 
     the_task = get_task(task)
     text = _read_input(input, input_file)
     the_task.prepare_input(text)  # fail on bad input before loading any model
-    engine = build_engine(the_task, **options)
+    engine = build_engine(task, options, the_task, record_prompts=options.pop("record_prompts"))
     show = None if as_json else StepPrinter()
     result = asyncio.run(_drive(engine, text, reference, show))
     if as_json:
@@ -339,12 +224,63 @@ def eval_(task: str, data: str, out: Path, limit: int | None, concurrency: int |
       selfrefine eval gsm8k --data gsm8k.jsonl --out runs/gsm-ray --ray ray://head:10001 \\
         -m openai:qwen --base-url http://127.0.0.1:8000/v1
     """
-    from ..evaluation.catalog import load_data
     from ..evaluation.driver import has_metric, run_eval, run_meta, summary_table
     from ..evaluation.response_cache import ResponseCache
     from ..evaluation.runstore import RunStore
 
     _check_ray_flags(ray_address, ray_actors, ray_cpus_per_actor, ray_base_urls, options)
+    the_task, (examples, source) = get_task(task), _eval_examples(task, data, limit, tests_path)
+    cache = None if no_cache else ResponseCache(cache_path)
+    judge_spec = role_model(judge_model, judge_options, "--judge-option", "--judge")
+    engine, recipe = _eval_engine(task, the_task, options, judge_spec, ray_address, ray_base_urls, cache)
+    judge = _judge(judge_spec, the_task, options["seed"], cache)
+    concurrency = concurrency or engine.examples_in_flight()
+    store = RunStore(out)
+    store.start(run_meta(out.name, engine, source, limit, tests_path))
+    console = Console(stderr=True)  # one console: the pool's lines print above the bar
+    runner = recipe and _ray_runner(recipe, console, concurrency, cache, address=ray_address, actors=ray_actors,
+                                    cpus_per_actor=ray_cpus_per_actor, base_urls=ray_base_urls)
+    summary, _ = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency, judge=judge,
+                                      retry_failed=retry_failed, runner=runner, console=console))
+    Console().print(summary_table(summary, out, metric=has_metric(the_task)))
+
+
+def _ray_runner(recipe: Any, console: Console, in_flight: int, cache: Any, **pool: Any) -> Any:
+    """The pool of Ray actors that runs the examples (--ray)."""
+    from ..evaluation.ray_pool import PoolOptions, RayPool
+
+    cache_path = str(cache.path) if cache is not None else None
+    return RayPool(recipe, PoolOptions(**pool, in_flight=in_flight, cache_path=cache_path), console)
+
+
+def _eval_engine(task: str, the_task: Task, options: dict[str, Any], judge: ModelSpec | None,
+                 ray_address: str | None, ray_base_urls: tuple[str, ...], cache: Any) -> tuple[SelfRefine, Any]:
+    """The driver's engine (its backends through the response cache) and, with --ray, the
+    recipe the actors build theirs from (the same spec: absolute paths, actor 0's server)."""
+    spec, recipe = engine_spec(task, options), None
+    if ray_address is not None:
+        from ..evaluation.ray_pool import EngineRecipe
+
+        recipe = EngineRecipe.portable(spec, judge)
+        spec = recipe.spec
+        if ray_base_urls:
+            spec = spec.replace(model=spec.model.with_options(base_url=ray_base_urls[0]))
+    return SelfRefine.from_spec(spec, task=the_task, wrap=_cached(cache)), recipe
+
+
+def _cached(cache: Any) -> Any:
+    """The response cache as a backend wrapper, or None without a cache."""
+    if cache is None:
+        return None
+    from ..evaluation.response_cache import CachedBackend
+
+    return lambda backend: CachedBackend(backend, cache)
+
+
+def _eval_examples(task: str, data: str, limit: int | None, tests_path: Path | None) -> tuple[list[Any], str]:
+    """The dataset's examples (with codeopt's --tests attached) and where they came from."""
+    from ..evaluation.catalog import load_data
+
     the_task = get_task(task)
     examples, source = load_data(the_task.name, data, limit)
     if not examples:
@@ -356,43 +292,18 @@ def eval_(task: str, data: str, out: Path, limit: int | None, concurrency: int |
         from ..tasks.codeopt_bench import load_tests_file
 
         examples = attach_tests(examples, load_tests_file(tests_path), f"tests file {tests_path}")
-    judge_opts = _role_options(judge_model, judge_options, "--judge-option", "--judge")
-    recipe = None
-    if ray_address is not None:
-        from ..evaluation.ray_pool import EngineRecipe
+    return examples, source
 
-        # the driver's engine (meta, cache keys) is the actors': absolute paths, actor 0's server
-        recipe = EngineRecipe.portable(build_engine, task, options, judge_model, judge_opts)
-        options = {**recipe.options, **({"base_url": ray_base_urls[0]} if ray_base_urls else {})}
-    engine = build_engine(the_task, **options)
-    cache = None if no_cache else ResponseCache(cache_path)
-    if cache is not None:
-        from ..evaluation.driver import use_cache
 
-        use_cache(engine, cache)
-    judge = None
-    if judge_model:
-        from ..evaluation.judge import DEFAULT_CRITERIA, PairwiseJudge
-        from ..evaluation.response_cache import CachedBackend
+def _judge(spec: ModelSpec | None, the_task: Task, seed: int, cache: Any) -> Any:
+    """The pairwise judge of --judge (through the response cache when it is on), or None."""
+    if spec is None:
+        return None
+    from ..evaluation.judge import DEFAULT_CRITERIA, PairwiseJudge
 
-        backend = _backend_spec(judge_model, judge_opts)
-        if cache is not None:
-            backend = CachedBackend(backend, cache)
-        judge = PairwiseJudge(backend, seed=options["seed"], criteria=the_task.judge_criteria or DEFAULT_CRITERIA)
-    if concurrency is None:
-        concurrency = engine.examples_in_flight()
-    store = RunStore(out)
-    store.start(run_meta(out.name, engine, source, limit, tests_path))
-    runner, console = None, Console(stderr=True)  # one console: the pool's lines print above the bar
-    if recipe is not None:
-        from ..evaluation.ray_pool import PoolOptions, RayPool
-
-        runner = RayPool(recipe, PoolOptions(
-            address=ray_address, actors=ray_actors, cpus_per_actor=ray_cpus_per_actor, base_urls=ray_base_urls,
-            in_flight=concurrency, cache_path=str(cache.path) if cache is not None else None), console)
-    summary, _ = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency, judge=judge,
-                                      retry_failed=retry_failed, runner=runner, console=console))
-    Console().print(summary_table(summary, out, metric=has_metric(the_task)))
+    backend, wrap = spec.build(), _cached(cache)
+    return PairwiseJudge(wrap(backend) if wrap is not None else backend, seed=seed,
+                         criteria=the_task.judge_criteria or DEFAULT_CRITERIA)
 
 
 def _check_ray_flags(address: str | None, actors: int | None, cpus: float | None, urls: tuple[str, ...],

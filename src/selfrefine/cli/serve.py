@@ -11,7 +11,8 @@ import click
 
 from ..core.errors import ConfigError
 from ..tasks import get_task
-from .commands import _backend_spec, _main_options, _role_options, backend_options
+from ..engine.spec import BackendPool, ModelSpec
+from .options import backend_options, main_model, models_of
 
 
 def is_loopback(host: str) -> bool:
@@ -103,8 +104,9 @@ def serve(host: str, port: int, api_key: str | None, allowed_host: tuple[str, ..
     from ..service import Caps, ServeSettings, create_app
     from ..service.connections import server_config
 
+    pool = BackendPool()  # each distinct model opened once: the roles' and the upstream ones
     settings = ServeSettings(
-        backends=_backends(**backend),
+        backends=_backends(backend, pool),
         extra_tasks=[get_task(str(path)) for path in task_files],
         allow_code_tasks=allow_code_tasks,
         api_key=api_key or None,
@@ -113,7 +115,7 @@ def serve(host: str, port: int, api_key: str | None, allowed_host: tuple[str, ..
         max_body_bytes=max_body_bytes,
         caps=Caps(max_iterations=max_iters, max_total_tokens=budget_tokens, max_seconds=budget_seconds),
         reasoning_format=reasoning_format,  # type: ignore[arg-type]  # click.Choice checked it
-        upstream=_upstream(upstream_models, backend["model"], backend["options"], backend["base_url"]),
+        upstream=_upstream(upstream_models, main_model(backend["model"], backend["options"], backend["base_url"]), pool),
         allowed_hosts=allowed_hosts(host, allowed_host),
         client_timeout=client_timeout,
     )
@@ -142,29 +144,23 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _upstream(names: tuple[str, ...], model: str, options: tuple[str, ...], base_url: str | None) -> Any:
+def _upstream(names: tuple[str, ...], main: ModelSpec, pool: BackendPool) -> Any:
     """The upstream models a request may choose: on --model's server, with its options."""
     if not names:
         return None
     from ..service import Upstream
 
-    scheme, _, default = model.partition(":")
+    scheme, _, default = main.model.partition(":")
     if scheme != "openai":
-        raise ConfigError(f"--upstream-model needs --model openai:NAME (an OpenAI-compatible server), not {model!r}")
-    opts = _main_options(model, options, base_url)
+        raise ConfigError(f"--upstream-model needs --model openai:NAME (an OpenAI-compatible server), not {main.model!r}")
     allowed = tuple(dict.fromkeys([default, *names]))  # --model's own name may be chosen too
-    return Upstream(allowed, lambda name: _backend_spec(f"openai:{name}", opts))
+    return Upstream(allowed, lambda name: pool.get(ModelSpec(model=f"openai:{name}", options=main.options)))
 
 
-def _backends(*, model: str, options: tuple[str, ...], base_url: str | None, feedback_model: str | None,
-              feedback_options: tuple[str, ...], refine_model: str | None,
-              refine_options: tuple[str, ...]) -> Any:
+def _backends(flags: dict[str, Any], pool: BackendPool) -> Any:
+    """The three roles' backends, each distinct model opened once through the pool."""
     from ..service import Backends
 
-    feedback = _role_options(feedback_model, feedback_options, "--feedback-option", "--feedback-model")
-    refine = _role_options(refine_model, refine_options, "--refine-option", "--refine-model")
-    return Backends(
-        model=_backend_spec(model, _main_options(model, options, base_url)),
-        feedback=_backend_spec(feedback_model, feedback),
-        refine=_backend_spec(refine_model, refine),
-    )
+    models = models_of(flags)
+    own = {role: pool.get(m) if m is not None else None for role, m in models.items() if role != "model"}
+    return Backends(model=pool.get(models["model"]), feedback=own["feedback_model"], refine=own["refine_model"])

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
 
@@ -13,6 +13,8 @@ Select = Literal["last", "best", "verified"]
 Accept = Literal["any", "not_worse"]
 FeedbackMode = Literal["actionable", "generic", "none"]
 VerifierMode = Literal["self", "verifier", "hybrid"]
+Strategy = Literal["fixed", "auto"]
+Preset = Literal["paper", "best"]
 
 
 class RefineConfig(BaseModel):
@@ -26,7 +28,7 @@ class RefineConfig(BaseModel):
     select: ``last`` returns the final (accepted) draft (paper default); ``best`` the draft
       with the highest feedback score, ties going to the later draft; ``verified`` the draft
       with the highest score of the task's own reference-free verifier (``Task.verify``),
-      ties broken by the feedback score (none ranks lowest), then by the later draft.
+      ties broken by the feedback score (none ranks lowest), then by the earlier draft.
       Needs a task with a verifier. Rejected refinements (see ``accept``) are never returned.
     accept: ``any`` keeps every refinement (paper); ``not_worse`` rejects a refinement whose
       verifier score is lower than that of the draft it refined, or that repeats that draft
@@ -70,6 +72,21 @@ class RefineConfig(BaseModel):
     # the critique of the last draft is skipped when it cannot change the returned draft or
     # when the run stops (select "last" at the refinement cap); True asks for it anyway
     final_feedback: bool = False
+    # drafts sampled per step: the first draft and each round's refinement are the best of
+    # this many by the task's verifier (1: the paper's loop)
+    samples: int = Field(default=1, ge=1, le=16, description="drafts sampled per step (1: the paper's loop)")
+    # auto: spend max_total_tokens between samples per step and rounds by what the verifier
+    # sees (engine/strategy.py has the rule)
+    strategy: Strategy = "fixed"
+    # a named configuration: "paper" is the paper's loop (these defaults); "best" the task's
+    # measured best (TaskDefaults.best); options given explicitly win over the preset's
+    preset: Preset | None = None
+
+    @field_validator("history", "select", "accept", "feedback_mode", "verifier_mode", "strategy", "preset",
+                     mode="before")
+    @classmethod
+    def _one_spelling(cls, value: Any) -> Any:
+        return canonical(value)
 
     @classmethod
     def build(cls, **values: object) -> "RefineConfig":
@@ -83,3 +100,26 @@ class RefineConfig(BaseModel):
 
 
 DEFAULT_MAX_ITERATIONS = 4
+
+
+def canonical(value: Any) -> Any:
+    """A choice in its one printed spelling: ``not-worse`` and ``not_worse`` are the same
+    value everywhere (CLI, library, API), stored and shown as ``not_worse``."""
+    return value.strip().replace("-", "_") if isinstance(value, str) else value
+
+
+def choices(field: str) -> tuple[str, ...]:
+    """The values a choice option of :class:`RefineConfig` takes (the CLI and the API
+    offer exactly these)."""
+    found: list[str] = []
+    for arg in get_args(RefineConfig.model_fields[field].annotation):  # Literal[...] or Literal[...] | None
+        found += [arg] if isinstance(arg, str) else [v for v in get_args(arg) if isinstance(v, str)]
+    return tuple(found)
+
+
+# What a request to ``selfrefine serve`` may choose about its run: these options of
+# RefineConfig, with the same types and bounds (service/schemas.py builds its model from them)
+REQUEST_OPTIONS = (
+    "max_iterations", "select", "history", "accept", "feedback_mode", "verifier_mode", "max_total_tokens",
+    "max_seconds", "temperature", "seed", "max_tokens", "final_feedback", "samples", "strategy", "preset",
+)

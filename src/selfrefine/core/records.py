@@ -28,6 +28,7 @@ class StopReason(str, Enum):
     TOKEN_BUDGET = "token_budget"  # total tokens reached the budget
     TIME_BUDGET = "time_budget"  # wall time reached the budget
     ERROR = "error"  # a backend failed after its retries; finished drafts are kept
+    VERIFIED = "verified"  # strategy auto: the task's verifier is satisfied with the draft
 
 
 class CallRecord(BaseModel):

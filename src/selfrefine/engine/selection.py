@@ -16,7 +16,8 @@ def select_index(iterations: list[Iteration], policy: str) -> int | None:
     - ``last``: the last accepted draft;
     - ``best``: the highest feedback score, ties → later (no scores: the last);
     - ``verified``: the highest verifier score, ties → the higher feedback score, then the
-      later draft; a missing score of either kind ranks lowest.
+      earlier draft (a refinement that adds nothing measurable never replaces what it
+      refined); a missing score of either kind ranks lowest.
     """
     candidates = [it for it in iterations if it.accepted]
     if not candidates:
@@ -33,7 +34,7 @@ def select_index(iterations: list[Iteration], policy: str) -> int | None:
 def _verified_rank(it: Iteration) -> tuple[bool, float, bool, float, int]:
     score = it.verification.score if it.verification is not None else None
     total = it.feedback.total if it.feedback is not None else None
-    return (score is not None, score or 0.0, total is not None, total or 0.0, it.index)
+    return (score is not None, score or 0.0, total is not None, total or 0.0, -it.index)
 
 
 def worse(new: Verification | None, old: Verification | None) -> bool:
@@ -48,3 +49,16 @@ def worse(new: Verification | None, old: Verification | None) -> bool:
 
 def score_text(check: Verification | None) -> str:
     return "none" if check is None or check.score is None else f"{check.score:.2f}"
+
+
+def rejection(accept: str, unchanged: bool, sampled: bool, new: Verification | None,
+              old: Verification | None) -> str | None:
+    """Why ``accept`` rejects a refinement (None: it is kept). Under ``not_worse`` a refinement
+    is rejected when its verifier score fell below its parent's, or when a sampling refiner
+    repeated its parent (the retry, seeded anew, is a new sample; greedy, it would repeat)."""
+    if accept != "not_worse":
+        return None
+    echo = unchanged and sampled
+    if not (echo or worse(new, old)):
+        return None
+    return "the refinement changed nothing" if unchanged else f"verifier score fell {score_text(old)} → {score_text(new)}"

@@ -52,7 +52,7 @@ class ModelSpec(BaseModel):
         scheme = scheme_of(self.model)
         model = scheme.options_model()
         if model is not None:
-            object.__setattr__(self, "options", validate(self.model, model, self.options))
+            object.__setattr__(self, "options", validate(scheme.name, model, self.options))
         return self
 
     def with_options(self, **options: Any) -> ModelSpec:

@@ -18,8 +18,11 @@ same class built from strings, in Python or from a YAML file (:mod:`selfrefine.t
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
@@ -53,10 +56,53 @@ def compile_score(pattern: str | re.Pattern[str] | None) -> re.Pattern[str] | No
     return rx
 
 
+class TaskDefaults(BaseModel):
+    """A task's defaults, in one typed record: the run's options override them (and the
+    constructor's keyword arguments do, for one task object)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    system: str | None = None
+    generic_feedback: str = "Improve the answer."
+    temperature: dict[str, float] = Field(default_factory=lambda: dict.fromkeys(REQUIRED_ROLES, 0.0))
+    # the temperature of each of several samples (RefineConfig.samples > 1), also for a task
+    # whose single sample is greedy (gsm8k): K greedy samples would be one sample K times
+    sampling_temperature: float = Field(default=0.7, gt=0)
+    max_tokens: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(REQUIRED_ROLES, 300))
+    feedback_schema: dict[str, Any] | None = None
+    # text at which the engine stops generating, per role (cuts rambling on completion APIs)
+    stop_sequences: dict[str, list[str]] = Field(default_factory=dict)
+    stop_contains: list[str] = Field(default_factory=list)
+    score: str | None = None
+    score_threshold: float | None = None
+    max_iterations: int | None = None
+    history: Literal["full", "last", "none"] = "full"  # the paper's per-task choices differ
+    select: Literal["last", "best", "verified"] = "last"
+    # what preset "best" sets (options given explicitly win): several samples chosen by the
+    # task's verifier, one round of refinement on hybrid feedback (docs/frontier.md measures
+    # it); a task without a verifier has no better loop than the paper's
+    best: dict[str, Any] = Field(default_factory=lambda: {"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"})
+
+    def with_(self, **values: Any) -> TaskDefaults:
+        """These defaults with some replaced (a subclass of a task adjusting its parent's)."""
+        return self.model_copy(update=values)
+
+
+class Capabilities(BaseModel):
+    """What a task can do besides the three prompts, declared by the task (a subclass that
+    overrides ``verify`` or ``answer`` without declaring it is refused at class creation)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    verifier: bool = False  # verify() checks a draft without the reference
+    answer: bool = False  # answer() derives the final answer from an output (votes need it)
+    runs_code: bool = False  # executes model-written programs (serve offers it only when allowed)
+    judge_only: bool = False  # no metric of its own: quality is measured by a pairwise judge
+
+
 class Task:
     """Base class of every task. Override the hooks below for task-specific behaviour."""
 
-    # --- class-level defaults (subclasses override; constructor arguments win) --------
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     prompt_dir: ClassVar[str | None] = None  # packaged templates folder, for built-ins
@@ -64,21 +110,26 @@ class Task:
     stop_description: ClassVar[str] = ""
     extra_variables: ClassVar[frozenset[str]] = frozenset()
     max_input_chars: ClassVar[int] = 20_000
-    default_system: ClassVar[str | None] = None
-    default_generic_feedback: ClassVar[str] = "Improve the answer."
-    default_temperature: ClassVar[Mapping[str, float]] = {"generate": 0.0, "feedback": 0.0, "refine": 0.0}
-    default_max_tokens: ClassVar[Mapping[str, int]] = {"generate": 300, "feedback": 300, "refine": 300}
-    default_feedback_schema: ClassVar[dict[str, Any] | None] = None
-    # text at which the engine stops generating, per role (cuts rambling on completion APIs)
-    default_stop_sequences: ClassVar[Mapping[str, Sequence[str]]] = {}
-    default_stop_contains: ClassVar[Sequence[str]] = ()
-    default_score: ClassVar[str | None] = None
-    default_score_threshold: ClassVar[float | None] = None
-    default_max_iterations: ClassVar[int | None] = None
-    runs_code: ClassVar[bool] = False  # executes model-written programs (serve offers it only when allowed)
     judge_criteria: ClassVar[str | None] = None  # what a pairwise judge compares (eval --judge)
-    default_history: ClassVar[str] = "full"  # the paper's per-task choices differ
-    default_select: ClassVar[str] = "last"
+    defaults: ClassVar[TaskDefaults] = TaskDefaults()
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    runs_code: ClassVar[bool] = False  # capabilities.runs_code, readable on the class (serve filters by it)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        legacy = {k.removeprefix("default_"): v for k, v in vars(cls).items()
+                  if k.startswith("default_") and k.removeprefix("default_") in TaskDefaults.model_fields}
+        if legacy:  # the class variables of before 0.2, still honoured
+            warnings.warn(f"task class {cls.__name__}: default_* class variables are deprecated; set "
+                          f"defaults = {cls.__mro__[1].__name__}.defaults.with_(...)", DeprecationWarning, stacklevel=2)
+            cls.defaults = _merged(cls.defaults, legacy)
+        cls.runs_code = cls.capabilities.runs_code
+        for hook in ("verify", "answer"):
+            overridden = getattr(cls, hook) is not getattr(Task, hook)
+            if overridden and not getattr(cls.capabilities, "verifier" if hook == "verify" else "answer"):
+                flag = "verifier" if hook == "verify" else "answer"
+                raise TaskError(f"task class {cls.__name__} overrides {hook}() but does not declare it: "
+                                f"set capabilities = Capabilities({flag}=True)")
 
     def __init__(
         self,
@@ -89,47 +140,31 @@ class Task:
         refine: str | None = None,
         refine_nofeedback: str | None = None,
         description: str | None = None,
-        system: str | None = None,
-        score: str | re.Pattern[str] | None = None,
-        stop_contains: Iterable[str] | None = None,
-        score_threshold: float | None = None,
-        max_iterations: int | None = None,
-        generic_feedback: str | None = None,
-        temperature: Mapping[str, float] | float | None = None,
-        max_tokens: Mapping[str, int] | int | None = None,
-        feedback_schema: dict[str, Any] | None = None,
-        stop_sequences: Mapping[str, Sequence[str]] | Sequence[str] | None = None,
-        history: str | None = None,
-        select: str | None = None,
+        **defaults: Any,
     ) -> None:
+        """Templates as strings (a built-in's come from its packaged files), then any field
+        of :class:`TaskDefaults` to override (``score``, ``stop_contains``, ``temperature`` as
+        one value or per role, ...)."""
         self.name = name or type(self).name
         if not self.name:
             raise TaskError("a task needs a name")
         self.description = description if description is not None else type(self).description
-        self.system = system if system is not None else self.default_system
-        self.generic_feedback = generic_feedback or self.default_generic_feedback
-        self.score_pattern = compile_score(score if score is not None else self.default_score)
-        contains = stop_contains if stop_contains is not None else self.default_stop_contains
-        self.stop_contains = [s for s in contains if s]
-        self.score_threshold = score_threshold if score_threshold is not None else self.default_score_threshold
-        self.max_iterations = max_iterations if max_iterations is not None else self.default_max_iterations
-        self.temperature = _per_role(self.default_temperature, temperature)
-        self.max_tokens = _per_role(self.default_max_tokens, max_tokens)
-        self.feedback_schema = feedback_schema if feedback_schema is not None else self.default_feedback_schema
-        sequences = _per_role({}, stop_sequences)
-        self.stop_sequences = {
-            role: list(sequences.get(role, self.default_stop_sequences.get(role, ()))) for role in REQUIRED_ROLES
-        }
-        if history is not None:
-            if history not in ("full", "last", "none"):
-                raise TaskError(f"history must be full, last or none, not {history!r}")
-            self.default_history = history  # type: ignore[misc]
-        if select is not None:
-            if select not in ("last", "best", "verified"):
-                raise TaskError(f"select must be last, best or verified, not {select!r}")
-            self.default_select = select  # type: ignore[misc]
+        self._apply(_merged(type(self).defaults, defaults))
         given = dict(generate=generate, feedback=feedback, refine=refine, refine_nofeedback=refine_nofeedback)
         self.templates = self._compile_templates(given)
+
+    def _apply(self, d: TaskDefaults) -> None:
+        """The task's effective defaults as attributes the engine reads."""
+        self.system, self.generic_feedback = d.system, d.generic_feedback
+        self.score_pattern = compile_score(d.score)
+        self.stop_contains = [s for s in d.stop_contains if s]
+        self.score_threshold, self.max_iterations = d.score_threshold, d.max_iterations
+        self.temperature, self.max_tokens = dict(d.temperature), dict(d.max_tokens)
+        self.sampling_temperature = d.sampling_temperature
+        self.feedback_schema = d.feedback_schema
+        self.stop_sequences = {role: list(d.stop_sequences.get(role, ())) for role in REQUIRED_ROLES}
+        self.default_history, self.default_select = d.history, d.select
+        self.best_preset = dict(d.best)
 
     def _compile_templates(self, given: Mapping[str, str | None]) -> dict[str, Template]:
         allowed = BASE_VARIABLES | self.extra_variables
@@ -220,7 +255,8 @@ class Task:
 
     @property
     def has_verifier(self) -> bool:
-        return type(self).verify is not Task.verify
+        return self.capabilities.verifier
+
 
     def answer(self, output: str) -> str | None:
         """The final answer derived from an output, when it differs from the output itself
@@ -260,6 +296,27 @@ class Task:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
+
+
+def _merged(base: TaskDefaults, given: dict[str, Any]) -> TaskDefaults:
+    """``base`` with the constructor's overrides; per-role fields take one value for all roles."""
+    unknown = sorted(set(given) - set(TaskDefaults.model_fields))
+    if unknown:
+        raise TaskError(f"unknown task option(s) {', '.join(unknown)}; valid: {', '.join(TaskDefaults.model_fields)}")
+    values = {k: v for k, v in given.items() if v is not None}
+    for key in ("temperature", "max_tokens"):
+        if key in values:
+            values[key] = _per_role(getattr(base, key), values[key])
+    if "stop_sequences" in values:
+        values["stop_sequences"] = {r: list(v) for r, v in _per_role({}, values["stop_sequences"]).items()}
+    if isinstance(values.get("score"), re.Pattern):
+        values["score"] = values["score"].pattern
+    compile_score(values.get("score"))  # a bad regex is a TaskError naming it
+    try:
+        return TaskDefaults.model_validate({**base.model_dump(), **values})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise TaskError(f"task option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
 def _per_role(defaults: Mapping[str, Any], given: Any) -> dict[str, Any]:

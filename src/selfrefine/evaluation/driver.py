@@ -31,15 +31,6 @@ from .runner import EvalSummary, ExampleRow, evaluate_rows, summarize
 from .runstore import RunMeta, RunStore
 
 
-def use_cache(engine: SelfRefine, cache: ResponseCache) -> None:
-    """Route every role's backend through the response cache (one wrapper per backend)."""
-    wrapped: dict[int, CachedBackend] = {}
-    for role, backend in engine.backends.items():
-        if id(backend) not in wrapped:
-            wrapped[id(backend)] = CachedBackend(backend, cache)
-        engine.backends[role] = wrapped[id(backend)]
-
-
 def run_meta(name: str, engine: SelfRefine, data: str, limit: int | None, tests: Path | None = None) -> RunMeta:
     """What the run folder holds; ``tests`` is the --tests file of a codeopt eval (its
     content is part of the experiment: other tests, other metric)."""

@@ -3,7 +3,7 @@
 The driver (:func:`~.driver.run_eval`) is the same as in local mode: it skips finished
 examples, writes every row durably as it arrives and writes the summary. Only the runner
 differs: :class:`RayPool` hands the examples to actors, each of which builds its own engine
-from an :class:`EngineRecipe` (picklable data: the task spec and the CLI's options), sized
+from an :class:`EngineRecipe` (picklable data: the engine spec and the judge's model), sized
 to the CPUs it reserved (``n_threads`` of an embedded/gguf model) and, with
 ``--ray-base-url``, talking to its own server.
 
@@ -42,14 +42,13 @@ from ..backends.base import CompletionResponse
 from ..backends.registry import scheme_of
 from ..core.errors import BackendError, ConfigError, SelfRefineError, error_text
 from ..engine.loop import SelfRefine
+from ..engine.spec import EngineSpec, ModelSpec
 from .datasets import Example
 from .judge import DEFAULT_CRITERIA, PairwiseJudge
 from .response_cache import CachedBackend, ResponseCache
 from .runner import ExampleRow, evaluate_rows
 
 INSTALL = "pip install 'selfrefine[ray]'"
-# role -> (model option, option-list option) in build_engine's keywords
-ROLE_KEYS = (("model", "options"), ("feedback_model", "feedback_options"), ("refine_model", "refine_options"))
 
 
 def import_ray() -> Any:
@@ -65,56 +64,48 @@ def import_ray() -> Any:
 
 @dataclass(frozen=True)
 class EngineRecipe:
-    """The run's engine as data: an actor rebuilds it with ``build(get_task(task), **options)``.
+    """The run's engine as plain data: the :class:`EngineSpec` an actor builds with
+    ``SelfRefine.from_spec``, and the judge's model. It pickles; nothing is re-parsed in an
+    actor and no function travels. Paths in the task and in ``fake:``/``gguf:`` model specs
+    are made absolute by :meth:`portable` and must be readable on every node."""
 
-    ``build`` is the CLI's ``build_engine`` (pickled by reference); paths in ``task`` and in
-    ``fake:``/``gguf:`` specs are made absolute here and must be readable on every node."""
-
-    build: Callable[..., SelfRefine]
-    task: str
-    options: dict[str, Any]
-    judge_model: str | None = None
-    judge_options: dict[str, str] = field(default_factory=dict)
+    spec: EngineSpec
+    judge: ModelSpec | None = None
 
     @classmethod
-    def portable(cls, build: Callable[..., SelfRefine], task: str, options: dict[str, Any],
-                 judge_model: str | None = None, judge_options: dict[str, str] | None = None) -> EngineRecipe:
-        opts = dict(options)
-        for model_key, _ in ROLE_KEYS:
-            if opts.get(model_key):
-                opts[model_key] = _absolute_spec(opts[model_key])
-        is_file = task.endswith((".yaml", ".yml")) or "/" in task  # else a task name, kept as is
-        return cls(build, _absolute_path(task) if is_file else task, opts,
-                   _absolute_spec(judge_model) if judge_model else None, dict(judge_options or {}))
+    def portable(cls, spec: EngineSpec, judge: ModelSpec | None = None) -> EngineRecipe:
+        is_file = spec.task.endswith((".yaml", ".yml")) or "/" in spec.task  # else a task name, kept as is
+        models = {key: _absolute(m) if m is not None else None for key, m in _models(spec).items()}
+        task = _absolute_path(spec.task) if is_file else spec.task
+        return cls(spec.replace(task=task, **models), _absolute(judge) if judge is not None else None)
 
     def in_process(self) -> bool:
         """Whether a role runs its model in the actor (embedded/gguf), so threads matter."""
-        return any(_takes_threads(spec) for spec in self._specs())
+        return any(_takes_threads(m) for m in [*_models(self.spec).values(), self.judge] if m is not None)
 
     def for_actor(self, threads: int, base_url: str | None) -> EngineRecipe:
         """This recipe with ``n_threads`` for in-process models that were not given one and,
-        when given, the actor's own server for ``--model``."""
-        opts = dict(self.options)
-        for model_key, list_key in ROLE_KEYS:
-            spec = opts.get(model_key)
-            given = tuple(opts.get(list_key) or ())
-            if spec and _takes_threads(spec) and not any(o.split("=")[0].strip() == "n_threads" for o in given):
-                opts[list_key] = given + (f"n_threads={threads}",)
+        when given, the actor's own server for the main model."""
+        models = {key: _with_threads(m, threads) if m is not None else None for key, m in _models(self.spec).items()}
         if base_url:
-            opts["base_url"] = base_url
-        judge = dict(self.judge_options)
-        if self.judge_model and _takes_threads(self.judge_model):
-            judge.setdefault("n_threads", str(threads))
-        return replace(self, options=opts, judge_options=judge)
-
-    def _specs(self) -> list[str]:
-        specs = [self.options.get(k) for k, _ in ROLE_KEYS] + [self.judge_model]
-        return [s for s in specs if s]
+            models["model"] = models["model"].with_options(base_url=base_url)
+        judge = _with_threads(self.judge, threads) if self.judge is not None else None
+        return replace(self, spec=self.spec.replace(**models), judge=judge)
 
 
-def _takes_threads(spec: str) -> bool:
-    model = scheme_of(spec).options_model()
-    return model is not None and "n_threads" in model.model_fields
+def _models(spec: EngineSpec) -> dict[str, ModelSpec | None]:
+    return {"model": spec.model, "feedback_model": spec.feedback_model, "refine_model": spec.refine_model}
+
+
+def _takes_threads(model: ModelSpec) -> bool:
+    options = scheme_of(model.model).options_model()
+    return options is not None and "n_threads" in options.model_fields
+
+
+def _with_threads(model: ModelSpec, threads: int) -> ModelSpec:
+    if not _takes_threads(model) or model.options.get("n_threads") is not None:
+        return model
+    return model.with_options(n_threads=threads)
 
 
 def _absolute_path(text: str) -> str:
@@ -122,11 +113,11 @@ def _absolute_path(text: str) -> str:
     return str(path.resolve()) if path.exists() else text
 
 
-def _absolute_spec(spec: str) -> str:
-    scheme, sep, rest = spec.partition(":")
+def _absolute(model: ModelSpec) -> ModelSpec:
+    scheme, sep, rest = model.model.partition(":")
     if sep and rest and scheme in ("fake", "gguf"):
-        return f"{scheme}:{_absolute_path(rest)}"
-    return spec
+        return ModelSpec(model=f"{scheme}:{_absolute_path(rest)}", options=model.options)
+    return model
 
 
 @dataclass(frozen=True)
@@ -154,13 +145,10 @@ class RefineWorker:
     def __init__(self, recipe: EngineRecipe, cache: Any = None) -> None:
         self.error: BaseException | None = None
         try:
-            from ..tasks import get_task
-
-            task = get_task(recipe.task)
-            self.engine = recipe.build(task, **recipe.options)
-            self.judge = _build_judge(recipe, task)
-            if cache is not None:
-                _route_through(self.engine, self.judge, cache)
+            # every role's backend (one wrapper per backend) and the judge's ask the cache server
+            wrap = (lambda backend: RemoteCachedBackend(backend, cache)) if cache is not None else None
+            self.engine = SelfRefine.from_spec(recipe.spec, wrap=wrap)
+            self.judge = _build_judge(recipe, self.engine, wrap)
         except Exception as exc:  # reported by ready(), so the driver can say it in one line
             self.error = exc
 
@@ -178,25 +166,12 @@ class RefineWorker:
         return [b.describe() for b in self.engine.distinct_backends()]
 
 
-def _build_judge(recipe: EngineRecipe, task: Any) -> PairwiseJudge | None:
-    if not recipe.judge_model:
+def _build_judge(recipe: EngineRecipe, engine: SelfRefine, wrap: Any) -> PairwiseJudge | None:
+    if recipe.judge is None:
         return None
-    from ..backends.registry import get_backend
-
-    seed = int(recipe.options.get("seed") or 0)
-    return PairwiseJudge(get_backend(recipe.judge_model, **recipe.judge_options), seed=seed,
-                         criteria=task.judge_criteria or DEFAULT_CRITERIA)
-
-
-def _route_through(engine: SelfRefine, judge: PairwiseJudge | None, cache: Any) -> None:
-    """Every role's backend (one wrapper per backend) and the judge's ask the cache server."""
-    wrapped: dict[int, RemoteCachedBackend] = {}
-    for role, backend in engine.backends.items():
-        if id(backend) not in wrapped:
-            wrapped[id(backend)] = RemoteCachedBackend(backend, cache)
-        engine.backends[role] = wrapped[id(backend)]
-    if judge is not None:
-        judge.backend = RemoteCachedBackend(judge.backend, cache)
+    backend = recipe.judge.build()
+    return PairwiseJudge(wrap(backend) if wrap is not None else backend, seed=int(engine.config.seed or 0),
+                         criteria=engine.task.judge_criteria or DEFAULT_CRITERIA)
 
 
 class RemoteCachedBackend(CachedBackend):

@@ -6,37 +6,50 @@ never a traceback. Replies are built from the engine's typed records."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from ..core.config import Accept, FeedbackMode, History, Select, VerifierMode
+from ..core.config import REQUEST_OPTIONS, RefineConfig, canonical
 from .reasoning import ReasoningFormat
 
 MODEL_PREFIX = "selfrefine/"
 
 
-class LoopOptions(BaseModel):
-    """What a request may choose about its run (``extra_body={"selfrefine": {...}}`` on the
-    chat endpoint, ``options`` on ``/v1/refine``). Budgets are capped by the server's."""
+def _request_fields() -> dict[str, Any]:
+    """RefineConfig's request options, each optional (None: the server's or task's default)
+    with RefineConfig's own type and bounds, so the two cannot drift apart."""
+    fields: dict[str, Any] = {}
+    for name in REQUEST_OPTIONS:
+        info = RefineConfig.model_fields[name]
+        constraints = [m for m in info.metadata]
+        annotation = Annotated[info.annotation | None, *constraints] if constraints else info.annotation | None
+        fields[name] = (annotation, Field(default=None, description=info.description))
+    return fields
 
+
+class _LoopOptionsBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_iterations: int | None = Field(default=None, ge=0)
-    select: Select | None = None
-    history: History | None = None
-    accept: Accept | None = None
-    feedback_mode: FeedbackMode | None = None
-    verifier_mode: VerifierMode | None = None
-    max_total_tokens: int | None = Field(default=None, gt=0)
-    max_seconds: float | None = Field(default=None, gt=0)
-    temperature: float | None = Field(default=None, ge=0)
-    seed: int | None = None
-    max_tokens: int | None = Field(default=None, gt=0)  # per call
     # the upstream model to run the loop on (one the server allows); also the model id's
     # '@' suffix, selfrefine/<task>@<model>
     model: str | None = Field(default=None, min_length=1)
-    final_feedback: bool | None = None  # True: critique the last draft even when that changes nothing
+
+    @field_validator("history", "select", "accept", "feedback_mode", "verifier_mode", "strategy", "preset", mode="before",
+                     check_fields=False)
+    @classmethod
+    def _one_spelling(cls, value: Any) -> Any:
+        return canonical(value)
+
+
+LoopOptions = create_model(
+    "LoopOptions",
+    __base__=_LoopOptionsBase,
+    __doc__="""What a request may choose about its run (``extra_body={"selfrefine": {...}}`` on the
+    chat endpoint, ``options`` on ``/v1/refine``): RefineConfig's ``REQUEST_OPTIONS``, each
+    optional, and ``model``. Budgets are capped by the server's.""",
+    **_request_fields(),
+)
 
 
 # the message roles a chat request may use, and the conversation role each becomes

@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..engine.parsing import json_aspect_ratings
 from ..core.records import Feedback, Verification
-from ..engine.task import Task, system_message
+from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 # key → label. Alphabetical, like every other key in the feedback JSON: the embedded
 # backend builds its grammar from the schema with sorted keys, so the few-shot example
@@ -221,20 +221,23 @@ class Acronym(Task):
     judge_criteria = "Which acronym is better for the title: easier to pronounce and spell, clearly related to the title, positive and memorable?"
     stop_description = "none: fixed rounds (4)"
     max_input_chars = 400
-    default_system = system_message(
-        "an expert at naming research projects. Each message asks you to create, rate or improve an acronym for a paper title"
+    defaults = TaskDefaults(
+        system=system_message(
+            "an expert at naming research projects. Each message asks you to create, rate or improve an acronym for a paper title"
+        ),
+        generic_feedback="Improve the acronym.",
+        temperature={"generate": 0.7, "feedback": 0.7, "refine": 0.7},  # the paper's text-task default
+        max_tokens={"generate": 16, "feedback": 160, "refine": 16},
+        max_iterations=4,
+        select="best",  # the paper returns the best-scored acronym
+        feedback_schema=FEEDBACK_SCHEMA,
+        stop_sequences={
+            "generate": ["\n", "Title:"],
+            "feedback": ["\nTitle:", "\nAcronym:"],
+            "refine": ["\n", "Title:"],
+        },
     )
-    default_generic_feedback = "Improve the acronym."
-    default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}  # the paper's text-task default
-    default_max_tokens = {"generate": 16, "feedback": 160, "refine": 16}
-    default_max_iterations = 4
-    default_select = "best"  # the paper returns the best-scored acronym
-    default_feedback_schema = FEEDBACK_SCHEMA
-    default_stop_sequences = {
-        "generate": ["\n", "Title:"],
-        "feedback": ["\nTitle:", "\nAcronym:"],
-        "refine": ["\n", "Title:"],
-    }
+    capabilities = Capabilities(verifier=True)
 
     def prepare_input(self, text: str) -> str:
         title = " ".join(super().prepare_input(text).split())  # one line: it sits in "Title: …"

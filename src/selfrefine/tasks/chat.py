@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from ..core.errors import FeedbackParseError, InputError
 from ..engine.parsing import json_object
 from ..core.records import Feedback
-from ..engine.task import Task, system_message
+from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 Role = Literal["system", "user", "assistant"]
 LABELS: dict[str, str] = {"system": "System", "user": "User", "assistant": "Assistant"}
@@ -147,17 +147,19 @@ class Chat(Task):
     # a transcript of about 4,000 tokens: with the drafts and critiques of a few rounds it
     # still fits an 8k context; longer conversations should drop their earliest turns
     max_input_chars = 16_000
-    default_system = system_message(
-        "a helpful, knowledgeable and careful assistant. Each message shows a conversation between a User "
-        "and an Assistant and asks you to write, review or improve the Assistant's reply to the last User message"
+    capabilities = Capabilities(judge_only=True)
+    defaults = TaskDefaults(
+        best={},
+        system=system_message(
+            "a helpful, knowledgeable and careful assistant. Each message shows a conversation between a User "
+            "and an Assistant and asks you to write, review or improve the Assistant's reply to the last User message"
+        ),
+        generic_feedback="Improve the answer: make it correct, complete and clear, and follow every instruction in the conversation.",
+        temperature={"generate": 0.7, "feedback": 0.0, "refine": 0.7},
+        max_tokens={"generate": 600, "feedback": 300, "refine": 600},
+        feedback_schema=FEEDBACK_SCHEMA,
+        max_iterations=3,
     )
-    default_generic_feedback = (
-        "Improve the answer: make it correct, complete and clear, and follow every instruction in the conversation."
-    )
-    default_temperature = {"generate": 0.7, "feedback": 0.0, "refine": 0.7}
-    default_max_tokens = {"generate": 600, "feedback": 300, "refine": 600}
-    default_feedback_schema = FEEDBACK_SCHEMA
-    default_max_iterations = 3
 
     def prepare_input(self, text: str) -> str:
         text = super().prepare_input(text)

@@ -19,7 +19,7 @@ from typing import Any
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..engine.parsing import FENCE, extract_program, parse_python, parses
 from ..core.records import Feedback, Verification
-from ..engine.task import Task, system_message
+from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 from ..sandbox.process import run_python
 from ..sandbox.timing import TimingResult, compare_programs
 from .codeopt_bench import TestCase, _normalise, find_by_source, to_test_cases
@@ -129,25 +129,27 @@ def _short(text: str, limit: int = 60) -> str:
 
 class CodeOpt(Task):
     name = "codeopt"
-    runs_code = True
+    defaults = TaskDefaults(
+        system=system_message(
+            "an expert Python performance engineer. Each message asks you to speed up, analyse or improve a program without changing its output"
+        ),
+        generic_feedback="# Improve the code so that it runs faster.",
+        stop_contains=("not slow",),
+        temperature={"generate": 0.0, "feedback": 0.0, "refine": 0.0},
+        max_tokens={"generate": 400, "feedback": 150, "refine": 400},
+        stop_sequences={
+            # the prompts end with "# optimized version:"; a model that writes that header again
+            # has finished its program and started another example
+            "generate": ["\n# optimized version", "\n# slower version", "\n# why is it slow", "\n###"],
+            "feedback": ["\n# code:", "\n# slower version", "\n# optimized version", "\n###"],
+            "refine": ["\n# optimized version", "\n# slower version", "\n# why is it slow", "\n###"],
+        },
+    )
+    capabilities = Capabilities(verifier=True, runs_code=True)
     description = "Make a stdin/stdout Python program faster with the same output (PIE)"
     prompt_dir = "codeopt"
     metric_name = "correct and >=5% faster (p<0.05)"
     stop_description = "feedback says '# this code is not slow'"
-    default_system = system_message(
-        "an expert Python performance engineer. Each message asks you to speed up, analyse or improve a program without changing its output"
-    )
-    default_generic_feedback = "# Improve the code so that it runs faster."
-    default_stop_contains = ("not slow",)
-    default_temperature = {"generate": 0.0, "feedback": 0.0, "refine": 0.0}
-    default_max_tokens = {"generate": 400, "feedback": 150, "refine": 400}
-    default_stop_sequences = {
-        # the prompts end with "# optimized version:"; a model that writes that header again
-        # has finished its program and started another example
-        "generate": ["\n# optimized version", "\n# slower version", "\n# why is it slow", "\n###"],
-        "feedback": ["\n# code:", "\n# slower version", "\n# optimized version", "\n###"],
-        "refine": ["\n# optimized version", "\n# slower version", "\n# why is it slow", "\n###"],
-    }
     timeout = 10.0  # seconds per run of a program on one input
     metric_repeats = 7  # timing runs per program and input for the metric
     verify_repeats = 5  # fewer for the verifier: it runs every iteration

@@ -17,7 +17,7 @@ from typing import Any
 from ..core.errors import FeedbackParseError, InputError
 from ..engine.parsing import json_object
 from ..core.records import Feedback, Verification
-from ..engine.task import Task, system_message
+from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 FEEDBACK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -94,14 +94,17 @@ class CommonGen(Task):
     metric_name = "concept coverage (code)"
     stop_description = "feedback reports no missing concept and no commonsense problem"
     extra_variables = frozenset({"concepts"})
-    default_system = system_message(
-        "a careful writer. Each message asks you to write, check or improve a sentence that must use every concept of a given list"
+    defaults = TaskDefaults(
+        system=system_message(
+            "a careful writer. Each message asks you to write, check or improve a sentence that must use every concept of a given list"
+        ),
+        generic_feedback="Improve the sentence.",
+        temperature={"generate": 0.7, "feedback": 0.7, "refine": 0.7},  # the paper's text-task default
+        max_tokens={"generate": 160, "feedback": 200, "refine": 160},  # 20-30 concepts need room
+        feedback_schema=FEEDBACK_SCHEMA,
+        stop_sequences={role: ["\nConcepts:"] for role in ("generate", "feedback", "refine")},
     )
-    default_generic_feedback = "Improve the sentence."
-    default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}  # the paper's text-task default
-    default_max_tokens = {"generate": 160, "feedback": 200, "refine": 160}  # 20-30 concepts need room
-    default_feedback_schema = FEEDBACK_SCHEMA
-    default_stop_sequences = {role: ["\nConcepts:"] for role in ("generate", "feedback", "refine")}
+    capabilities = Capabilities(verifier=True)
 
     def prepare_input(self, text: str) -> str:
         text = super().prepare_input(text)

@@ -20,7 +20,7 @@ from typing import Any
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..engine.parsing import json_aspect_ratings, json_input
 from ..core.records import Feedback
-from ..engine.task import Task, system_message
+from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 ASPECTS = (
     "Relevant",
@@ -84,20 +84,24 @@ class Dialogue(Task):
     metric_name = "judge preference vs one-step (eval --judge MODEL)"  # no code metric: Task.metric is None
     judge_criteria = "Which response is the better next turn of the conversation: more relevant, informative, engaging, specific and fluent?"
     stop_description = "fixed rounds (no stop signal); the paper keeps the best-scored response"
-    default_system = system_message(
-        "a friendly, knowledgeable conversational assistant. Each message asks you to write, rate or improve the System's next response in a conversation"
+    capabilities = Capabilities(judge_only=True)
+    defaults = TaskDefaults(
+        best={},
+        system=system_message(
+            "a friendly, knowledgeable conversational assistant. Each message asks you to write, rate or improve the System's next response in a conversation"
+        ),
+        generic_feedback="Make the response more relevant, specific and engaging.",
+        temperature={"generate": 0.7, "feedback": 0.7, "refine": 0.7},
+        max_tokens={"generate": 80, "feedback": 200, "refine": 80},
+        feedback_schema=FEEDBACK_SCHEMA,
+        stop_sequences={
+            "generate": ["\nUser:", "\nConversation:"],
+            "feedback": ["\nConversation:", "\nResponse:"],
+            "refine": ["\nUser:", "\nConversation:", "\nFeedback:", "\nResponse:"],
+        },
+        max_iterations=3,
+        select="best",  # the paper returns the best-scored response for dialogue
     )
-    default_generic_feedback = "Make the response more relevant, specific and engaging."
-    default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}
-    default_max_tokens = {"generate": 80, "feedback": 200, "refine": 80}
-    default_feedback_schema = FEEDBACK_SCHEMA
-    default_stop_sequences = {
-        "generate": ["\nUser:", "\nConversation:"],
-        "feedback": ["\nConversation:", "\nResponse:"],
-        "refine": ["\nUser:", "\nConversation:", "\nFeedback:", "\nResponse:"],
-    }
-    default_max_iterations = 3
-    default_select = "best"  # the paper returns the best-scored response for dialogue
 
     def prepare_input(self, text: str) -> str:
         return parse_conversation(super().prepare_input(text))

@@ -14,7 +14,7 @@ from typing import Any
 from ..core.errors import DraftParseError, FeedbackParseError
 from ..engine.parsing import fenced_blocks
 from ..core.records import Feedback, Verification
-from ..engine.task import Task, system_message
+from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 from ..sandbox.process import run_python
 
 _VERDICT = re.compile(r"\bit(?:\s+is|'s)\s+(not\s+correct|incorrect|correct|wrong)", re.I)
@@ -56,24 +56,34 @@ def to_number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def number_text(value: float | None) -> str | None:
+    """A number as one spelling for votes: 18.0 and 18 are the same answer."""
+    if value is None:
+        return None
+    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
+
+
 class GSM8K(Task):
     name = "gsm8k"
-    runs_code = True
+    defaults = TaskDefaults(
+        best={"samples": 5, "max_iterations": 0},
+        system=system_message(
+            "a careful Python programmer and math teacher. Each message asks you to write, review or fix a Python function `solution()` that solves a math word problem"
+        ),
+        generic_feedback="# Improve the code so that it returns the right answer.",
+        stop_contains=("it is correct",),
+        max_tokens={"generate": 300, "feedback": 300, "refine": 300},
+        stop_sequences={
+            "generate": ["\nQuestion:", "\n# Review"],
+            "feedback": ["\nQuestion:", "\ndef solution"],
+            "refine": ["\nQuestion:", "\n# Review"],
+        },
+    )
+    capabilities = Capabilities(verifier=True, answer=True, runs_code=True)
     description = "Math word problems solved as Python programs (program-of-thought, GSM8K)"
     prompt_dir = "gsm8k"
     metric_name = "solve rate (execution)"
     stop_description = "feedback says '# it is correct'"
-    default_system = system_message(
-        "a careful Python programmer and math teacher. Each message asks you to write, review or fix a Python function `solution()` that solves a math word problem"
-    )
-    default_generic_feedback = "# Improve the code so that it returns the right answer."
-    default_stop_contains = ("it is correct",)
-    default_max_tokens = {"generate": 300, "feedback": 300, "refine": 300}
-    default_stop_sequences = {
-        "generate": ["\nQuestion:", "\n# Review"],
-        "feedback": ["\nQuestion:", "\ndef solution"],
-        "refine": ["\nQuestion:", "\n# Review"],
-    }
     timeout = 5.0
 
     def parse_draft(self, text: str) -> str:
@@ -104,7 +114,8 @@ class GSM8K(Task):
         if to_number(result.value) is None:
             text = f"# solution() returned {result.value}, which is not a number"
             return Verification(text=text, passed=False, score=0.0)
-        return Verification(text=f"# Running solution() returned {result.value}", passed=True, score=1.0)
+        return Verification(text=f"# Running solution() returned {result.value}", passed=True, score=1.0,
+                            answer=number_text(to_number(result.value)))
 
     def answer(self, output: str) -> str | None:
         """Run ``solution()`` and return its value, or None when it fails."""

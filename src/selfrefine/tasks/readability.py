@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from ..core.errors import DraftParseError, FeedbackParseError
 from ..engine.parsing import FENCE, extract_program, parse_python
 from ..core.records import Feedback, Verification
-from ..engine.task import Task, system_message
+from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 # Single letters that are conventional loop indices, and short words that are real words.
 SHORT_ALLOWED = frozenset({"i", "j", "k", "id", "ok", "db", "io", "os"})
@@ -180,19 +180,22 @@ class Readability(Task):
     prompt_dir = "readability"
     metric_name = "share of meaningful names (static analysis)"
     stop_description = "none: fixed rounds (5)"
-    default_system = system_message(
-        "an expert Python programmer who writes clean, readable code. Each message asks you to rewrite, review or improve a program's readability without changing its behaviour"
+    defaults = TaskDefaults(
+        system=system_message(
+            "an expert Python programmer who writes clean, readable code. Each message asks you to rewrite, review or improve a program's readability without changing its behaviour"
+        ),
+        generic_feedback="Improve the readability of the code.",
+        temperature={"generate": 0.0, "feedback": 0.0, "refine": 0.0},  # code task
+        max_tokens={"generate": 500, "feedback": 80, "refine": 500},
+        max_iterations=5,
+        stop_sequences={
+            # the model opens a ```python fence after the cue; the closing fence ends the program
+            "generate": ["\n```", "\nProgram:"],
+            "feedback": ["\n\n", "```", "\nProgram:"],
+            "refine": ["\n```", "\nProgram:"],
+        },
     )
-    default_generic_feedback = "Improve the readability of the code."
-    default_temperature = {"generate": 0.0, "feedback": 0.0, "refine": 0.0}  # code task
-    default_max_tokens = {"generate": 500, "feedback": 80, "refine": 500}
-    default_max_iterations = 5
-    default_stop_sequences = {
-        # the model opens a ```python fence after the cue; the closing fence ends the program
-        "generate": ["\n```", "\nProgram:"],
-        "feedback": ["\n\n", "```", "\nProgram:"],
-        "refine": ["\n```", "\nProgram:"],
-    }
+    capabilities = Capabilities(verifier=True)
 
     def parse_draft(self, text: str) -> str:
         code = extract_program(text)

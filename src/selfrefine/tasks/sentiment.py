@@ -24,7 +24,7 @@ from typing import Any
 from ..core.errors import FeedbackParseError, InputError
 from ..engine.parsing import json_input
 from ..core.records import Feedback, Verification
-from ..engine.task import Task, system_message
+from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 POLARITIES = ("positive", "negative")
 NEUTRAL_BAND = 0.05  # VADER's convention: |compound| < 0.05 is neutral
@@ -120,19 +120,22 @@ class Sentiment(Task):
     judge_criteria = "Which rewrite expresses the target sentiment named in the input more clearly, while keeping the review's content and fluency?"
     stop_description = "fixed rounds (no stop signal)"
     extra_variables = frozenset({"review", "target"})
-    default_system = system_message(
-        "an expert editor. Each message asks you to rewrite, critique or improve a review so that it expresses a target sentiment"
+    defaults = TaskDefaults(
+        system=system_message(
+            "an expert editor. Each message asks you to rewrite, critique or improve a review so that it expresses a target sentiment"
+        ),
+        generic_feedback="Make the review's sentiment match the target.",
+        temperature={"generate": 0.7, "feedback": 0.7, "refine": 0.7},
+        max_tokens={"generate": 160, "feedback": 120, "refine": 160},
+        stop_sequences={
+            "generate": ["\n\n", "\nReview:", "\nTarget:"],
+            "feedback": ["\n\n", "\nReview:", "\nTarget:", "\nRewrite:"],
+            "refine": ["\n\n", "\nReview:", "\nTarget:", "\nFeedback:"],
+        },
+        max_iterations=4,
     )
-    default_generic_feedback = "Make the review's sentiment match the target."
-    default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}
-    default_max_tokens = {"generate": 160, "feedback": 120, "refine": 160}
+    capabilities = Capabilities(verifier=True)
     # reviews and feedback are one paragraph in the few-shot: a blank line ends the answer
-    default_stop_sequences = {
-        "generate": ["\n\n", "\nReview:", "\nTarget:"],
-        "feedback": ["\n\n", "\nReview:", "\nTarget:", "\nRewrite:"],
-        "refine": ["\n\n", "\nReview:", "\nTarget:", "\nFeedback:"],
-    }
-    default_max_iterations = 4
 
     def prepare_input(self, text: str) -> str:
         review, target = parse_sentiment_input(super().prepare_input(text))

@@ -23,7 +23,7 @@ from typing import Any
 from ..core.errors import FeedbackParseError, InputError
 from ..engine.parsing import json_aspect_ratings, json_input
 from ..core.records import Feedback, Verification
-from ..engine.task import Task, system_message
+from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 from .commongen import concept_coverage, missing_concepts
 
 ASPECTS = {"coherence": "coherence", "constraints": "constraints met", "interest": "interest", "premise": "premise followed"}
@@ -101,19 +101,22 @@ class Story(Task):
     judge_criteria = "Which story follows the premise more faithfully and is more coherent, vivid and interesting to read?"
     stop_description = "every aspect rated 5"
     extra_variables = frozenset({"premise", "elements", "min_words", "max_words"})
-    default_system = system_message(
-        "a skilled fiction writer and editor. Each message asks you to write, critique or improve a short story for a given premise"
+    defaults = TaskDefaults(
+        system=system_message(
+            "a skilled fiction writer and editor. Each message asks you to write, critique or improve a short story for a given premise"
+        ),
+        generic_feedback="Make the story more coherent and interesting, and follow the premise closely.",
+        temperature={"generate": 0.7, "feedback": 0.7, "refine": 0.7},
+        max_tokens={"generate": 320, "feedback": 200, "refine": 320},
+        feedback_schema=FEEDBACK_SCHEMA,
+        stop_sequences={
+            "generate": ["\nPremise:", "\nRatings:"],
+            "feedback": ["\n\n", "\nPremise:", "\nStory:"],
+            "refine": ["\nPremise:", "\nRatings:", "\nImproved story:"],
+        },
+        max_iterations=3,
     )
-    default_generic_feedback = "Make the story more coherent and interesting, and follow the premise closely."
-    default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}
-    default_max_tokens = {"generate": 320, "feedback": 200, "refine": 320}
-    default_feedback_schema = FEEDBACK_SCHEMA
-    default_stop_sequences = {
-        "generate": ["\nPremise:", "\nRatings:"],
-        "feedback": ["\n\n", "\nPremise:", "\nStory:"],
-        "refine": ["\nPremise:", "\nRatings:", "\nImproved story:"],
-    }
-    default_max_iterations = 3
+    capabilities = Capabilities(verifier=True)
 
     def prepare_input(self, text: str) -> str:
         spec = parse_story_input(super().prepare_input(text))

@@ -32,7 +32,7 @@ from typing import Any
 from ..core.errors import FeedbackParseError, InputError
 from ..engine.parsing import json_input
 from ..core.records import Feedback, Verification
-from ..engine.task import Task, system_message
+from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 from .commongen import lemmas
 
 THRESHOLD = 0.5  # p_toxic at or above this counts as toxic
@@ -121,18 +121,21 @@ class Toxicity(Task):
     prompt_dir = "toxicity"
     metric_name = "(1 - p_toxic) x content kept (alt-profanity-check + lemma overlap, code)"
     stop_description = "feedback says NONE (nothing offensive left); else fixed rounds"
-    default_system = system_message(
-        "a careful moderator. Each message asks you to rewrite, critique or improve a comment so that it keeps its point without insults, profanity or hostility"
+    defaults = TaskDefaults(
+        system=system_message(
+            "a careful moderator. Each message asks you to rewrite, critique or improve a comment so that it keeps its point without insults, profanity or hostility"
+        ),
+        generic_feedback="Make the comment polite while keeping its point.",
+        temperature={"generate": 0.7, "feedback": 0.7, "refine": 0.7},
+        max_tokens={"generate": 120, "feedback": 120, "refine": 120},
+        stop_sequences={
+            "generate": ["\n\n", "\nComment:"],
+            "feedback": ["\n\n", "\nComment:", "\nRewrite:"],
+            "refine": ["\n\n", "\nComment:", "\nFeedback:"],
+        },
+        max_iterations=3,
     )
-    default_generic_feedback = "Make the comment polite while keeping its point."
-    default_temperature = {"generate": 0.7, "feedback": 0.7, "refine": 0.7}
-    default_max_tokens = {"generate": 120, "feedback": 120, "refine": 120}
-    default_stop_sequences = {
-        "generate": ["\n\n", "\nComment:"],
-        "feedback": ["\n\n", "\nComment:", "\nRewrite:"],
-        "refine": ["\n\n", "\nComment:", "\nFeedback:"],
-    }
-    default_max_iterations = 3
+    capabilities = Capabilities(verifier=True)
 
     def prepare_input(self, text: str) -> str:
         text = super().prepare_input(text)

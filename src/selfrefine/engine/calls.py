@@ -1,0 +1,173 @@
+"""One run's model calls: transient-error retries with backoff, the token and time budgets,
+each backend's concurrency limit, and the record of every attempt.
+
+Robustness rules implemented here:
+- transient backend errors are retried with exponential backoff (and jitter) and never
+  reach a prompt; every attempt, failed or not, is a :class:`CallRecord`;
+- a fatal backend error or an exhausted budget ends the call with an exception the run
+  turns into its stop reason, the drafts so far kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+
+from ..backends.base import Backend, CompletionRequest, CompletionResponse
+from ..core.config import RefineConfig
+from ..core.errors import BackendError, TransientBackendError
+from ..core.records import CallRecord, Role, StopReason
+
+
+class BudgetExceeded(Exception):
+    """A budget ran out before or during a call; the run stops with ``reason``."""
+
+    def __init__(self, reason: StopReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+@dataclass
+class CallLog:
+    """Every call of one run, and the failed ones not yet streamed."""
+
+    started: float = field(default_factory=time.monotonic)
+    calls: list[CallRecord] = field(default_factory=list)
+    unreported: list[CallRecord] = field(default_factory=list)
+
+    def tokens(self) -> int:
+        return sum(c.prompt_tokens + c.completion_tokens for c in self.calls)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def drain(self) -> list[CallRecord]:
+        """The failed calls not yet reported, once."""
+        calls, self.unreported = self.unreported, []
+        return calls
+
+    def next_attempt(self, role: Role, t: int) -> int:
+        """Attempts are numbered per step (role and iteration), across parse and backend
+        retries, so three failed parses read as attempts 1, 2 and 3."""
+        return 1 + sum(c.role == role and c.iteration == t for c in self.calls)
+
+    def failed(self, call: CallRecord, error: str) -> None:
+        call.ok, call.error = False, error
+        self.unreported.append(call)
+
+
+class Caller:
+    """Makes one run's calls under its config's retries and budgets."""
+
+    def __init__(self, config: RefineConfig, backends: dict[str, Backend], log: CallLog) -> None:
+        self.config, self.backends, self.log = config, backends, log
+
+    async def call(self, role: Role, t: int, request: CompletionRequest, n: int = 1) -> list[tuple[CompletionResponse, CallRecord]]:
+        """One logical call (``n`` samples of the request) with transient-error retries."""
+        backend = self.backends[role]
+        for attempt in range(1, self.config.backend_retries + 2):
+            self.check_budgets()
+            calls = [self._record(role, t, backend, request) for _ in range(n)]
+            try:
+                responses = await self._send(backend, request, calls[0], n)
+            except (TransientBackendError, BackendError, BudgetExceeded) as exc:
+                self._failed(calls, str(exc))
+                if isinstance(exc, TransientBackendError) and attempt <= self.config.backend_retries:
+                    await asyncio.sleep(self.backoff(attempt))
+                    continue
+                if isinstance(exc, TransientBackendError):
+                    raise BackendError(f"{backend.name} failed {attempt} times; last error: {exc}") from exc
+                raise
+            return [self._finished(r, c, calls[0]) for r, c in zip(responses, calls)]
+        raise AssertionError("unreachable")
+
+    def _record(self, role: Role, t: int, backend: Backend, request: CompletionRequest) -> CallRecord:
+        call = CallRecord(role=role, iteration=t, attempt=self.log.next_attempt(role, t), model=backend.name)
+        if self.config.record_prompts:
+            call.prompt = request.prompt
+        self.log.calls.append(call)  # counted now, so the next record of this step numbers on
+        return call
+
+    def _failed(self, calls: list[CallRecord], error: str) -> None:
+        """A failed attempt is one record (the first); the others of its batch never happened."""
+        for extra in calls[1:]:
+            self.log.calls.remove(extra)
+        self.log.failed(calls[0], error)
+
+    def _finished(self, response: CompletionResponse, call: CallRecord,
+                  first: CallRecord) -> tuple[CompletionResponse, CallRecord]:
+        call.prompt_tokens, call.completion_tokens = response.prompt_tokens, response.completion_tokens
+        call.response, call.cached = response.text, response.cached
+        call.cached_prompt_tokens = response.cached_prompt_tokens
+        call.seconds, call.wait_seconds = first.seconds, first.wait_seconds
+        return response, call
+
+    async def _send(self, backend: Backend, request: CompletionRequest, call: CallRecord, n: int) -> list[CompletionResponse]:
+        """One attempt under the backend's concurrency limit; times the wait and the call apart."""
+        queued = time.perf_counter()
+        async with backend_semaphore(backend):
+            start = time.perf_counter()
+            call.wait_seconds = round(start - queued, 6)
+            remaining = None
+            if self.config.max_seconds is not None:  # measured after the wait in the queue
+                self.check_budgets()
+                remaining = self.config.max_seconds - self.log.elapsed()
+            try:
+                return await asyncio.wait_for(_complete(backend, request, n), remaining)
+            except asyncio.TimeoutError:
+                if remaining is None:  # the backend's own timeout surfaced as asyncio's
+                    raise TransientBackendError(f"{backend.name}: request timed out") from None
+                raise BudgetExceeded(*self.budget_spent() or (StopReason.TIME_BUDGET, "time budget ran out")) from None
+            finally:
+                call.seconds = round(time.perf_counter() - start, 6)
+
+    def budget_spent(self) -> tuple[StopReason, str] | None:
+        """The budget that has run out (the one place both budgets are checked), or None."""
+        cfg, log = self.config, self.log
+        if cfg.max_total_tokens is not None and log.tokens() >= cfg.max_total_tokens:
+            return StopReason.TOKEN_BUDGET, f"token budget used up: {log.tokens()} tokens of {cfg.max_total_tokens}"
+        if cfg.max_seconds is not None and log.elapsed() >= cfg.max_seconds:
+            return StopReason.TIME_BUDGET, f"time budget ran out: {log.elapsed():.1f}s of {cfg.max_seconds:g}s"
+        return None
+
+    def check_budgets(self) -> None:
+        spent = self.budget_spent()
+        if spent is not None:
+            raise BudgetExceeded(*spent)
+
+    def backoff(self, attempt: int) -> float:
+        cfg = self.config
+        delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2 ** (attempt - 1))
+        delay *= random.uniform(0.5, 1.0)  # jitter so concurrent runs do not retry in lockstep
+        if cfg.max_seconds is not None:
+            delay = max(0.0, min(delay, cfg.max_seconds - self.log.elapsed()))
+        return delay
+
+
+async def _complete(backend: Backend, request: CompletionRequest, n: int) -> list[CompletionResponse]:
+    if n == 1:
+        return [await backend.complete(request)]
+    responses = await backend.complete_n(request, n)
+    if len(responses) != n:
+        raise BackendError(f"{backend.name}: asked for {n} samples, got {len(responses)}")
+    return responses
+
+
+# One limit per backend object and event loop, shared by every engine that uses the backend
+# (a server keeps one engine per task and options over the same backends), so the backend's
+# max_concurrency holds however many engines call it. Per loop: the sync wrapper makes one.
+_SEMAPHORES: weakref.WeakKeyDictionary[Backend, dict[int, asyncio.Semaphore]] = weakref.WeakKeyDictionary()
+_SEMAPHORES_LOCK = threading.Lock()
+
+
+def backend_semaphore(backend: Backend) -> asyncio.Semaphore:
+    loop = id(asyncio.get_running_loop())
+    with _SEMAPHORES_LOCK:
+        per_loop = _SEMAPHORES.setdefault(backend, {})
+        if loop not in per_loop:
+            per_loop[loop] = asyncio.Semaphore(max(1, backend.max_concurrency))
+        return per_loop[loop]

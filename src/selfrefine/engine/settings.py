@@ -1,0 +1,118 @@
+"""A run's effective settings, resolved once: each run option over the task's default.
+
+The rule "the run's option if given, else the task's default" lives here and nowhere else;
+the loop, the call mechanics and the records read the resolved values, and
+``RunResult.config`` records them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.config import DEFAULT_MAX_ITERATIONS, RefineConfig
+from ..core.errors import ConfigError
+from ..core.records import ROLES, Role, RunConfig
+from .task import Task
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What one engine's runs use: the config as given and the values it resolves."""
+
+    config: RefineConfig
+    max_iterations: int
+    history: str
+    select: str
+    score_threshold: float | None
+    temperature: dict[Role, float]
+    max_tokens: dict[Role, int]
+    stop: dict[Role, list[str]]
+    sample_temperature: float = 0.7  # of each of several samples (samples > 1, strategy auto)
+    votes: bool = False  # several samples of an answer task: agreement is part of the score
+
+    @classmethod
+    def resolve(cls, config: RefineConfig, task: Task) -> Settings:
+        """Each option over the task's default; a combination the task cannot run is a
+        ConfigError naming the fix."""
+        config = with_preset(config, task)
+        _check_fits(config, task)
+        _check_sampling(config, task)
+        sampling = config.samples > 1 or config.strategy == "auto"
+        given = config.max_iterations
+        default = task.max_iterations if task.max_iterations is not None else DEFAULT_MAX_ITERATIONS
+        return cls(
+            config=config,
+            max_iterations=given if given is not None else default,
+            history=config.history or task.default_history,
+            # several samples are chosen by the verifier, and so is the returned draft
+            select=config.select or ("verified" if sampling else task.default_select),
+            score_threshold=config.score_threshold if config.score_threshold is not None else task.score_threshold,
+            temperature={r: config.temperature if config.temperature is not None else task.temperature[r] for r in ROLES},
+            max_tokens={r: config.max_tokens or task.max_tokens[r] for r in ROLES},
+            stop={r: list(task.stop_sequences[r]) for r in ROLES},
+            sample_temperature=config.temperature if config.temperature is not None else task.sampling_temperature,
+            votes=sampling and task.capabilities.answer,
+        )
+
+    @property
+    def sampling(self) -> bool:
+        """Several samples per step (samples > 1, or the auto strategy)."""
+        return self.config.samples > 1 or self.config.strategy == "auto"
+
+    @property
+    def verify_every_draft(self) -> bool:
+        """Whether each draft is verified as it arrives (selection or acceptance need it)."""
+        return self.select == "verified" or self.config.accept == "not_worse" or self.sampling
+
+    @property
+    def refine_samples(self) -> bool:
+        """Whether the refiner samples (temperature > 0), so a new seed gives a new reply."""
+        return self.temperature["refine"] > 0
+
+    def run_config(self, models: dict[str, str], model_files: dict[str, Any]) -> RunConfig:
+        """The record of what a run ran with: the options, the resolved policies, the models."""
+        return RunConfig(
+            **self.config.model_dump(exclude={"max_iterations", "history", "select"}),
+            max_iterations=self.max_iterations, history=self.history, select=self.select,
+            models=models, model_files=model_files,
+        )
+
+
+def with_preset(config: RefineConfig, task: Task) -> RefineConfig:
+    """The config with its preset's values for the options it does not set itself."""
+    if config.preset != "best":
+        return config  # "paper" is RefineConfig's own defaults
+    values = task.best_preset if task.has_verifier else {}
+    update = {k: v for k, v in values.items() if k not in config.model_fields_set}
+    return RefineConfig.build(**{**config.model_dump(exclude_unset=True), **update})
+
+
+def _check_fits(config: RefineConfig, task: Task) -> None:
+    if task.has_verifier:
+        return
+    name = task.name
+    if config.verifier_mode != "self":
+        raise ConfigError(f"task {name!r} has no verifier; use verifier_mode 'self' or a task that checks itself")
+    if (config.select or task.default_select) == "verified":
+        raise ConfigError(f"task {name!r} has no verifier, so select 'verified' cannot rank its drafts; "
+                          "use select 'last' or 'best', or a task that checks itself")
+    if config.accept != "any":
+        raise ConfigError(f"task {name!r} has no verifier, so accept 'not_worse' cannot compare drafts; "
+                          "use accept 'any' or a task that checks itself")
+
+
+def _check_sampling(config: RefineConfig, task: Task) -> None:
+    """Several samples need a verifier to choose among them and a temperature above 0; the
+    auto strategy needs a token budget to spend."""
+    if config.samples == 1 and config.strategy == "fixed":
+        return
+    what = f"samples {config.samples}" if config.strategy == "fixed" else "strategy auto"
+    if not task.has_verifier:
+        raise ConfigError(f"{what} needs a task with a verifier to choose among samples; task {task.name!r} "
+                          "has none (use samples 1)")
+    if config.temperature == 0:
+        raise ConfigError(f"{what} needs sampling, and temperature 0 makes every sample the same draft; "
+                          "leave the temperature unset (the task's sampling temperature) or set one above 0")
+    if config.strategy == "auto" and config.max_total_tokens is None:
+        raise ConfigError("strategy auto spends a token budget: give one (--budget-tokens N, max_total_tokens)")

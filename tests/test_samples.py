@@ -1,0 +1,152 @@
+"""Several samples per step, on the fake model: exact trajectories of candidates, selection,
+ties, votes, the auto strategy, and the shape of the record, the stream and the JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from selfrefine import FakeBackend, SelfRefine, StopReason
+from selfrefine.cli.commands import cli
+from selfrefine.core.errors import ConfigError
+from selfrefine.core.records import DraftStep
+
+FB = json.dumps({"missing_concepts": [], "commonsense": "It is odd."})  # never "done": the loop refines
+
+
+def commongen(generate: list[str], refine: list[str] | None = None, **options) -> tuple:
+    backend = FakeBackend({"generate": generate, "feedback": [FB] * 8, "refine": refine or []}, default=FB)
+    engine = SelfRefine("commongen", backend, **options)
+    return engine, backend
+
+
+def test_the_first_draft_is_the_best_of_k_samples_and_the_losers_stay_in_the_record():
+    engine, backend = commongen(["A dog.", "A dog runs in the park.", "A dog runs."], samples=3, max_iterations=0)
+    result = engine.run("dog, run, park")
+    first = result.iterations[0]
+    assert [c.draft for c in first.candidates] == ["A dog.", "A dog runs in the park.", "A dog runs."]
+    assert [c.chosen for c in first.candidates] == [False, True, False]
+    assert [round(c.verification.score, 3) for c in first.candidates] == [0.333, 1.0, 0.667]
+    assert result.output == "A dog runs in the park." and first.verification.score == 1.0
+    # three generate requests, seeded apart, at the task's sampling temperature
+    gens = [r for r in backend.requests if r.role == "generate"]
+    assert [r.seed for r in gens] == [0, 1, 2] and {r.temperature for r in gens} == {0.7}
+    assert [c.call.attempt for c in first.candidates] == [1, 2, 3]
+
+
+def test_a_tie_among_samples_goes_to_the_first():
+    engine, _ = commongen(["A dog runs.", "A dog is running."], samples=2, max_iterations=0)
+    result = engine.run("dog, run")
+    assert [c.chosen for c in result.iterations[0].candidates] == [True, False]
+
+
+def test_a_refinement_round_is_accepted_only_when_its_best_scores_strictly_higher():
+    engine, backend = commongen(
+        ["A dog runs.", "A dog runs."],  # 2 of 3 concepts
+        ["A dog runs fast.", "A dog runs home.",  # round 1: a tie at 2/3 -> rejected, draft 0 kept
+         "A dog runs in the park.", "A dog."],  # round 2: 3/3 -> accepted
+        samples=2, max_iterations=2)
+    result = engine.run("dog, run, park")
+    assert [it.accepted for it in result.iterations] == [True, False, True]
+    assert result.selected == 2 and result.output == "A dog runs in the park."
+    assert result.iterations[1].feedback.source == "verifier"  # the rejected round's findings, no critic call
+    # one critique of draft 0, two rounds of two refinements, each from one prompt, then the
+    # critique of draft 2 (select verified reads it) before the cap stops the run
+    roles = [r.role for r in backend.requests]
+    assert roles == ["generate", "generate", "feedback", "refine", "refine", "refine", "refine", "feedback"]
+    assert len({r.prompt for r in backend.requests[3:5]}) == 1
+
+
+def test_a_round_whose_samples_echo_the_parent_is_rejected():
+    engine, _ = commongen(["A dog runs.", "A dog."], ["A dog runs.", "A  dog runs."], samples=2, max_iterations=1)
+    result = engine.run("dog, run, park")
+    assert [it.accepted for it in result.iterations] == [True, False] and result.selected == 0
+
+
+def test_k_samples_need_a_verifier_and_a_temperature():
+    with pytest.raises(ConfigError, match="needs a task with a verifier"):
+        SelfRefine("dialogue", FakeBackend(), samples=2)
+    with pytest.raises(ConfigError, match="temperature 0 makes every sample the same draft"):
+        SelfRefine("commongen", FakeBackend(), samples=2, temperature=0)
+    with pytest.raises(ConfigError, match="strategy auto spends a token budget"):
+        SelfRefine("commongen", FakeBackend(), strategy="auto")
+
+
+PROGRAMS = {
+    "18a": "def solution():\n    return 18",
+    "18b": "def solution():\n    x = 9\n    return 2 * x",
+    "12": "def solution():\n    return 12",
+    "crash": "def solution():\n    return 1 / 0",
+}
+
+
+def test_votes_score_answers_by_agreement_and_return_the_majority():
+    replies = [PROGRAMS["12"], PROGRAMS["18a"], PROGRAMS["crash"], PROGRAMS["18b"]]
+    engine = SelfRefine("gsm8k", FakeBackend({"generate": replies}), samples=4, max_iterations=0)
+    result = engine.run("Nine apples twice: how many?")
+    cands = result.iterations[0].candidates
+    assert [c.verification.answer for c in cands] == ["12", "18", None, "18"]
+    assert [c.verification.score for c in cands] == [0.25, 0.5, 0.0, 0.5]
+    assert [c.chosen for c in cands] == [False, True, False, False]  # the first of the majority
+    assert result.answer == "18" and result.output == PROGRAMS["18a"]
+    assert "# Votes: 2 samples return 18, 1 sample returns 12, 1 gives no answer" in cands[1].verification.text
+
+
+def test_the_auto_strategy_widens_after_a_rejected_round_and_stops_within_its_budget():
+    engine, backend = commongen(
+        ["A dog.", "A dog."],  # 2 samples to start, both 1/3
+        ["A dog.", "A dog."] + ["A dog runs in the park."] * 4,  # echoes: the next round is wider
+        strategy="auto", max_total_tokens=100_000, max_iterations=2)
+    result = engine.run("dog, run, park")
+    assert [len(it.candidates) for it in result.iterations] == [2, 2, 4]
+    assert result.output == "A dog runs in the park."
+    decisions = []
+    engine2, _ = commongen(["A dog runs in the park.", "A dog."], strategy="auto", max_total_tokens=100_000)
+    async def collect():
+        async for step in engine2.astream("dog, run, park"):
+            decisions.append(step)
+    import asyncio
+    asyncio.run(collect())
+    final = decisions[-1].result
+    assert final.stop_reason is StopReason.VERIFIED and len(final.iterations) == 1  # satisfied: no critique
+
+
+def test_the_auto_strategy_stops_when_the_budget_pays_for_no_round():
+    engine, _ = commongen(["A dog.", "A dog."], strategy="auto", max_total_tokens=60, max_iterations=3)
+    result = engine.run("dog, run, park")
+    assert result.stop_reason is StopReason.TOKEN_BUDGET and len(result.iterations) == 1
+
+
+def test_the_stream_and_the_json_carry_every_candidate(tmp_path):
+    engine, _ = commongen(["A dog.", "A dog runs in the park."], samples=2, max_iterations=0)
+    steps = []
+
+    async def go():
+        async for step in engine.astream("dog, run, park"):
+            steps.append(step)
+
+    import asyncio
+    asyncio.run(go())
+    drafts = [s for s in steps if isinstance(s, DraftStep)]
+    assert len(drafts) == 1 and len(drafts[0].candidates) == 2 and drafts[0].draft == "A dog runs in the park."
+    replies = tmp_path / "r.json"
+    replies.write_text(json.dumps({"generate": ["A dog.", "A dog runs in the park."], "default": FB}))
+    out = CliRunner().invoke(cli, ["run", "commongen", "dog, run, park", "-m", f"fake:{replies}", "--samples", "2",
+                                   "--max-iters", "0", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["config"]["samples"] == 2 and data["config"]["select"] == "verified"
+    assert [c["chosen"] for c in data["iterations"][0]["candidates"]] == [False, True]
+    live = CliRunner().invoke(cli, ["run", "commongen", "dog, run, park", "-m", f"fake:{replies}", "--samples", "2",
+                                    "--max-iters", "0"])
+    assert "best of 2 samples" in live.output and "lost" in live.output and "✓ chosen" in live.output
+
+
+def test_preset_best_sets_the_tasks_best_options_and_explicit_ones_win():
+    engine = SelfRefine("gsm8k", FakeBackend(), preset="best")
+    assert (engine.config.samples, engine.max_iterations) == (5, 0)
+    engine = SelfRefine("commongen", FakeBackend(), preset="best", samples=2)
+    assert (engine.config.samples, engine.max_iterations, engine.config.verifier_mode) == (2, 1, "hybrid")
+    assert SelfRefine("commongen", FakeBackend(), preset="paper").config.samples == 1
