@@ -140,7 +140,9 @@ def main() -> None:
     p.add_argument("--max-tokens", type=int, required=True, help="for the answers")
     p.add_argument("--advice-max-tokens", type=int, default=1024, help="for Refine's advice (OfferFeedback)")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--name", help="the system's name in the records and their file (default: dspy-SYSTEM)")
     args = p.parse_args()
+    name = args.name or f"dspy-{args.system}"
 
     def lm(max_tokens: int) -> dspy.LM:
         return dspy.LM(f"openai/{args.model_name}", api_base=args.api_base, api_key="local",
@@ -151,14 +153,15 @@ def main() -> None:
     # room enough not to be cut off mid-JSON, which would lose the advice.
     dspy.configure(lm=lm(args.advice_max_tokens))
     answer_lm = lm(args.max_tokens)
-    path = records_path(args.out, args.task, f"dspy-{args.system}")
+    path = records_path(args.out, args.task, name)
     done = read_records(path)
     examples = [e for e in select_examples(args.task, args.limit) if e.id not in done]
-    print(f"dspy-{args.system} {args.task}: {len(examples)} to run, {len(done)} done", file=sys.stderr, flush=True)
+    print(f"{name} {args.task}: {len(examples)} to run, {len(done)} done", file=sys.stderr, flush=True)
     for example in examples:
         record = run_example(build(args.system, args.task, args.n, answer_lm), args.system, args.task, example)
+        record = record.model_copy(update={"system": name})
         append_record(path, record)
-        print(f"dspy-{args.system} {args.task} {record.id}: metric {record.one_step_metric:.3f} -> {record.metric:.3f}"
+        print(f"{name} {args.task} {record.id}: metric {record.one_step_metric:.3f} -> {record.metric:.3f}"
               f"  calls {record.calls}  tokens {record.prompt_tokens}+{record.completion_tokens}  "
               f"{record.seconds:.1f} s{'  CRASHED ' + (record.error or '') if record.crashed else ''}",
               file=sys.stderr, flush=True)

@@ -70,3 +70,28 @@ def test_run_config_is_a_typed_record_and_old_rows_load():
     old = result.model_dump(mode="json")
     old["config"]["a_key_from_an_old_version"] = 1
     assert RunResult.model_validate(old).config == result.config
+
+
+def test_the_returned_drafts_metric_is_not_computed_a_second_time():
+    # the loop scores the returned draft; the runner reuses that score (for codeopt a second
+    # timing run) and scores each other distinct draft once
+    import asyncio
+
+    from selfrefine import FakeBackend, SelfRefine
+    from selfrefine.evaluation.datasets import Example
+    from selfrefine.evaluation.runner import evaluate_rows
+    from selfrefine.tasks.commongen import CommonGen
+
+    scored: list[str] = []
+
+    class Counting(CommonGen):
+        def metric(self, input, output, reference=None):
+            scored.append(output)
+            return super().metric(input, output, reference)
+
+    fb = '{"missing_concepts": ["ball"], "commonsense": "NONE"}'
+    backend = FakeBackend({"generate": ["A dog."], "feedback": [fb, fb], "refine": ["A dog and a ball.", "A dog and a ball."]})
+    engine = SelfRefine(Counting(), backend, max_iterations=2, stop_on_no_change=False)
+    [row] = asyncio.run(evaluate_rows(engine, [Example(id="1", input="dog, ball", reference=None)]))
+    assert row.metrics == [0.5, 1.0, 1.0]
+    assert scored == ["A dog and a ball.", "A dog."]  # the loop's, then draft 0's; the repeat is not scored

@@ -43,7 +43,8 @@ from .core.records import (
     Usage,
     Verification,
 )
-from .engine.task import Task
+from .engine.spec import BackendPool, EngineSpec, ModelSpec
+from .engine.task import Capabilities, Task, TaskDefaults
 from .tasks import get_task
 from .tasks.taskfile import load_task
 
@@ -51,6 +52,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backend",
+    "BackendPool",
+    "Capabilities",
+    "EngineSpec",
+    "ModelSpec",
+    "TaskDefaults",
     "BackendError",
     "CallRecord",
     "CompletionRequest",

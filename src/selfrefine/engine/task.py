@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
@@ -82,6 +82,16 @@ class TaskDefaults(BaseModel):
     # task's verifier, one round of refinement on hybrid feedback (docs/frontier.md measures
     # it); a task without a verifier has no better loop than the paper's
     best: dict[str, Any] = Field(default_factory=lambda: {"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"})
+
+    @field_validator("temperature", "max_tokens", mode="before")
+    @classmethod
+    def _all_roles(cls, value: Any, info: ValidationInfo) -> Any:
+        """One number for every role, or a {role: number} mapping (other roles: the default)."""
+        if isinstance(value, (int, float)):
+            return dict.fromkeys(REQUIRED_ROLES, value)
+        if isinstance(value, Mapping):
+            return _per_role(cls.model_fields[info.field_name].get_default(call_default_factory=True), value)
+        return value
 
     def with_(self, **values: Any) -> TaskDefaults:
         """These defaults with some replaced (a subclass of a task adjusting its parent's)."""

@@ -83,16 +83,22 @@ class EvalSummary(BaseModel):
 
 
 def _metrics(engine: SelfRefine, example: Example, result: RunResult) -> tuple[list[float | None], list[str | None]]:
-    """The metric of every draft, and the error of each draft whose metric hook raised."""
-    values: list[float | None] = []
-    errors: list[str | None] = []
+    """The metric of every draft, and the error of each draft whose metric hook raised.
+
+    Each distinct text is scored once: the returned draft's metric is the one the loop
+    already computed (for codeopt a second timing run of the same program), and a draft
+    repeated unchanged is not scored again."""
+    known: dict[str, tuple[float | None, str | None]] = {}
+    if result.output is not None:
+        known[result.output] = (result.metric, result.metric_error)
     for it in result.iterations:
-        try:
-            values.append(engine.task.metric(result.input, it.draft, example.reference))
-            errors.append(None)
-        except Exception as exc:  # a metric crash on one draft must not lose the row
-            values.append(None)
-            errors.append(error_text(exc))
+        if it.draft not in known:
+            try:
+                known[it.draft] = (engine.task.metric(result.input, it.draft, example.reference), None)
+            except Exception as exc:  # a metric crash on one draft must not lose the row
+                known[it.draft] = (None, error_text(exc))
+    values = [known[it.draft][0] for it in result.iterations]
+    errors = [known[it.draft][1] for it in result.iterations]
     return values, errors if any(errors) else []
 
 
