@@ -88,8 +88,21 @@ def llama_server(slots: int = 4, ctx_per_slot: int = 4096, threads: int | None =
     port = free_port()
     threads = threads or os.cpu_count() or 1
     cmd = [
-        server_binary(), "-m", str(default_model_path()), "--host", "127.0.0.1", "--port", str(port),
-        "-np", str(slots), "-c", str(ctx_per_slot * slots), "-t", str(threads), "-tb", str(threads),
+        server_binary(),
+        "-m",
+        str(default_model_path()),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-np",
+        str(slots),
+        "-c",
+        str(ctx_per_slot * slots),
+        "-t",
+        str(threads),
+        "-tb",
+        str(threads),
         "--log-disable",
     ]
     log = open(ROOT / "runs" / f"llama-server-{port}.log", "w") if (ROOT / "runs").is_dir() else subprocess.DEVNULL
@@ -167,7 +180,9 @@ class EvalRun:
         )
 
 
-def run_eval(task: str, backend: Backend, items: Sequence[Example], *, concurrency: int, max_iterations: int) -> EvalRun:
+def run_eval(
+    task: str, backend: Backend, items: Sequence[Example], *, concurrency: int, max_iterations: int
+) -> EvalRun:
     """``selfrefine eval``'s engine path (evaluate_rows) at temperature 0, timed."""
     engine = SelfRefine(task, backend, max_iterations=max_iterations, temperature=0.0, seed=0, record_prompts=True)
 

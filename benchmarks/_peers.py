@@ -181,7 +181,9 @@ def summarise(task: str, system: str, records: Sequence[Record], examples: Seque
         return sum(values) / n if n else 0.0
 
     return Summary(
-        task=task, system=system, n=n,
+        task=task,
+        system=system,
+        n=n,
         one_step=bootstrap_mean([r.one_step_metric for r in records]),
         returned=bootstrap_mean([r.metric for r in records]),
         first_sentence=strict,
@@ -219,9 +221,14 @@ def ratio(task: str, ours: Sequence[Record], theirs: Sequence[Record]) -> Ratio:
         return num / den if den else None
 
     return Ratio(
-        task=task, ours=ours[0].system if ours else "", theirs=theirs[0].system if theirs else "", n=len(pairs),
-        tokens=div(sum(a.prompt_tokens + a.completion_tokens for a, _ in pairs),
-                   sum(b.prompt_tokens + b.completion_tokens for _, b in pairs)),
+        task=task,
+        ours=ours[0].system if ours else "",
+        theirs=theirs[0].system if theirs else "",
+        n=len(pairs),
+        tokens=div(
+            sum(a.prompt_tokens + a.completion_tokens for a, _ in pairs),
+            sum(b.prompt_tokens + b.completion_tokens for _, b in pairs),
+        ),
         seconds=div(sum(a.seconds for a, _ in pairs), sum(b.seconds for _, b in pairs)),
         metric=div(sum(a.metric for a, _ in pairs), sum(b.metric for _, b in pairs)),
         diff=paired_bootstrap_diff([b.metric for _, b in pairs], [a.metric for a, _ in pairs]) if pairs else None,
@@ -239,8 +246,10 @@ def fmt_ratio(x: float | None, digits: int = 3) -> str:
 def table(summaries: Sequence[Summary], ratios: Sequence[Ratio]) -> str:
     """The markdown tables: one row per (task, system), then the ratios."""
     lines = [
-        ("| task | system | n | one-step | returned | returned, 1st sentence | crashed/empty | errors | calls/ex "
-         "| prompt tok/ex | completion tok/ex | wall s/ex | words/output | load |"),
+        (
+            "| task | system | n | one-step | returned | returned, 1st sentence | crashed/empty | errors | calls/ex "
+            "| prompt tok/ex | completion tok/ex | wall s/ex | words/output | load |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
@@ -251,8 +260,10 @@ def table(summaries: Sequence[Summary], ratios: Sequence[Ratio]) -> str:
         )
     lines += [
         "",
-        ("| task | ours / theirs | n (both finished) | tokens | wall s | returned metric | "
-         "metric difference ours − theirs [95%] |"),
+        (
+            "| task | ours / theirs | n (both finished) | tokens | wall s | returned metric | "
+            "metric difference ours − theirs [95%] |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     for r in ratios:

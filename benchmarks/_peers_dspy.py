@@ -52,7 +52,10 @@ class SolveWithProgram(dspy.Signature):
     program: str = dspy.OutputField(desc="Python code defining `def solution():` that returns the answer")
 
 
-SIGNATURES = {"commongen": (ConceptsToSentence, "concepts", "sentence"), "gsm8k": (SolveWithProgram, "question", "program")}
+SIGNATURES = {
+    "commongen": (ConceptsToSentence, "concepts", "sentence"),
+    "gsm8k": (SolveWithProgram, "question", "program"),
+}
 # Refine prints "Refine: Attempt failed with rollout id 0: ...", BestOfN "... Attempt 1 failed with rollout id 0"
 _FAILED = re.compile(r"failed with rollout id (\d+): (.*)")
 
@@ -117,14 +120,22 @@ def run_example(program, system: str, task: str, example) -> Record:
         one_step = normalise(task, first[0]) if first else ""
     usage = [h.get("usage") or {} for h in base_lm.GLOBAL_HISTORY]
     return Record(
-        id=example.id, task=task, system=f"dspy-{system}", one_step=one_step, output=output,
-        one_step_metric=metric(task, example, one_step), metric=metric(task, example, output),
-        crashed=not output, error=error if error or output else "returned nothing",
+        id=example.id,
+        task=task,
+        system=f"dspy-{system}",
+        one_step=one_step,
+        output=output,
+        one_step_metric=metric(task, example, one_step),
+        metric=metric(task, example, output),
+        crashed=not output,
+        error=error if error or output else "returned nothing",
         calls=len(base_lm.GLOBAL_HISTORY),
         prompt_tokens=sum(int(u.get("prompt_tokens") or 0) for u in usage),
         completion_tokens=sum(int(u.get("completion_tokens") or 0) for u in usage),
         cached_prompt_tokens=sum(int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0) for u in usage),
-        seconds=round(seconds, 3), load=round(os.getloadavg()[0], 2), rewards=rewards,
+        seconds=round(seconds, 3),
+        load=round(os.getloadavg()[0], 2),
+        rewards=rewards,
     )
 
 
@@ -145,8 +156,15 @@ def main() -> None:
     name = args.name or f"dspy-{args.system}"
 
     def lm(max_tokens: int) -> dspy.LM:
-        return dspy.LM(f"openai/{args.model_name}", api_base=args.api_base, api_key="local",
-                       temperature=args.temperature, max_tokens=max_tokens, cache=False, num_retries=2)
+        return dspy.LM(
+            f"openai/{args.model_name}",
+            api_base=args.api_base,
+            api_key="local",
+            temperature=args.temperature,
+            max_tokens=max_tokens,
+            cache=False,
+            num_retries=2,
+        )
 
     # Refine copies the module's LM for its attempts and writes its advice with the global
     # one: the answer gets our roles' token cap, the advice (two fields, ~4k-token prompt)
@@ -161,10 +179,13 @@ def main() -> None:
         record = run_example(build(args.system, args.task, args.n, answer_lm), args.system, args.task, example)
         record = record.model_copy(update={"system": name})
         append_record(path, record)
-        print(f"{name} {args.task} {record.id}: metric {record.one_step_metric:.3f} -> {record.metric:.3f}"
-              f"  calls {record.calls}  tokens {record.prompt_tokens}+{record.completion_tokens}  "
-              f"{record.seconds:.1f} s{'  CRASHED ' + (record.error or '') if record.crashed else ''}",
-              file=sys.stderr, flush=True)
+        print(
+            f"{name} {args.task} {record.id}: metric {record.one_step_metric:.3f} -> {record.metric:.3f}"
+            f"  calls {record.calls}  tokens {record.prompt_tokens}+{record.completion_tokens}  "
+            f"{record.seconds:.1f} s{'  CRASHED ' + (record.error or '') if record.crashed else ''}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -54,13 +54,17 @@ def main() -> None:
         out = llm.create_completion(prompt, max_tokens=64, temperature=0.0, stop=[], grammar=grammar)
         constrained.append((time.perf_counter() - t0) / max(1, out["usage"]["completion_tokens"]))
     med = statistics.median
-    print(f"model {default_model_path(args.model).name}, {args.threads} threads, prompt {len(tokens)} tokens, {args.repeats} repeats (medians)")
+    print(
+        f"model {default_model_path(args.model).name}, {args.threads} threads, prompt {len(tokens)} tokens, {args.repeats} repeats (medians)"
+    )
     print(f"prefill (cold prompt):        {med(prefill):7.1f} tokens/s")
     print(f"decode:                       {med(decode):7.1f} tokens/s")
     print(f"one call, cold prompt:        {med(cold):7.2f} s")
     print(f"one call, prefix in KV cache: {med(warm):7.2f} s  ({med(cold) / med(warm):.1f}x faster)")
-    print(f"JSON-schema constrained decoding: {med(constrained) * 1000:.0f} ms per token "
-          f"(unconstrained {1000 / med(decode):.0f} ms)")
+    print(
+        f"JSON-schema constrained decoding: {med(constrained) * 1000:.0f} ms per token "
+        f"(unconstrained {1000 / med(decode):.0f} ms)"
+    )
 
 
 if __name__ == "__main__":

@@ -34,25 +34,44 @@ def main() -> None:
 
     if args.engine == "server":
         with llama_server(slots=args.slots) as server:
-            serial = run_eval(args.task, server.backend(cache_prompt=False, concurrency=1), items,
-                              concurrency=1, max_iterations=args.max_iters)
-            ours = run_eval(args.task, server.backend(), items, concurrency=args.concurrency,
-                            max_iterations=args.max_iters)
+            serial = run_eval(
+                args.task,
+                server.backend(cache_prompt=False, concurrency=1),
+                items,
+                concurrency=1,
+                max_iterations=args.max_iters,
+            )
+            ours = run_eval(
+                args.task, server.backend(), items, concurrency=args.concurrency, max_iterations=args.max_iters
+            )
     else:
         serial = run_eval(args.task, embedded(prefix_reuse=False), items, concurrency=1, max_iterations=args.max_iters)
         ours = run_eval(args.task, embedded(), items, concurrency=args.concurrency, max_iterations=args.max_iters)
 
-    print(f"engine {args.engine}, task {args.task}, {len(items)} examples, max {args.max_iters} refinements, temperature 0")
+    print(
+        f"engine {args.engine}, task {args.task}, {len(items)} examples, max {args.max_iters} refinements, temperature 0"
+    )
     print(serial.line("reference-style serial, no reuse"))
     print(ours.line("selfrefine eval"))
     ratio = ours.examples_per_s / serial.examples_per_s
     print(f"ratio eval / serial: {ratio:.2f}x  (target >= 5x)")
     # on a server the two runs' trajectories can differ slightly (batching changes logits)
     per_call = (serial.seconds / max(1, serial.calls)) / (ours.seconds / max(1, ours.calls))
-    print(f"ratio per call: {per_call:.2f}x  ({serial.seconds / max(1, serial.calls):.2f} s vs "
-          f"{ours.seconds / max(1, ours.calls):.2f} s per call)")
-    dump(args.json, {"engine": args.engine, "task": args.task, "serial": vars(serial), "eval": vars(ours),
-                     "ratio": ratio, "ratio_per_call": per_call})
+    print(
+        f"ratio per call: {per_call:.2f}x  ({serial.seconds / max(1, serial.calls):.2f} s vs "
+        f"{ours.seconds / max(1, ours.calls):.2f} s per call)"
+    )
+    dump(
+        args.json,
+        {
+            "engine": args.engine,
+            "task": args.task,
+            "serial": vars(serial),
+            "eval": vars(ours),
+            "ratio": ratio,
+            "ratio_per_call": per_call,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -52,10 +52,26 @@ OURS: dict[str, dict] = {
     "ours-best": {"preset": "best"},
     "ours-paper": {},
 }
-THEIRS = {"dspy-bestofn-n1": ("bestofn", 1), "dspy-bestofn-n3": ("bestofn", 3), "dspy-bestofn-n5": ("bestofn", 5),
-          "dspy-refine-n3": ("refine", 3)}
-DEFAULT_POINTS = ("dspy-bestofn-n3", "ours-k4-r0", "ours-best", "ours-k1-r0", "ours-k2-r0", "dspy-bestofn-n1",
-                  "ours-auto-3000", "dspy-bestofn-n5", "ours-k4-r1", "ours-k2-r1", "ours-k1-r1", "dspy-refine-n3")
+THEIRS = {
+    "dspy-bestofn-n1": ("bestofn", 1),
+    "dspy-bestofn-n3": ("bestofn", 3),
+    "dspy-bestofn-n5": ("bestofn", 5),
+    "dspy-refine-n3": ("refine", 3),
+}
+DEFAULT_POINTS = (
+    "dspy-bestofn-n3",
+    "ours-k4-r0",
+    "ours-best",
+    "ours-k1-r0",
+    "ours-k2-r0",
+    "dspy-bestofn-n1",
+    "ours-auto-3000",
+    "dspy-bestofn-n5",
+    "ours-k4-r1",
+    "ours-k2-r1",
+    "ours-k1-r1",
+    "dspy-refine-n3",
+)
 TABLE_START, TABLE_END = "<!-- frontier:table:start -->", "<!-- frontier:table:end -->"
 
 
@@ -94,8 +110,10 @@ async def _run_ours(point: str, task: str, todo: list[Example], base_url: str, p
         for example in todo:
             record = await _one(engine, point, task, example)
             append_record(path, record)
-            log(f"{point} {task} {record.id}: {record.one_step_metric:.3f} -> {record.metric:.3f}  "
-                f"tokens {record.prompt_tokens}+{record.completion_tokens}  {record.seconds:.1f} s  {record.stop_reason}")
+            log(
+                f"{point} {task} {record.id}: {record.one_step_metric:.3f} -> {record.metric:.3f}  "
+                f"tokens {record.prompt_tokens}+{record.completion_tokens}  {record.seconds:.1f} s  {record.stop_reason}"
+            )
     finally:
         await engine.aclose()
 
@@ -105,15 +123,31 @@ async def _one(engine: SelfRefine, point: str, task: str, example: Example) -> R
     try:
         result = await engine.arun(example.input, example.reference)
     except Exception as exc:  # noqa: BLE001 - a crash is a measured outcome
-        return Record(id=example.id, task=task, system=point, crashed=True, error=f"{type(exc).__name__}: {exc}"[:500],
-                      seconds=round(time.perf_counter() - t0, 3))
+        return Record(
+            id=example.id,
+            task=task,
+            system=point,
+            crashed=True,
+            error=f"{type(exc).__name__}: {exc}"[:500],
+            seconds=round(time.perf_counter() - t0, 3),
+        )
     one_step, output = (result.iterations[0].draft if result.iterations else ""), result.output or ""
     return Record(
-        id=example.id, task=task, system=point, one_step=one_step, output=output,
-        one_step_metric=metric(task, example, one_step), metric=metric(task, example, output),
-        crashed=not output, error=result.error, calls=result.usage.calls, prompt_tokens=result.usage.prompt_tokens,
-        completion_tokens=result.usage.completion_tokens, cached_prompt_tokens=result.usage.cached_prompt_tokens,
-        seconds=round(time.perf_counter() - t0, 3), load=round(os.getloadavg()[0], 2),
+        id=example.id,
+        task=task,
+        system=point,
+        one_step=one_step,
+        output=output,
+        one_step_metric=metric(task, example, one_step),
+        metric=metric(task, example, output),
+        crashed=not output,
+        error=result.error,
+        calls=result.usage.calls,
+        prompt_tokens=result.usage.prompt_tokens,
+        completion_tokens=result.usage.completion_tokens,
+        cached_prompt_tokens=result.usage.cached_prompt_tokens,
+        seconds=round(time.perf_counter() - t0, 3),
+        load=round(os.getloadavg()[0], 2),
         stop_reason=result.stop_reason.value,
     )
 
@@ -121,9 +155,30 @@ async def _one(engine: SelfRefine, point: str, task: str, example: Example) -> R
 def run_theirs(point: str, task: str, limit: int, base_url: str, out: Path) -> None:
     system, n = THEIRS[point]
     temperature, max_tokens = sampling(task)
-    cmd = [str(peers_python()), str(ROOT / "benchmarks" / "_peers_dspy.py"), "--task", task, "--system", system,
-           "--api-base", base_url, "--model-name", MODEL_NAME, "--limit", str(limit), "--n", str(n),
-           "--temperature", str(temperature), "--max-tokens", str(max_tokens), "--out", str(out), "--name", point]
+    cmd = [
+        str(peers_python()),
+        str(ROOT / "benchmarks" / "_peers_dspy.py"),
+        "--task",
+        task,
+        "--system",
+        system,
+        "--api-base",
+        base_url,
+        "--model-name",
+        MODEL_NAME,
+        "--limit",
+        str(limit),
+        "--n",
+        str(n),
+        "--temperature",
+        str(temperature),
+        "--max-tokens",
+        str(max_tokens),
+        "--out",
+        str(out),
+        "--name",
+        point,
+    ]
     subprocess.run(cmd, check=True, env={**os.environ, "PYTHONPATH": str(ROOT / "benchmarks")})
 
 
@@ -156,8 +211,10 @@ def dominance(task: str, points: dict[str, list[Record]], summaries: dict) -> li
         by_id = {r.id: r for r in points[theirs]}
         pairs = [(by_id[r.id], r) for r in points[best] if r.id in by_id]
         diff = paired_bootstrap_diff([t.metric for t, _ in pairs], [o.metric for _, o in pairs])
-        rows.append(f"| {task} | {theirs} | {budget:.0f} | {best} ({summaries[best].tokens:.0f}) | {len(pairs)} | "
-                    f"{diff.estimate:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}] |")
+        rows.append(
+            f"| {task} | {theirs} | {budget:.0f} | {best} ({summaries[best].tokens:.0f}) | {len(pairs)} | "
+            f"{diff.estimate:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}] |"
+        )
     return rows
 
 
@@ -171,9 +228,13 @@ def plot(task: str, summaries: dict, path: Path) -> None:
     for family, color in (("ours", "tab:blue"), ("dspy", "tab:orange")):
         pts = sorted((s.tokens, s.returned.estimate, name) for name, s in summaries.items() if name.startswith(family))
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if family == "dspy" else "o", color=color, label=family)
+            ax.plot(
+                [p[0] for p in pts], [p[1] for p in pts], "o-" if family == "dspy" else "o", color=color, label=family
+            )
             for x, y, name in pts:
-                ax.annotate(name.removeprefix(f"{family}-"), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                ax.annotate(
+                    name.removeprefix(f"{family}-"), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points"
+                )
     ax.set_xscale("log")
     ax.set(xlabel="prompt + completion tokens per example (log)", ylabel="returned metric", title=task)
     ax.legend()
@@ -183,17 +244,27 @@ def plot(task: str, summaries: dict, path: Path) -> None:
 
 
 def report(args: argparse.Namespace) -> str:
-    table = ["| task | point | n | returned [95%] | 1st sentence [95%] | one-step | tokens/ex | calls/ex | s/ex |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    dom = ["| task | DSPy point | its tokens/ex | our best at ≤ its tokens (tokens/ex) | n | ours − theirs [95%] |",
-           "|---|---|---|---|---|---|"]
+    table = [
+        "| task | point | n | returned [95%] | 1st sentence [95%] | one-step | tokens/ex | calls/ex | s/ex |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    dom = [
+        "| task | DSPy point | its tokens/ex | our best at ≤ its tokens (tokens/ex) | n | ours − theirs [95%] |",
+        "|---|---|---|---|---|---|",
+    ]
     for task in args.tasks:
         examples, points = load(args.out, task, args.limits[task])
         summaries = {p: summarise(task, p, recs, examples) for p, recs in points.items()}
         for p, s in sorted(summaries.items(), key=lambda kv: kv[1].tokens):
-            first = "–" if s.first_sentence is None else f"{s.first_sentence.estimate:.3f} [{s.first_sentence.low:.3f}, {s.first_sentence.high:.3f}]"
-            table.append(f"| {task} | {p} | {s.n} | {s.returned.estimate:.3f} [{s.returned.low:.3f}, {s.returned.high:.3f}] "
-                         f"| {first} | {s.one_step.estimate:.3f} | {s.tokens:.0f} | {s.calls:.2f} | {s.seconds:.1f} |")
+            first = (
+                "–"
+                if s.first_sentence is None
+                else f"{s.first_sentence.estimate:.3f} [{s.first_sentence.low:.3f}, {s.first_sentence.high:.3f}]"
+            )
+            table.append(
+                f"| {task} | {p} | {s.n} | {s.returned.estimate:.3f} [{s.returned.low:.3f}, {s.returned.high:.3f}] "
+                f"| {first} | {s.one_step.estimate:.3f} | {s.tokens:.0f} | {s.calls:.2f} | {s.seconds:.1f} |"
+            )
         dom += dominance(task, points, summaries)
         if summaries:
             plot(task, summaries, args.doc.parent / f"frontier-{task}.png")

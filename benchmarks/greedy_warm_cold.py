@@ -68,8 +68,9 @@ async def main(model: str) -> None:
     warm = LlamaCppBackend(model=model, n_ctx=4096)
     trace_logits(warm, warm_steps)
     recording = Recording(warm)
-    engine = SelfRefine("commongen", recording,
-                        config=RefineConfig(max_iterations=2, temperature=0.0, final_feedback=True))
+    engine = SelfRefine(
+        "commongen", recording, config=RefineConfig(max_iterations=2, temperature=0.0, final_feedback=True)
+    )
     for concepts in INPUTS:
         await engine.arun(concepts)
     cold = LlamaCppBackend(model=model, n_ctx=4096, prefix_reuse=False)

@@ -52,7 +52,9 @@ def main() -> None:
 
     print(f"{args.examples} examples x {args.iters} refinements = {calls} calls on the zero-latency fake backend")
     print(f"serial:     {serial_s * 1e6 / calls:8.1f} us per call  ({args.examples / serial_s:8.1f} examples/s)")
-    print(f"concurrent: {concurrent_s * 1e6 / calls:8.1f} us per call  ({args.examples / concurrent_s:8.1f} examples/s)")
+    print(
+        f"concurrent: {concurrent_s * 1e6 / calls:8.1f} us per call  ({args.examples / concurrent_s:8.1f} examples/s)"
+    )
 
 
 if __name__ == "__main__":

@@ -35,13 +35,19 @@ def main() -> None:
     if args.engine == "server":
         with llama_server(slots=args.slots) as server:
             for task in tasks:
-                runs[task] = run_eval(task, server.backend(), examples(task, args.limit),
-                                      concurrency=args.concurrency, max_iterations=args.max_iters)
+                runs[task] = run_eval(
+                    task,
+                    server.backend(),
+                    examples(task, args.limit),
+                    concurrency=args.concurrency,
+                    max_iterations=args.max_iters,
+                )
     else:
         backend = embedded()
         for task in tasks:
-            runs[task] = run_eval(task, backend, examples(task, args.limit),
-                                  concurrency=args.concurrency, max_iterations=args.max_iters)
+            runs[task] = run_eval(
+                task, backend, examples(task, args.limit), concurrency=args.concurrency, max_iterations=args.max_iters
+            )
 
     print(f"engine {args.engine}, {args.limit} examples per task, max {args.max_iters} refinements")
     print(f"{'task':<12} {'sent/ex':>8} {'reused/ex':>10} {'computed/ex':>12} {'computed/sent':>14} {'ideal':>6}")
@@ -49,8 +55,10 @@ def main() -> None:
     for task, r in runs.items():
         n = max(1, r.examples)
         computed = r.prompt_tokens - r.cached_prompt_tokens
-        print(f"{task:<12} {r.prompt_tokens / n:8.0f} {r.cached_prompt_tokens / n:10.0f} {computed / n:12.0f} "
-              f"{computed / max(1, r.prompt_tokens):14.2f} {r.ideal_computed_share:6.2f}")
+        print(
+            f"{task:<12} {r.prompt_tokens / n:8.0f} {r.cached_prompt_tokens / n:10.0f} {computed / n:12.0f} "
+            f"{computed / max(1, r.prompt_tokens):14.2f} {r.ideal_computed_share:6.2f}"
+        )
         sent += r.prompt_tokens
         reused += r.cached_prompt_tokens
     ratio = (sent - reused) / max(1, sent)

@@ -39,7 +39,7 @@ import platform
 import shlex
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +61,17 @@ from selfrefine.tasks import get_task
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("gsm8k", "commongen", "sentiment", "acronym", "readability", "codeopt", "dialogue", "toxicity", "story")
-SIZES = {"gsm8k": 30, "commongen": 20, "sentiment": 16, "acronym": 16, "readability": 10, "codeopt": 10, "dialogue": 10,
-         "toxicity": 12, "story": 8}
+SIZES = {
+    "gsm8k": 30,
+    "commongen": 20,
+    "sentiment": 16,
+    "acronym": 16,
+    "readability": 10,
+    "codeopt": 10,
+    "dialogue": 10,
+    "toxicity": 12,
+    "story": 8,
+}
 FILES = {
     "gsm8k": "gsm8k.dev.jsonl",
     "commongen": "commongen_hard.dev.jsonl",
@@ -113,8 +122,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--concurrency", type=int, help="examples in flight (default: the harness default)")
     p.add_argument("--report-only", action="store_true", help="only rebuild the doc from the run folders in --out")
-    p.add_argument("--notes", type=Path, default=ROOT / "docs" / "quality_notes.md",
-                   help="hand-written reading of the numbers, included after the overview when the file exists")
+    p.add_argument(
+        "--notes",
+        type=Path,
+        default=ROOT / "docs" / "quality_notes.md",
+        help="hand-written reading of the numbers, included after the overview when the file exists",
+    )
     args = p.parse_args(argv)
     args.command = shlex.join(["python", "benchmarks/quality.py", *(sys.argv[1:] if argv is None else argv)])
     args.tasks = names(args.tasks, TASKS, "task")
@@ -137,9 +150,12 @@ def sizes(overrides: str, scale: float) -> dict[str, int]:
 def modes_for(task: str, modes: list[str]) -> list[str]:
     """The hybrid and not-worse modes need a verifier; the feedback ablations run on two tasks only."""
     verifier = get_task(task).has_verifier
-    return [m for m in modes
-            if (not m.startswith(("hybrid", "not-worse")) or verifier)
-            and (m not in ("generic", "none") or task in ABLATION_TASKS)]
+    return [
+        m
+        for m in modes
+        if (not m.startswith(("hybrid", "not-worse")) or verifier)
+        and (m not in ("generic", "none") or task in ABLATION_TASKS)
+    ]
 
 
 def select_examples(task: str, n: int, data_dir: Path) -> tuple[list[Example], str, str]:
@@ -147,7 +163,9 @@ def select_examples(task: str, n: int, data_dir: Path) -> tuple[list[Example], s
     if task == "codeopt":
         from selfrefine.tasks.codeopt_bench import load_benchmark
 
-        rows = [Example(id=p.id, input=p.slow, meta={"problem_id": p.id, "target": p.fast}) for p in load_benchmark()[:n]]
+        rows = [
+            Example(id=p.id, input=p.slow, meta={"problem_id": p.id, "target": p.fast}) for p in load_benchmark()[:n]
+        ]
         return rows, "selfrefine.tasks.codeopt_bench (bundled)", f"the first {len(rows)} bundled programs"
     path = data_path(task, data_dir)
     if task != "sentiment":
@@ -155,7 +173,7 @@ def select_examples(task: str, n: int, data_dir: Path) -> tuple[list[Example], s
         return rows, str(path), f"the first {len(rows)} rows of {path.name}"
     rows = load_examples(task, path)
     half, first = len(rows) // 2, (n + 1) // 2
-    picked = rows[:first] + rows[half:half + n - first]
+    picked = rows[:first] + rows[half : half + n - first]
     last = half + n - first - 1
     return picked, str(path), f"rows 0-{first - 1} (to positive) and {half}-{last} (to negative) of {path.name}"
 
@@ -185,7 +203,9 @@ def run_one(task_name: str, mode: str, config: RefineConfig, args: argparse.Name
     engine = SelfRefine(task, backend, config=config, wrap=lambda b: CachedBackend(b, cache_db))
     judge = None
     if task_name in JUDGED:  # the same (cached) backend as judge
-        judge = PairwiseJudge(engine.backends["generate"], seed=args.seed, criteria=task.judge_criteria or DEFAULT_CRITERIA)
+        judge = PairwiseJudge(
+            engine.backends["generate"], seed=args.seed, criteria=task.judge_criteria or DEFAULT_CRITERIA
+        )
     folder = args.out / slug(task_name, mode)
     store = RunStore(folder)
     store.start(run_meta(folder.name, engine, data, len(examples)))
@@ -194,11 +214,22 @@ def run_one(task_name: str, mode: str, config: RefineConfig, args: argparse.Name
         print(f"warning: {folder} holds {len(stale)} rows outside this selection; they are reported too", flush=True)
     todo = len(examples) - len(store.finished_ids() & {e.id for e in examples})  # failed rows are retried
     started = time.perf_counter()
-    asyncio.run(run_eval(engine, examples, store, concurrency=args.concurrency or engine.examples_in_flight(),
-                         console=Console(stderr=True), judge=judge))
+    asyncio.run(
+        run_eval(
+            engine,
+            examples,
+            store,
+            concurrency=args.concurrency or engine.examples_in_flight(),
+            console=Console(stderr=True),
+            judge=judge,
+        )
+    )
     wall = round(time.perf_counter() - started, 2)
-    record_invocation(folder, {"task": task_name, "mode": mode, "selection": selection, "model": describe},
-                      {"date": now(), "wall_s": wall, "examples_run": todo, "machine": MACHINE, "command": args.command})
+    record_invocation(
+        folder,
+        {"task": task_name, "mode": mode, "selection": selection, "model": describe},
+        {"date": now(), "wall_s": wall, "examples_run": todo, "machine": MACHINE, "command": args.command},
+    )
     return folder
 
 
@@ -215,7 +246,7 @@ def read_sidecar(folder: Path) -> dict[str, Any]:
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def run_all(args: argparse.Namespace) -> None:
@@ -325,11 +356,20 @@ def parts_table(task: str, runs: list[Run]) -> list[str]:
     keys = list(dict.fromkeys(k for _, parts in per_mode for k in parts))
     if not keys:
         return []
-    rows = [[mode, str(len(next(iter(parts.values()))[0])) if parts else "0",
-             *[parts_cell(*parts[k]) if k in parts else "-" for k in keys]] for mode, parts in per_mode]
+    rows = [
+        [
+            mode,
+            str(len(next(iter(parts.values()))[0])) if parts else "0",
+            *[parts_cell(*parts[k]) if k in parts else "-" for k in keys],
+        ]
+        for mode, parts in per_mode
+    ]
     doc = getattr(get_task(task), "metric_parts_doc", "")
-    return [f"Metric parts ({doc}); one-step → returned (Δ [95% CI]):" if doc else "Metric parts:", "",
-            *md_table(["mode", "n scored", *keys], rows)]
+    return [
+        f"Metric parts ({doc}); one-step → returned (Δ [95% CI]):" if doc else "Metric parts:",
+        "",
+        *md_table(["mode", "n scored", *keys], rows),
+    ]
 
 
 def task_section(task: str, runs: list[Run]) -> list[str]:
@@ -349,12 +389,23 @@ def task_section(task: str, runs: list[Run]) -> list[str]:
             iters = [_f(r.by_iteration[t]) if t < len(r.by_iteration) else "" for t in range(k)]
             row += [_f(r.baseline), _f(r.final), "-" if r.delta is None else f"{r.delta.estimate:+.3f}", ci, *iters]
         row += [judge_text(r.judge_preference)] if judged else []
-        row += [_f(r.cost.calls, 2), _f(r.cost.prompt_tokens, 1), _f(r.cost.completion_tokens, 1),
-                _f(r.cost.seconds, 2), _f(wall_s(side), 1)]
+        row += [
+            _f(r.cost.calls, 2),
+            _f(r.cost.prompt_tokens, 1),
+            _f(r.cost.completion_tokens, 1),
+            _f(r.cost.seconds, 2),
+            _f(wall_s(side), 1),
+        ]
         rows.append(row)
     selection = mine[0][3].get("selection", "?")
-    return [f"### {task}: {mine[0][2].metric_name}", "", f"Inputs: {selection}.", "", *md_table(header, rows),
-            *parts_table(task, runs)]
+    return [
+        f"### {task}: {mine[0][2].metric_name}",
+        "",
+        f"Inputs: {selection}.",
+        "",
+        *md_table(header, rows),
+        *parts_table(task, runs),
+    ]
 
 
 def models_and_machines(runs: list[Run]) -> tuple[list[str], list[str], list[str]]:
@@ -379,22 +430,38 @@ def show(path: Path) -> str:
 
 def markdown(runs: list[Run], args: argparse.Namespace) -> str:
     models, machines, commands = models_and_machines(runs)
-    lines = ["# Quality: Self-Refine vs one-step on the dev inputs", "",
-             f"Generated {now()} by `benchmarks/quality.py` from {len(runs)} run folders in `{show(args.out)}` "
-             f"(raw runs are not committed; the numbers are also in `{SUMMARY}`).", "",
-             *[f"- model: {m}" for m in models], *[f"- machine: {m}" for m in machines], "",
-             "Commands:", "", "```bash", *commands,
-             shlex.join(["python", "benchmarks/quality.py", "--report-only", "--out", show(args.out), "--doc", show(args.doc)]),
-             "```", "",
-             "The one-step baseline is draft 0 (iteration 0) of the same run; \"returned\" is the output the run's "
-             "select policy returned. Δ is the paired mean of (returned − one-step) over examples, with a 95% "
-             "percentile bootstrap interval over examples (2000 resamples, seeded). yT is the mean metric after T "
-             "refinements, a stopped example keeping its last draft. Costs are per example, summed over the "
-             "model calls; wall s is the wall time of the invocations that produced the run. Failed examples "
-             "(no result, or stopped by a backend error) count in n; dialogue is scored by the same model as a "
-             "pairwise judge (a win needs both orders).", "",
-             "## Overview (one-step → returned (Δ); judge: returned vs one-step)", "", *overview(runs),
-             f"![metric per iteration]({PLOT})", ""]
+    lines = [
+        "# Quality: Self-Refine vs one-step on the dev inputs",
+        "",
+        f"Generated {now()} by `benchmarks/quality.py` from {len(runs)} run folders in `{show(args.out)}` "
+        f"(raw runs are not committed; the numbers are also in `{SUMMARY}`).",
+        "",
+        *[f"- model: {m}" for m in models],
+        *[f"- machine: {m}" for m in machines],
+        "",
+        "Commands:",
+        "",
+        "```bash",
+        *commands,
+        shlex.join(
+            ["python", "benchmarks/quality.py", "--report-only", "--out", show(args.out), "--doc", show(args.doc)]
+        ),
+        "```",
+        "",
+        'The one-step baseline is draft 0 (iteration 0) of the same run; "returned" is the output the run\'s '
+        "select policy returned. Δ is the paired mean of (returned − one-step) over examples, with a 95% "
+        "percentile bootstrap interval over examples (2000 resamples, seeded). yT is the mean metric after T "
+        "refinements, a stopped example keeping its last draft. Costs are per example, summed over the "
+        "model calls; wall s is the wall time of the invocations that produced the run. Failed examples "
+        "(no result, or stopped by a backend error) count in n; dialogue is scored by the same model as a "
+        "pairwise judge (a win needs both orders).",
+        "",
+        "## Overview (one-step → returned (Δ); judge: returned vs one-step)",
+        "",
+        *overview(runs),
+        f"![metric per iteration]({PLOT})",
+        "",
+    ]
     if args.notes and args.notes.is_file():  # the analysis, kept apart so a rerun does not erase it
         lines += [args.notes.read_text(encoding="utf-8").strip(), ""]
     lines += ["## Per task", ""]
@@ -405,21 +472,40 @@ def markdown(runs: list[Run], args: argparse.Namespace) -> str:
 
 def summary_json(runs: list[Run], args: argparse.Namespace) -> dict[str, Any]:
     models, machines, commands = models_and_machines(runs)
-    entries = [{
-        "task": task, "mode": mode, "folder": Path(r.folder).name, "metric": r.metric_name, "n": r.n,
-        "failed": r.failed, "one_step": r.baseline, "returned": r.final,
-        "delta": r.delta.model_dump() if r.delta else None, "by_iteration": r.by_iteration,
-        "per_example": r.cost.model_dump(), "judge": r.judge_preference.model_dump() if r.judge_preference else None, "stop_reasons": r.stop_reasons,
-        "wall_s": wall_s(side), "inputs": side.get("selection"), "parts": parts_json(task, Path(r.folder)),
-    } for task, mode, r, side in runs]
+    entries = [
+        {
+            "task": task,
+            "mode": mode,
+            "folder": Path(r.folder).name,
+            "metric": r.metric_name,
+            "n": r.n,
+            "failed": r.failed,
+            "one_step": r.baseline,
+            "returned": r.final,
+            "delta": r.delta.model_dump() if r.delta else None,
+            "by_iteration": r.by_iteration,
+            "per_example": r.cost.model_dump(),
+            "judge": r.judge_preference.model_dump() if r.judge_preference else None,
+            "stop_reasons": r.stop_reasons,
+            "wall_s": wall_s(side),
+            "inputs": side.get("selection"),
+            "parts": parts_json(task, Path(r.folder)),
+        }
+        for task, mode, r, side in runs
+    ]
     return _round({"generated": now(), "models": models, "machines": machines, "commands": commands, "runs": entries})
 
 
 def parts_json(task: str, folder: Path) -> dict[str, Any] | None:
     parts = metric_parts(task, folder)
-    return {k: {"one_step": mean_known(b), "returned": mean_known(f),
-                "delta": (d.model_dump() if (d := paired_bootstrap_diff(b, f)) else None)}
-            for k, (b, f) in parts.items()} or None
+    return {
+        k: {
+            "one_step": mean_known(b),
+            "returned": mean_known(f),
+            "delta": (d.model_dump() if (d := paired_bootstrap_diff(b, f)) else None),
+        }
+        for k, (b, f) in parts.items()
+    } or None
 
 
 def _round(x: Any) -> Any:
@@ -449,23 +535,34 @@ def plot(runs: list[Run], path: Path) -> None:
         mine = [r for r in runs if r[0] == task]
         for _, mode, r, _ in mine:
             if any(y is not None for y in r.by_iteration):
-                ax.plot(range(len(r.by_iteration)), [math.nan if y is None else y for y in r.by_iteration],
-                        marker="o", label=mode)
+                ax.plot(
+                    range(len(r.by_iteration)),
+                    [math.nan if y is None else y for y in r.by_iteration],
+                    marker="o",
+                    label=mode,
+                )
         known = [y for r in mine for y in r[2].by_iteration if y is not None]
         if known and 0 <= min(known) and max(known) <= 1:
             ax.set_ylim(-0.05, 1.05)
         if ax.lines:
             ax.legend(fontsize="x-small")
         else:
-            ax.text(0.5, 0.5, "no code metric\n(judge preference: see table)", ha="center", va="center",
-                    transform=ax.transAxes, fontsize="small")
+            ax.text(
+                0.5,
+                0.5,
+                "no code metric\n(judge preference: see table)",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                fontsize="small",
+            )
             ax.set_yticks([])
         ax.set_title(task, fontsize="small")
         ax.set_xlabel("iteration (refinements)", fontsize="small")
         ax.set_ylabel("mean metric", fontsize="small")
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
-    for ax in axes[len(tasks):]:
+    for ax in axes[len(tasks) :]:
         ax.set_visible(False)
     fig.tight_layout()
     fig.savefig(path, format="png", metadata={"Software": None})

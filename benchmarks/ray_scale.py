@@ -61,8 +61,10 @@ class Timing:
 
     def line(self) -> str:
         steady = f", steady {self.steady:.2f}/s, all actors up by {self.up:.1f} s" if self.steady else ""
-        return (f"{self.label:<34} {self.examples} examples in {self.seconds:6.1f} s = {self.per_s:6.3f}/s{steady}"
-                f"  ({self.calls / self.examples:.1f} calls, {self.tokens / self.examples:,.0f} tokens / example)")
+        return (
+            f"{self.label:<34} {self.examples} examples in {self.seconds:6.1f} s = {self.per_s:6.3f}/s{steady}"
+            f"  ({self.calls / self.examples:.1f} calls, {self.tokens / self.examples:,.0f} tokens / example)"
+        )
 
 
 def engine_options(args: list[str]) -> dict[str, Any]:
@@ -72,8 +74,9 @@ def engine_options(args: list[str]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k in keys}
 
 
-def measure(label: str, options: dict[str, Any], data: Path, limit: int, pool: PoolOptions | None,
-            concurrency: int = 4) -> Timing:
+def measure(
+    label: str, options: dict[str, Any], data: Path, limit: int, pool: PoolOptions | None, concurrency: int = 4
+) -> Timing:
     task = get_task("commongen")
     engine = build_engine(task, **options)
     examples = load_examples("commongen", data, limit)
@@ -85,14 +88,20 @@ def measure(label: str, options: dict[str, Any], data: Path, limit: int, pool: P
         if runner is not None:
             runner.start = start
         quiet = Console(file=io.StringIO())  # no per-example lines between the numbers
-        _, rows = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency, runner=runner,
-                                       console=quiet))
+        _, rows = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency, runner=runner, console=quiet))
         seconds = time.perf_counter() - start
     failed = [r.id for r in rows if r.failed]
     if failed:
         raise SystemExit(f"{label}: {len(failed)} examples failed, e.g. {rows[0].error}")
-    return Timing(label, len(rows), seconds, runner.steady() if runner else None, runner.up() if runner else None,
-                  sum(r.result.usage.calls for r in rows), sum(r.result.usage.total_tokens for r in rows))
+    return Timing(
+        label,
+        len(rows),
+        seconds,
+        runner.steady() if runner else None,
+        runner.up() if runner else None,
+        sum(r.result.usage.calls for r in rows),
+        sum(r.result.usage.total_tokens for r in rows),
+    )
 
 
 class Watch:
@@ -129,14 +138,16 @@ def fake_part(args: argparse.Namespace, folder: Path) -> list[Timing]:
     source = COMMONGEN.read_text().splitlines()
     data.write_text("\n".join(source[i % len(source)] for i in range(args.examples)) + "\n")
     replies = folder / "r.json"
-    replies.write_text(json.dumps({"default": FB_DONE, "latency": args.latency,
-                                   "replies": {"generate": ["A dog plays."] * 10_000}}))
+    replies.write_text(
+        json.dumps({"default": FB_DONE, "latency": args.latency, "replies": {"generate": ["A dog plays."] * 10_000}})
+    )
     options = engine_options(["commongen", "--data", str(data), "--out", str(folder / "x"), "-m", f"fake:{replies}"])
     results = []
     for actors in (1, 2, 4, 8):
         pool = PoolOptions(actors=actors, cpus_per_actor=0.25, in_flight=args.in_flight)
-        results.append(measure(f"ray, {actors} actor(s) x {args.in_flight} in flight", options, data,
-                               args.examples, pool))
+        results.append(
+            measure(f"ray, {actors} actor(s) x {args.in_flight} in flight", options, data, args.examples, pool)
+        )
         print(results[-1].line(), flush=True)
     base, base_steady = results[0].per_s, results[0].steady
     for actors, t in zip((1, 2, 4, 8), results):
@@ -149,15 +160,27 @@ def embedded_part(args: argparse.Namespace) -> list[Timing]:
     """Local and Ray alternately (local, ray, ray, local, ...), so that load from other jobs
     that drifts during the run weighs on both alike."""
     cores = os.cpu_count() or 1
-    base = ["commongen", "--data", str(COMMONGEN), "--out", "x", "-m", args.embedded_model,
-            "--max-iters", str(args.max_iters), "--temperature", "0"]
+    base = [
+        "commongen",
+        "--data",
+        str(COMMONGEN),
+        "--out",
+        "x",
+        "-m",
+        args.embedded_model,
+        "--max-iters",
+        str(args.max_iters),
+        "--temperature",
+        "0",
+    ]
     pool = PoolOptions(actors=cores, cpus_per_actor=1, in_flight=4)
     runs = {"local": f"local, 1 engine x {cores} threads", "ray": f"ray, {cores} actors x 1 thread"}
     results: dict[str, list[Timing]] = {"local": [], "ray": []}
     for repeat in range(args.repeats):
         for kind in ("local", "ray") if repeat % 2 == 0 else ("ray", "local"):
-            timing = measure(runs[kind], engine_options(base), COMMONGEN, args.embedded_examples,
-                             pool if kind == "ray" else None)
+            timing = measure(
+                runs[kind], engine_options(base), COMMONGEN, args.embedded_examples, pool if kind == "ray" else None
+            )
             results[kind].append(timing)
             print(timing.line(), flush=True)
     for repeat, (local, remote) in enumerate(zip(results["local"], results["ray"])):
@@ -187,8 +210,10 @@ def main() -> None:
                 print(f"fake model, {args.latency} s per call, {args.examples} commongen examples, 2 calls each")
                 out["fake"] = [vars(t) for t in fake_part(args, Path(folder))]
             if args.part in ("embedded", "all"):
-                print(f"{args.embedded_model}, {args.embedded_examples} commongen examples, max {args.max_iters} "
-                      f"refinement(s), temperature 0, {os.cpu_count()} cores")
+                print(
+                    f"{args.embedded_model}, {args.embedded_examples} commongen examples, max {args.max_iters} "
+                    f"refinement(s), temperature 0, {os.cpu_count()} cores"
+                )
                 out["embedded"] = [vars(t) for t in embedded_part(args)]
     finally:
         ray.shutdown()

@@ -64,7 +64,9 @@ async def in_process(args: argparse.Namespace, inputs: list[list[str]]) -> tuple
     return time.perf_counter() - t0, latencies, outputs
 
 
-async def through_server(args: argparse.Namespace, inputs: list[list[str]], port: int) -> tuple[float, list[float], list[str]]:
+async def through_server(
+    args: argparse.Namespace, inputs: list[list[str]], port: int
+) -> tuple[float, list[float], list[str]]:
     import openai
 
     # the SDK's default pool (up to 1000 connections) gives each client its own connection
@@ -76,7 +78,8 @@ async def through_server(args: argparse.Namespace, inputs: list[list[str]], port
         for text in mine:
             t0 = time.perf_counter()
             reply = await client.chat.completions.create(
-                model="selfrefine/commongen", messages=[{"role": "user", "content": text}],
+                model="selfrefine/commongen",
+                messages=[{"role": "user", "content": text}],
                 extra_body={"selfrefine": {"max_iterations": args.iters}},
             )
             latencies.append(time.perf_counter() - t0)
@@ -99,8 +102,12 @@ def serve(port: int, latency: float, concurrency: int) -> None:
     from selfrefine.service import Backends, ServeSettings, create_app
     from selfrefine.service.tracing import Tracing
 
-    settings = ServeSettings(backends=Backends(model=make_backend(latency)), max_concurrency=concurrency,
-                             max_queue=concurrency, tracing=Tracing.off())
+    settings = ServeSettings(
+        backends=Backends(model=make_backend(latency)),
+        max_concurrency=concurrency,
+        max_queue=concurrency,
+        tracing=Tracing.off(),
+    )
     uvicorn.run(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
 
 
@@ -112,8 +119,19 @@ def free_port() -> int:
 
 def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, __file__, "--serve", str(port), "--latency", str(args.latency),
-                             "--clients", str(args.clients)], env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--serve",
+            str(port),
+            "--latency",
+            str(args.latency),
+            "--clients",
+            str(args.clients),
+        ],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -127,8 +145,10 @@ def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], int
 
 def report(name: str, wall: float, latencies: list[float], n: int) -> float:
     rate = n / wall
-    print(f"{name:12s} {rate:8.2f} requests/s   p50 {percentile(latencies, 0.5):6.3f} s   "
-          f"p95 {percentile(latencies, 0.95):6.3f} s   mean {statistics.fmean(latencies):6.3f} s   wall {wall:6.1f} s")
+    print(
+        f"{name:12s} {rate:8.2f} requests/s   p50 {percentile(latencies, 0.5):6.3f} s   "
+        f"p95 {percentile(latencies, 0.95):6.3f} s   mean {statistics.fmean(latencies):6.3f} s   wall {wall:6.1f} s"
+    )
     return rate
 
 
@@ -145,8 +165,10 @@ def main() -> None:
         return
     inputs = [[f"dog, ball, park, tree{c}-{r}" for r in range(args.requests)] for c in range(args.clients)]
     n = args.clients * args.requests
-    print(f"{args.clients} clients x {args.requests} requests, commongen with {args.iters} refinements "
-          f"(up to {2 * args.iters + 2} calls each), fake model at {args.latency * 1000:.0f} ms per call")
+    print(
+        f"{args.clients} clients x {args.requests} requests, commongen with {args.iters} refinements "
+        f"(up to {2 * args.iters + 2} calls each), fake model at {args.latency * 1000:.0f} ms per call"
+    )
     local_wall, local_lat, local_out = asyncio.run(in_process(args, inputs))
     proc, port = start_server(args)
     try:

@@ -69,8 +69,12 @@ MODES = {
     "selfrefine-best": {"verifier_mode": "hybrid", "select": "verified"},
     # not_worse redoes an echoed or worse refinement with the next seed; without history, so
     # the small model does not copy the attempt it is shown (docs/peers.md, "not-worse")
-    "selfrefine-best-notworse": {"verifier_mode": "hybrid", "select": "verified", "accept": "not_worse",
-                                 "history": "none"},
+    "selfrefine-best-notworse": {
+        "verifier_mode": "hybrid",
+        "select": "verified",
+        "accept": "not_worse",
+        "history": "none",
+    },
 }
 TABLE_START, TABLE_END = "<!-- vs_peers:table:start -->", "<!-- vs_peers:table:end -->"
 
@@ -82,8 +86,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of " + ", ".join(SYSTEMS))
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--n", type=int, default=3, help="DSPy Refine/BestOfN attempts")
-    p.add_argument("--threads", type=int, default=1,
-                   help="llama-server -t; 1 because with 2 threads on 2 shared cores decode fell to 1-3 tok/s")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="llama-server -t; 1 because with 2 threads on 2 shared cores decode fell to 1-3 tok/s",
+    )
     p.add_argument("--base-url", help="use this running OpenAI-compatible server instead of starting one")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "peers")
     p.add_argument("--json", type=Path, default=ROOT / "docs" / "peers_summary.json")
@@ -163,9 +171,11 @@ async def _run_ours(system: str, task: str, todo: list[Example], base_url: str, 
         for example in todo:
             record = await _one(engine, system, task, example)
             append_record(path, record)
-            log(f"{system} {task} {record.id}: metric {record.one_step_metric:.3f} -> {record.metric:.3f}  "
+            log(
+                f"{system} {task} {record.id}: metric {record.one_step_metric:.3f} -> {record.metric:.3f}  "
                 f"calls {record.calls}  tokens {record.prompt_tokens}+{record.completion_tokens}  "
-                f"{record.seconds:.1f} s  {record.stop_reason}{'  CRASHED ' + str(record.error) if record.crashed else ''}")
+                f"{record.seconds:.1f} s  {record.stop_reason}{'  CRASHED ' + str(record.error) if record.crashed else ''}"
+            )
     finally:
         await engine.aclose()
 
@@ -175,27 +185,61 @@ async def _one(engine: SelfRefine, system: str, task: str, example: Example) -> 
     try:
         result = await engine.arun(example.input, example.reference)
     except Exception as exc:  # noqa: BLE001 - a crash is a measured outcome
-        return Record(id=example.id, task=task, system=system, crashed=True,
-                      error=f"{type(exc).__name__}: {exc}"[:500], seconds=round(time.perf_counter() - t0, 3))
+        return Record(
+            id=example.id,
+            task=task,
+            system=system,
+            crashed=True,
+            error=f"{type(exc).__name__}: {exc}"[:500],
+            seconds=round(time.perf_counter() - t0, 3),
+        )
     seconds = time.perf_counter() - t0
     one_step = result.iterations[0].draft if result.iterations else ""
     output = result.output or ""
     return Record(
-        id=example.id, task=task, system=system, one_step=one_step, output=output,
-        one_step_metric=metric(task, example, one_step), metric=metric(task, example, output),
-        crashed=not output, error=result.error or (None if output else "returned nothing"),
-        calls=result.usage.calls, prompt_tokens=result.usage.prompt_tokens,
-        completion_tokens=result.usage.completion_tokens, cached_prompt_tokens=result.usage.cached_prompt_tokens,
-        seconds=round(seconds, 3), load=round(os.getloadavg()[0], 2), stop_reason=result.stop_reason.value,
+        id=example.id,
+        task=task,
+        system=system,
+        one_step=one_step,
+        output=output,
+        one_step_metric=metric(task, example, one_step),
+        metric=metric(task, example, output),
+        crashed=not output,
+        error=result.error or (None if output else "returned nothing"),
+        calls=result.usage.calls,
+        prompt_tokens=result.usage.prompt_tokens,
+        completion_tokens=result.usage.completion_tokens,
+        cached_prompt_tokens=result.usage.cached_prompt_tokens,
+        seconds=round(seconds, 3),
+        load=round(os.getloadavg()[0], 2),
+        stop_reason=result.stop_reason.value,
     )
 
 
 def run_theirs(system: str, task: str, limit: int, base_url: str, args: argparse.Namespace) -> None:
     temperature, max_tokens = sampling(task)
-    cmd = [str(peers_python()), str(ROOT / "benchmarks" / "_peers_dspy.py"), "--task", task,
-           "--system", system.removeprefix("dspy-"), "--api-base", base_url, "--model-name", MODEL_NAME,
-           "--limit", str(limit), "--n", str(args.n), "--temperature", str(temperature),
-           "--max-tokens", str(max_tokens), "--out", str(args.out)]
+    cmd = [
+        str(peers_python()),
+        str(ROOT / "benchmarks" / "_peers_dspy.py"),
+        "--task",
+        task,
+        "--system",
+        system.removeprefix("dspy-"),
+        "--api-base",
+        base_url,
+        "--model-name",
+        MODEL_NAME,
+        "--limit",
+        str(limit),
+        "--n",
+        str(args.n),
+        "--temperature",
+        str(temperature),
+        "--max-tokens",
+        str(max_tokens),
+        "--out",
+        str(args.out),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "benchmarks")}
     subprocess.run(cmd, check=True, env=env)
 
@@ -221,8 +265,11 @@ def report(args: argparse.Namespace) -> dict:
     print(text)
     data = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": args.command, "dspy": DSPY_VERSION, "limits": args.limits,
-        "summaries": [s.model_dump() for s in summaries], "ratios": [r.model_dump() for r in ratios],
+        "command": args.command,
+        "dspy": DSPY_VERSION,
+        "limits": args.limits,
+        "summaries": [s.model_dump() for s in summaries],
+        "ratios": [r.model_dump() for r in ratios],
     }
     dump_json(args.json, data)
     if args.doc.exists():

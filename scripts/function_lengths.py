@@ -25,7 +25,9 @@ def too_long(root: Path = ROOT) -> list[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 if lines > limit(path):
-                    found.append(f"{path.relative_to(root.parent)}:{node.lineno} {node.name} {lines} lines (limit {limit(path)})")
+                    found.append(
+                        f"{path.relative_to(root.parent)}:{node.lineno} {node.name} {lines} lines (limit {limit(path)})"
+                    )
     return found
 
 

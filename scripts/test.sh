@@ -12,4 +12,7 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 bash scripts/setup.sh test
+# lint and format first: a finding fails the run in seconds, before the 15-minute suite
+.venv/bin/ruff check src tests benchmarks scripts
+.venv/bin/ruff format --check src tests benchmarks scripts
 exec .venv/bin/python -m pytest "$@"

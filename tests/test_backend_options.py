@@ -16,7 +16,6 @@ from selfrefine.backends.openai_compat import OpenAIBackend
 from selfrefine.backends.options import FakeOptions, LlamaCppOptions, OpenAIOptions
 from selfrefine.cli.commands import build_engine, cli, run
 from selfrefine.core.errors import ConfigError
-from selfrefine.tasks import get_task
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 LOCAL = "http://127.0.0.1:1/v1"  # never contacted: these tests only build backends
@@ -44,18 +43,23 @@ def test_unknown_option_names_the_backend_and_lists_the_valid_ones(gguf):
         get_backend("fake", n_ctx="8192")
     with pytest.raises(ConfigError, match=r"^gguf does not accept option 'base_url'; valid options: n_ctx, n_threads,"):
         get_backend(gguf, base_url=LOCAL)
-    with pytest.raises(ConfigError, match=r"^openai does not accept options 'bogus', 'n_ctx'; valid options: base_url,"):
+    with pytest.raises(
+        ConfigError, match=r"^openai does not accept options 'bogus', 'n_ctx'; valid options: base_url,"
+    ):
         get_backend("openai:m", base_url=LOCAL, bogus=1, n_ctx=1)
 
 
-@pytest.mark.parametrize(("spec", "option", "value", "expected"), [
-    ("gguf", "n_ctx", "big", "must be an integer"),
-    ("gguf", "repeat_penalty", "high", "must be a number"),
-    ("gguf", "prefix_reuse", "maybe", "must be true or false"),
-    ("openai:m", "timeout", "soon", "must be a number"),
-    ("openai:m", "api", "soap", "must be one of 'chat', 'completion'"),
-    ("fake", "latency", "slow", "must be a number"),
-])
+@pytest.mark.parametrize(
+    ("spec", "option", "value", "expected"),
+    [
+        ("gguf", "n_ctx", "big", "must be an integer"),
+        ("gguf", "repeat_penalty", "high", "must be a number"),
+        ("gguf", "prefix_reuse", "maybe", "must be true or false"),
+        ("openai:m", "timeout", "soon", "must be a number"),
+        ("openai:m", "api", "soap", "must be one of 'chat', 'completion'"),
+        ("fake", "latency", "slow", "must be a number"),
+    ],
+)
 def test_a_wrong_type_says_which_type_is_expected(gguf, spec, option, value, expected):
     spec = gguf if spec == "gguf" else spec
     scheme = spec.partition(":")[0]
@@ -71,9 +75,14 @@ def test_option_strings_are_typed(gguf):
     assert get_backend("fake", latency="0.5").latency == 0.5
 
 
-@pytest.mark.parametrize(("model", "backend"), [
-    (LlamaCppOptions, LlamaCppBackend), (OpenAIOptions, OpenAIBackend), (FakeOptions, FakeBackend),
-])
+@pytest.mark.parametrize(
+    ("model", "backend"),
+    [
+        (LlamaCppOptions, LlamaCppBackend),
+        (OpenAIOptions, OpenAIBackend),
+        (FakeOptions, FakeBackend),
+    ],
+)
 def test_option_models_match_the_backends_keywords(model, backend):
     params = inspect.signature(backend.__init__).parameters
     defaults = {"reply": "fake reply"}  # fake: the spec's reply, FakeBackend's `default`
@@ -94,7 +103,7 @@ def test_a_reply_file_takes_no_options(tmp_path):
         get_backend(f"fake:{path}", reply="y")
 
 
-PLUGIN = '''
+PLUGIN = """
 from pydantic import BaseModel, ConfigDict
 from selfrefine.backends.fake import FakeBackend
 
@@ -109,7 +118,7 @@ typed.Options = TypedOptions
 
 def plain(rest, *, colour="red"):
     return FakeBackend(default=colour, name="plain:" + rest)
-'''
+"""
 
 
 @pytest.fixture
@@ -120,7 +129,8 @@ def plugins(tmp_path: Path, monkeypatch) -> None:
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sr-options-plugin\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
-        "[selfrefine.backends]\ntyped = sr_options_plugin:typed\nplain = sr_options_plugin:plain\n")
+        "[selfrefine.backends]\ntyped = sr_options_plugin:typed\nplain = sr_options_plugin:plain\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
 
 
@@ -156,8 +166,18 @@ def test_o_stays_with_model_and_the_roles_that_share_it(gguf, no_openai_env):
 
 
 def test_a_role_option_reaches_only_its_role(gguf, no_openai_env):
-    engine = engine_from("--model", "fake", "--feedback-model", gguf, "--refine-model", gguf,
-                         "--refine-option", "n_ctx=2048", "--feedback-option", "n_batch=64")
+    engine = engine_from(
+        "--model",
+        "fake",
+        "--feedback-model",
+        gguf,
+        "--refine-model",
+        gguf,
+        "--refine-option",
+        "n_ctx=2048",
+        "--feedback-option",
+        "n_batch=64",
+    )
     feedback, refine = engine.backends["feedback"], engine.backends["refine"]
     assert (refine.n_ctx, refine.n_batch) == (2048, 512)
     assert (feedback.n_ctx, feedback.n_batch) == (4096, 64)
@@ -170,8 +190,16 @@ def test_base_url_goes_to_model_only(no_openai_env):
 
 
 def test_a_role_gets_its_own_server(no_openai_env):
-    engine = engine_from("--model", "openai:local", "--base-url", LOCAL,
-                         "--feedback-model", "openai:other", "--feedback-option", "base_url=http://127.0.0.1:2/v1")
+    engine = engine_from(
+        "--model",
+        "openai:local",
+        "--base-url",
+        LOCAL,
+        "--feedback-model",
+        "openai:other",
+        "--feedback-option",
+        "base_url=http://127.0.0.1:2/v1",
+    )
     assert engine.backends["feedback"].base_url == "http://127.0.0.1:2/v1"
     assert engine.backends["generate"].base_url == LOCAL
 
@@ -187,8 +215,18 @@ def test_a_role_option_without_the_role_model_is_refused():
 
 
 def test_run_feedback_model_does_not_get_o(tmp_path):
-    args = ["run", str(EXAMPLES / "tagline.yaml"), "tea", "--model", "fake", "-o", "reply=Tea, calmly.",
-            "--feedback-model", "fake", "--json"]
+    args = [
+        "run",
+        str(EXAMPLES / "tagline.yaml"),
+        "tea",
+        "--model",
+        "fake",
+        "-o",
+        "reply=Tea, calmly.",
+        "--feedback-model",
+        "fake",
+        "--json",
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -197,8 +235,20 @@ def test_run_feedback_model_does_not_get_o(tmp_path):
 
 
 def test_run_feedback_option_reaches_the_feedback_model():
-    args = ["run", str(EXAMPLES / "tagline.yaml"), "tea", "--model", "fake", "-o", "reply=Tea, calmly.",
-            "--feedback-model", "fake", "--feedback-option", "reply=NONE", "--json"]
+    args = [
+        "run",
+        str(EXAMPLES / "tagline.yaml"),
+        "tea",
+        "--model",
+        "fake",
+        "-o",
+        "reply=Tea, calmly.",
+        "--feedback-model",
+        "fake",
+        "--feedback-option",
+        "reply=NONE",
+        "--json",
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -222,8 +272,23 @@ def eval_data(tmp_path: Path) -> Path:
 def test_eval_judge_gets_neither_base_url_nor_o(tmp_path, eval_data, monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    base = ["eval", "commongen", "--data", str(eval_data), "--out", str(tmp_path / "run"), "--no-cache",
-            "--model", "openai:local", "--base-url", LOCAL, "-o", "concurrency=2", "--judge", "openai:gpt-4o"]
+    base = [
+        "eval",
+        "commongen",
+        "--data",
+        str(eval_data),
+        "--out",
+        str(tmp_path / "run"),
+        "--no-cache",
+        "--model",
+        "openai:local",
+        "--base-url",
+        LOCAL,
+        "-o",
+        "concurrency=2",
+        "--judge",
+        "openai:gpt-4o",
+    ]
     result = CliRunner().invoke(cli, base)
     # the judge did not get --base-url, so it looks for the OpenAI key (not the local server)
     assert result.exit_code == 2 and "OPENAI_API_KEY is not set" in result.output, result.output
@@ -234,6 +299,19 @@ def test_eval_judge_gets_neither_base_url_nor_o(tmp_path, eval_data, monkeypatch
 def test_eval_judge_option_needs_judge(tmp_path, eval_data):
     model = tmp_path / "m.json"
     model.write_text(json.dumps({"default": FB_DONE}))
-    result = CliRunner().invoke(cli, ["eval", "commongen", "--data", str(eval_data), "--out", str(tmp_path / "run"),
-                                      "--model", f"fake:{model}", "--judge-option", "base_url=x"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            "commongen",
+            "--data",
+            str(eval_data),
+            "--out",
+            str(tmp_path / "run"),
+            "--model",
+            f"fake:{model}",
+            "--judge-option",
+            "base_url=x",
+        ],
+    )
     assert result.exit_code == 2 and "--judge-option needs --judge" in result.output

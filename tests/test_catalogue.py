@@ -54,8 +54,9 @@ def fake_entry(tmp_path: Path, *, sha256: str | None = None, name: str = "embedd
     sys.path.insert(0, str(site))
     importlib.invalidate_caches()
     whole = b"".join(DATA)
-    return CatalogueEntry(name, "Fake model", "fake.gguf", len(whole), sha256 or hashlib.sha256(whole).hexdigest(),
-                          "MIT", tuple(parts))
+    return CatalogueEntry(
+        name, "Fake model", "fake.gguf", len(whole), sha256 or hashlib.sha256(whole).hexdigest(), "MIT", tuple(parts)
+    )
 
 
 @pytest.fixture
@@ -219,8 +220,9 @@ def test_run_results_and_run_meta_record_the_model_file(tmp_path):
         def model_info(self):
             return info
 
-    engine = SelfRefine("commongen", FileBackend(default="A dog."), feedback_model=FakeBackend(default="{}"),
-                        max_iterations=0)
+    engine = SelfRefine(
+        "commongen", FileBackend(default="A dog."), feedback_model=FakeBackend(default="{}"), max_iterations=0
+    )
     result = engine.run("dog, ball")
     assert result.config.model_files == {"generate": info, "refine": info}
     meta = run_meta("r", engine, "data.jsonl", None)

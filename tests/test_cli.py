@@ -24,7 +24,13 @@ def replies(tmp_path: Path) -> Path:
     path = tmp_path / "replies.json"
     path.write_text(
         json.dumps(
-            {"replies": {"generate": ["A dog runs."], "feedback": [FB_MISSING, FB_DONE], "refine": ["A dog can catch a frisbee."]}}
+            {
+                "replies": {
+                    "generate": ["A dog runs."],
+                    "feedback": [FB_MISSING, FB_DONE],
+                    "refine": ["A dog can catch a frisbee."],
+                }
+            }
         )
     )
     return path
@@ -53,8 +59,24 @@ def test_run_live_display_shows_rounds(runner, replies):
 def test_run_options_reach_the_loop(runner, tmp_path):
     replies = tmp_path / "r.json"
     replies.write_text(json.dumps({"default": "same"}))
-    args = ["run", str(EXAMPLES / "tagline.yaml"), "tea", "-m", f"fake:{replies}", "--json", "--max-iters", "3",
-            "--history", "none", "--select", "best", "--feedback-mode", "generic", "--seed", "7"]
+    args = [
+        "run",
+        str(EXAMPLES / "tagline.yaml"),
+        "tea",
+        "-m",
+        f"fake:{replies}",
+        "--json",
+        "--max-iters",
+        "3",
+        "--history",
+        "none",
+        "--select",
+        "best",
+        "--feedback-mode",
+        "generic",
+        "--seed",
+        "7",
+    ]
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -143,8 +165,17 @@ def test_openai_without_key_or_base_url_says_how_to_fix(runner, monkeypatch):
 
 def test_final_feedback_flag_critiques_the_last_draft(runner, tmp_path):
     replies = tmp_path / "r.json"
-    replies.write_text(json.dumps({"replies": {"generate": ["A dog runs."], "feedback": [FB_MISSING, FB_MISSING],
-                                               "refine": ["A dog runs to catch."]}}))
+    replies.write_text(
+        json.dumps(
+            {
+                "replies": {
+                    "generate": ["A dog runs."],
+                    "feedback": [FB_MISSING, FB_MISSING],
+                    "refine": ["A dog runs to catch."],
+                }
+            }
+        )
+    )
     base = ["run", "commongen", "dog, frisbee, catch", "-m", f"fake:{replies}", "--json", "--max-iters", "1"]
     skipped = json.loads(runner.invoke(cli, base).stdout)
     asked = json.loads(runner.invoke(cli, [*base, "--final-feedback"]).stdout)
@@ -176,7 +207,9 @@ def test_feedback_fields_format_nested_and_long_values():
     from selfrefine.cli.display import feedback_lines
 
     assert feedback_lines('{"ease_of_spelling": {"reason": "short", "score": 4}, "issues": []}') == [
-        "ease of spelling: 4 (short)", "issues: none"]
+        "ease of spelling: 4 (short)",
+        "issues: none",
+    ]
     long = ["The reply names the wrong capital of France entirely.", "It is rude."]
     assert feedback_lines(json.dumps({"issues": long})) == ["issues:", f"  - {long[0]}", f"  - {long[1]}"]
     assert feedback_lines("Missing: ball") is None and feedback_lines("[1, 2]") is None

@@ -78,8 +78,21 @@ def test_every_shipped_set_loads_for_each_of_its_tasks():
 
 def test_eval_takes_a_shipped_name(tmp_path):
     out = tmp_path / "run"
-    result = invoke("eval", "gsm8k", "--data", "gsm8k", "--limit", "2", "--out", str(out), "-m",
-                    gsm_replies(tmp_path), "--no-cache", "--max-iters", "0")
+    result = invoke(
+        "eval",
+        "gsm8k",
+        "--data",
+        "gsm8k",
+        "--limit",
+        "2",
+        "--out",
+        str(out),
+        "-m",
+        gsm_replies(tmp_path),
+        "--no-cache",
+        "--max-iters",
+        "0",
+    )
     assert result.exit_code == 0, result.output
     assert len((out / "results.jsonl").read_text().splitlines()) == 2
     assert json.loads((out / "meta.json").read_text())["data"] == str(DATA / "gsm8k.dev.jsonl")
@@ -92,8 +105,20 @@ def test_a_set_that_is_not_shipped_says_where_to_get_it_and_reads_the_users_copy
     row = {"review": "Awful food.", "sentiment": "Very negative", "target_sentiment": "Very positive"}
     (tmp_path / "yelp_extreme.dev.jsonl").write_text(json.dumps(row) + "\n")
     replies = fake(tmp_path, {"default": "Great food!"})
-    result = invoke("eval", "sentiment", "--data", "yelp_extreme", "--out", str(tmp_path / "b"), "-m", replies,
-                    "--no-cache", "--max-iters", "0", env={"SELFREFINE_DATA": str(tmp_path)})
+    result = invoke(
+        "eval",
+        "sentiment",
+        "--data",
+        "yelp_extreme",
+        "--out",
+        str(tmp_path / "b"),
+        "-m",
+        replies,
+        "--no-cache",
+        "--max-iters",
+        "0",
+        env={"SELFREFINE_DATA": str(tmp_path)},
+    )
     assert result.exit_code == 0, result.output
     unknown = invoke("eval", "gsm8k", "--data", "gsm9k", "--out", str(tmp_path / "c"), "-m", "fake")
     assert unknown.exit_code == 2 and "selfrefine datasets" in unknown.output
@@ -107,8 +132,20 @@ def test_hf_loader_reads_a_local_file_offline(tmp_path):
     data.write_text(json.dumps({"input": "What is 9 + 9?", "target": "18"}) + "\n")
     env = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     out = tmp_path / "run"
-    result = invoke("eval", "gsm8k", "--data", f"hf:{data}", "--out", str(out), "-m", gsm_replies(tmp_path),
-                    "--no-cache", "--max-iters", "0", env=env)
+    result = invoke(
+        "eval",
+        "gsm8k",
+        "--data",
+        f"hf:{data}",
+        "--out",
+        str(out),
+        "-m",
+        gsm_replies(tmp_path),
+        "--no-cache",
+        "--max-iters",
+        "0",
+        env=env,
+    )
     assert result.exit_code == 0, result.output
     (row,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert row["metrics"] == [1.0]
@@ -136,14 +173,17 @@ def test_fake_file_that_is_a_list_is_the_replies(tmp_path):
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("content, says", [
-    ({"gen": ["x"]}, "unknown key(s) 'gen'; the valid keys are replies, table, default, latency, generate"),
-    ({"latency": "abc"}, '"latency" must be seconds'),
-    ({"replies": 5}, '"replies" must be a list of reply strings'),
-    ({"replies": {"writer": ["x"]}}, '"writer" is not a role'),
-    ({"default": 3}, '"default" must be a string'),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        ({"gen": ["x"]}, "unknown key(s) 'gen'; the valid keys are replies, table, default, latency, generate"),
+        ({"latency": "abc"}, '"latency" must be seconds'),
+        ({"replies": 5}, '"replies" must be a list of reply strings'),
+        ({"replies": {"writer": ["x"]}}, '"writer" is not a role'),
+        ({"default": 3}, '"default" must be a string'),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
 def test_bad_fake_file_is_one_line_naming_file_and_fix(tmp_path, content, says):
     replies = fake(tmp_path, content)
     result = invoke("run", "commongen", "dog, cat", "-m", replies)
@@ -162,15 +202,29 @@ def test_models_documents_the_replies_file():
 # --- issue 21 item 8: hostile dataset files -------------------------------------------------
 
 
-@pytest.mark.parametrize("name, text", [
-    ("deep.jsonl", "[" * 100_000 + "]" * 100_000 + "\n"),
-    ("deep.json", "[" * 100_000 + "]" * 100_000),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("deep.jsonl", "[" * 100_000 + "]" * 100_000 + "\n"),
+        ("deep.json", "[" * 100_000 + "]" * 100_000),
+    ],
+)
 def test_deeply_nested_dataset_is_one_line_error(tmp_path, name, text):
     (tmp_path / name).write_text(text)
     task = "dialogue" if name.endswith(".json") else "commongen"
-    cmd = [sys.executable, "-m", "selfrefine", "eval", task, "--data", str(tmp_path / name), "--out",
-           str(tmp_path / "run"), "-m", "fake"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "selfrefine",
+        "eval",
+        task,
+        "--data",
+        str(tmp_path / name),
+        "--out",
+        str(tmp_path / "run"),
+        "-m",
+        "fake",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.count("\n") == 1 and str(tmp_path / name) in proc.stderr and "nested too deeply" in proc.stderr
@@ -178,7 +232,9 @@ def test_deeply_nested_dataset_is_one_line_error(tmp_path, name, text):
 
 def test_dataset_with_wrong_types_names_the_line_and_field(tmp_path):
     (tmp_path / "d.jsonl").write_text(json.dumps({"concepts": 5}) + "\n")
-    result = invoke("eval", "commongen", "--data", str(tmp_path / "d.jsonl"), "--out", str(tmp_path / "r"), "-m", "fake")
+    result = invoke(
+        "eval", "commongen", "--data", str(tmp_path / "d.jsonl"), "--out", str(tmp_path / "r"), "-m", "fake"
+    )
     assert result.exit_code == 2 and "line 1: field 'concepts' must be a non-empty list" in result.output
 
 
@@ -188,8 +244,18 @@ def test_dataset_with_wrong_types_names_the_line_and_field(tmp_path):
 def test_yaml_task_eval_from_a_text_file_says_there_is_no_metric(tmp_path):
     (tmp_path / "products.txt").write_text("green tea\n\nwool socks\n")
     out = tmp_path / "run"
-    result = invoke("eval", str(EXAMPLES / "tagline.yaml"), "--data", str(tmp_path / "products.txt"), "--out",
-                    str(out), "-m", fake(tmp_path, {"default": "NONE"}), "--no-cache", env={"COLUMNS": "200"})
+    result = invoke(
+        "eval",
+        str(EXAMPLES / "tagline.yaml"),
+        "--data",
+        str(tmp_path / "products.txt"),
+        "--out",
+        str(out),
+        "-m",
+        fake(tmp_path, {"default": "NONE"}),
+        "--no-cache",
+        env={"COLUMNS": "200"},
+    )
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [r["result"]["input"] for r in rows] == ["green tea", "wool socks"]
@@ -198,8 +264,16 @@ def test_yaml_task_eval_from_a_text_file_says_there_is_no_metric(tmp_path):
 
 def test_bad_json_on_line_one_points_at_txt(tmp_path):
     (tmp_path / "p.jsonl").write_text("green tea\n")
-    result = invoke("eval", str(EXAMPLES / "tagline.yaml"), "--data", str(tmp_path / "p.jsonl"), "--out",
-                    str(tmp_path / "r"), "-m", "fake")
+    result = invoke(
+        "eval",
+        str(EXAMPLES / "tagline.yaml"),
+        "--data",
+        str(tmp_path / "p.jsonl"),
+        "--out",
+        str(tmp_path / "r"),
+        "-m",
+        "fake",
+    )
     assert result.exit_code == 2 and "bad JSON" in result.output and ".txt" in result.output
 
 
@@ -209,8 +283,19 @@ def test_bad_json_on_line_one_points_at_txt(tmp_path):
 def test_resume_says_what_is_kept_and_a_different_run_names_the_settings(tmp_path):
     (tmp_path / "d.txt").write_text("dog, ball\ncat, tree\nsun, lake\n")
     replies = fake(tmp_path, {"generate": ["A dog plays."] * 10, "default": FB_DONE})
-    base = ["eval", "commongen", "--data", str(tmp_path / "d.txt"), "--out", str(tmp_path / "run"), "-m", replies,
-            "--no-cache", "--max-iters", "2"]
+    base = [
+        "eval",
+        "commongen",
+        "--data",
+        str(tmp_path / "d.txt"),
+        "--out",
+        str(tmp_path / "run"),
+        "-m",
+        replies,
+        "--no-cache",
+        "--max-iters",
+        "2",
+    ]
     first = invoke(*base, "--limit", "2")
     assert first.exit_code == 0 and "resuming" not in first.output
     again = invoke(*base)
@@ -226,8 +311,12 @@ def test_readme_yaml_eval_example_runs_as_written(tmp_path):
     script = block.split("```")[0]
     (tmp_path / "examples").symlink_to(EXAMPLES)
     shell = f'selfrefine() {{ "{sys.executable}" -m selfrefine "$@"; }}\nset -e\n{script}'
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "SELFREFINE_CACHE": str(tmp_path / "c.sqlite"),
-           "COLUMNS": "150"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "SELFREFINE_CACHE": str(tmp_path / "c.sqlite"),
+        "COLUMNS": "150",
+    }
     proc = subprocess.run(["bash", "-c", shell], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "no metric: the task defines none" in proc.stdout

@@ -66,8 +66,11 @@ def test_yelp_becomes_the_sentiment_input_shape(tmp_path):
 
 def test_fed_json_array(tmp_path):
     data = [
-        {"context": "User: Hi!\nSystem: Hello.\nUser: Any plans?", "response": "System: A walk.",
-         "annotations": {"Fluent": [3]}},
+        {
+            "context": "User: Hi!\nSystem: Hello.\nUser: Any plans?",
+            "response": "System: A walk.",
+            "annotations": {"Fluent": [3]},
+        },
         {"context": "User: Hi!\nSystem: Hey.", "annotations": {}},  # dialogue-level item: no response
     ]
     turn, dialogue = load_examples("dialogue", write(tmp_path, "f.json", json.dumps(data, indent=1)))
@@ -77,8 +80,13 @@ def test_fed_json_array(tmp_path):
 
 
 def test_pie_rows_for_codeopt_and_readability(tmp_path):
-    row = {"input": "print(sum(range(10)))", "target": "print(45)", "problem_id": "p00001",
-           "cpu_time_v0": "30", "code_v0_loc": "1"}
+    row = {
+        "input": "print(sum(range(10)))",
+        "target": "print(45)",
+        "problem_id": "p00001",
+        "cpu_time_v0": "30",
+        "code_v0_loc": "1",
+    }
     path = write(tmp_path, "p.jsonl", jsonl(row))
     (opt,) = load_examples("codeopt", path)
     assert opt.input == row["input"] and opt.reference is None

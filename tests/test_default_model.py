@@ -105,7 +105,9 @@ def test_acronym_ratings_parse_and_selection_is_never_worse(embedded):
 
 
 def test_dialogue_feedback_rates_all_ten_aspects(embedded):
-    conversation = "User: Any tips for my first marathon?\nSystem: Sure! When is it?\nUser: In three weeks, and I'm nervous."
+    conversation = (
+        "User: Any tips for my first marathon?\nSystem: Sure! When is it?\nUser: In three weeks, and I'm nervous."
+    )
     result = SelfRefine("dialogue", embedded, max_iterations=1, temperature=0.0).run(conversation)
     fb = result.iterations[0].feedback
     assert fb.parse_error is None and len(fb.scores) == 10 and 10 <= fb.total <= 30, fb.text

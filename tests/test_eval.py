@@ -31,15 +31,28 @@ def write_data(path: Path, n: int) -> Path:
 
 
 def replies(path: Path, latency: float = 0.0) -> Path:
-    path.write_text(json.dumps({"default": FB_DONE, "replies": {"generate": ["A dog plays."] * 100}, "latency": latency}))
+    path.write_text(
+        json.dumps({"default": FB_DONE, "replies": {"generate": ["A dog plays."] * 100}, "latency": latency})
+    )
     return path
 
 
 def test_eval_writes_rows_summary_and_table(tmp_path):
     data = write_data(tmp_path / "d.jsonl", 3)
     out = tmp_path / "runs" / "a"
-    args = ["eval", "commongen", "--data", str(data), "--out", str(out), "-m", f"fake:{replies(tmp_path / 'r.json')}",
-            "--no-cache", "--max-iters", "1"]
+    args = [
+        "eval",
+        "commongen",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "-m",
+        f"fake:{replies(tmp_path / 'r.json')}",
+        "--no-cache",
+        "--max-iters",
+        "1",
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -54,7 +67,17 @@ def test_eval_writes_rows_summary_and_table(tmp_path):
 def test_rerun_skips_finished_examples(tmp_path):
     data = write_data(tmp_path / "d.jsonl", 4)
     out = tmp_path / "run"
-    args = ["eval", "commongen", "--data", str(data), "--out", str(out), "-m", f"fake:{replies(tmp_path / 'r.json')}", "--no-cache"]
+    args = [
+        "eval",
+        "commongen",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "-m",
+        f"fake:{replies(tmp_path / 'r.json')}",
+        "--no-cache",
+    ]
     runner = CliRunner()
     assert runner.invoke(cli, args + ["--limit", "2"]).exit_code == 0
     # a different limit is the same experiment: the first two are skipped, two are added
@@ -66,8 +89,22 @@ def test_rerun_skips_finished_examples(tmp_path):
 def test_resume_after_sigkill_loses_nothing_and_repeats_nothing(tmp_path):
     data = write_data(tmp_path / "d.jsonl", 8)
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "selfrefine", "eval", "commongen", "--data", str(data), "--out", str(out),
-           "-m", f"fake:{replies(tmp_path / 'r.json', latency=0.15)}", "--no-cache", "--concurrency", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "selfrefine",
+        "eval",
+        "commongen",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "-m",
+        f"fake:{replies(tmp_path / 'r.json', latency=0.15)}",
+        "--no-cache",
+        "--concurrency",
+        "2",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     results = out / "results.jsonl"
     deadline = time.monotonic() + 60
@@ -96,7 +133,17 @@ def test_failing_example_is_recorded_and_the_run_continues(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"concepts": ["dog", "ball"]}) + "\n" + json.dumps({"concepts": []}) + "\n")
     out = tmp_path / "run"
-    args = ["eval", "commongen", "--data", str(data), "--out", str(out), "-m", f"fake:{replies(tmp_path / 'r.json')}", "--no-cache"]
+    args = [
+        "eval",
+        "commongen",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "-m",
+        f"fake:{replies(tmp_path / 'r.json')}",
+        "--no-cache",
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     rows = {r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
@@ -135,7 +182,17 @@ def test_cache_key_covers_the_request(tmp_path):
 def test_other_experiment_in_the_same_folder_is_refused(tmp_path):
     data = write_data(tmp_path / "d.jsonl", 1)
     out = tmp_path / "run"
-    base = ["eval", "commongen", "--data", str(data), "--out", str(out), "-m", f"fake:{replies(tmp_path / 'r.json')}", "--no-cache"]
+    base = [
+        "eval",
+        "commongen",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "-m",
+        f"fake:{replies(tmp_path / 'r.json')}",
+        "--no-cache",
+    ]
     runner = CliRunner()
     assert runner.invoke(cli, base).exit_code == 0
     other = runner.invoke(cli, base + ["--history", "none"])
@@ -146,14 +203,37 @@ def test_judge_preference_of_output_over_one_step(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"concepts": ["dog", "ball"]}) + "\n")
     model = tmp_path / "m.json"
-    model.write_text(json.dumps({"replies": {"generate": ["A dog."], "feedback": [FB_MISSING_BALL, FB_DONE],
-                                             "refine": ["A dog chases a ball."]}}))
+    model.write_text(
+        json.dumps(
+            {
+                "replies": {
+                    "generate": ["A dog."],
+                    "feedback": [FB_MISSING_BALL, FB_DONE],
+                    "refine": ["A dog chases a ball."],
+                }
+            }
+        )
+    )
     judge = tmp_path / "j.json"  # prefers whichever text mentions the ball, in both orders
-    judge.write_text(json.dumps({"table": {"Output 1:\nA dog chases": '{"winner": "1"}',
-                                           "Output 2:\nA dog chases": '{"winner": "2"}'}}))
+    judge.write_text(
+        json.dumps(
+            {"table": {"Output 1:\nA dog chases": '{"winner": "1"}', "Output 2:\nA dog chases": '{"winner": "2"}'}}
+        )
+    )
     out = tmp_path / "run"
-    args = ["eval", "commongen", "--data", str(data), "--out", str(out), "-m", f"fake:{model}",
-            "--judge", f"fake:{judge}", "--no-cache"]
+    args = [
+        "eval",
+        "commongen",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "-m",
+        f"fake:{model}",
+        "--judge",
+        f"fake:{judge}",
+        "--no-cache",
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     row = json.loads((out / "results.jsonl").read_text())

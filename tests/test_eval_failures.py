@@ -10,7 +10,6 @@ from pathlib import Path
 from click.testing import CliRunner
 from conftest import FB_DONE
 
-from selfrefine.engine.task import Capabilities
 from selfrefine import FakeBackend, SelfRefine, Task
 from selfrefine.cli.commands import cli
 from selfrefine.core.errors import BackendError
@@ -21,6 +20,7 @@ from selfrefine.core.records import (
     StopReason,
     Usage,
 )
+from selfrefine.engine.task import Capabilities
 from selfrefine.evaluation.datasets import Example
 from selfrefine.evaluation.judge import PairwiseJudge
 from selfrefine.evaluation.report import compare_table, run_table, write_report
@@ -36,8 +36,14 @@ def write_data(path: Path, concepts: list[list[str]]) -> Path:
 def result(drafts: list[str], stop: StopReason, calls: int = 2) -> RunResult:
     records = [CallRecord(role="generate", iteration=0, prompt_tokens=10, completion_tokens=1, seconds=1.0)] * calls
     return RunResult(
-        task="t", input="i", iterations=[Iteration(index=t, draft=d) for t, d in enumerate(drafts)],
-        output=drafts[-1], selected=len(drafts) - 1, stop_reason=stop, calls=records, usage=Usage.of(records),
+        task="t",
+        input="i",
+        iterations=[Iteration(index=t, draft=d) for t, d in enumerate(drafts)],
+        output=drafts[-1],
+        selected=len(drafts) - 1,
+        stop_reason=stop,
+        calls=records,
+        usage=Usage.of(records),
         error="BackendError: server gone" if stop is StopReason.ERROR else None,
     )
 
@@ -46,8 +52,21 @@ def result(drafts: list[str], stop: StopReason, calls: int = 2) -> RunResult:
 
 
 def eval_args(data: Path, out: Path, model: Path) -> list[str]:
-    return ["eval", "commongen", "--data", str(data), "--out", str(out), "-m", f"fake:{model}", "--no-cache",
-            "--concurrency", "1", "--max-iters", "1"]
+    return [
+        "eval",
+        "commongen",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "-m",
+        f"fake:{model}",
+        "--no-cache",
+        "--concurrency",
+        "1",
+        "--max-iters",
+        "1",
+    ]
 
 
 def test_rerun_retries_failed_examples_and_shows_each_once(tmp_path):
@@ -97,8 +116,12 @@ def test_failed_rows_are_left_out_of_means_costs_and_delta(tmp_path):
     rows = [
         ExampleRow(id="ok", result=result(["a", "b"], StopReason.MAX_ITERATIONS, calls=2), metrics=[0.0, 1.0]),
         # stopped by an error after two drafts: its drafts must not move the means
-        ExampleRow(id="err", result=result(["c", "d"], StopReason.ERROR, calls=6), metrics=[1.0, 0.0],
-                   error="BackendError: server gone"),
+        ExampleRow(
+            id="err",
+            result=result(["c", "d"], StopReason.ERROR, calls=6),
+            metrics=[1.0, 0.0],
+            error="BackendError: server gone",
+        ),
         ExampleRow(id="none", error="InputError: empty input"),
     ]
     summary = summarize("t", rows, 1)
@@ -142,8 +165,12 @@ class Flaky(Task):
 
 
 def flaky_engine() -> SelfRefine:
-    task = Flaky("flaky", generate="Write {{ input }}.", feedback="Critique: {{ draft }}",
-                 refine="Fix {{ draft }} per {{ feedback }}:")
+    task = Flaky(
+        "flaky",
+        generate="Write {{ input }}.",
+        feedback="Critique: {{ draft }}",
+        refine="Fix {{ draft }} per {{ feedback }}:",
+    )
     backend = FakeBackend({"generate": ["a bad draft"], "feedback": ["improve it", "ok"], "refine": ["a good draft"]})
     return SelfRefine(task, backend, max_iterations=1)
 
@@ -158,22 +185,46 @@ def test_metric_answer_and_judge_errors_are_recorded_and_counted():
     assert row.judge is None and row.judge_error == "BackendError: 401: invalid API key"
     summary = summarize("flaky", rows, 1)
     assert (summary.failed, summary.judge_failed, summary.metric_failed, summary.answer_failed) == (0, 1, 1, 1)
-    assert summary.first_errors == {"judge": "x: BackendError: 401: invalid API key",
-                                    "metric": "x: ValueError: cannot score a bad draft",
-                                    "answer": "x: RuntimeError: the answer hook crashed"}
+    assert summary.first_errors == {
+        "judge": "x: BackendError: 401: invalid API key",
+        "metric": "x: ValueError: cannot score a bad draft",
+        "answer": "x: RuntimeError: the answer hook crashed",
+    }
 
 
 def test_failed_judge_shows_in_the_cli_table_and_the_report(tmp_path):
     data = write_data(tmp_path / "d.jsonl", [["dog", "ball"]])
     model = tmp_path / "m.json"
-    model.write_text(json.dumps({"replies": {"generate": ["A dog."], "refine": ["A dog chases a ball."],
-                                             "feedback": [json.dumps({"missing_concepts": ["ball"], "commonsense": "NONE"}),
-                                                          FB_DONE]}}))
+    model.write_text(
+        json.dumps(
+            {
+                "replies": {
+                    "generate": ["A dog."],
+                    "refine": ["A dog chases a ball."],
+                    "feedback": [json.dumps({"missing_concepts": ["ball"], "commonsense": "NONE"}), FB_DONE],
+                }
+            }
+        )
+    )
     dead = tmp_path / "judge.json"
     dead.write_text("{}")  # a judge that answers nothing: every call fails
     out = tmp_path / "run"
-    res = CliRunner().invoke(cli, ["eval", "commongen", "--data", str(data), "--out", str(out), "-m", f"fake:{model}",
-                                   "--judge", f"fake:{dead}", "--no-cache"])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            "commongen",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "-m",
+            f"fake:{model}",
+            "--judge",
+            f"fake:{dead}",
+            "--no-cache",
+        ],
+    )
     assert res.exit_code == 0, res.output
     row = json.loads((out / "results.jsonl").read_text())
     assert row["judge"] is None and "no reply left" in row["judge_error"]
@@ -182,9 +233,13 @@ def test_failed_judge_shows_in_the_cli_table_and_the_report(tmp_path):
     assert "judge calls failed" in res.output and "first judge error" in res.output
     reports = write_report([out], tmp_path / "rep")
     assert reports[0].judge_failed == 1
-    assert "| run | 0 | 1 | 0 | 0 | judge: commongen-0: BackendError: fake backend has no reply left" in (
-        tmp_path / "rep" / "report.md").read_text()
-    assert '"judge_error": "BackendError: fake backend has no reply left' in (tmp_path / "rep" / "report.html").read_text()
+    assert (
+        "| run | 0 | 1 | 0 | 0 | judge: commongen-0: BackendError: fake backend has no reply left"
+        in (tmp_path / "rep" / "report.md").read_text()
+    )
+    assert (
+        '"judge_error": "BackendError: fake backend has no reply left' in (tmp_path / "rep" / "report.html").read_text()
+    )
 
 
 def test_rows_written_before_errors_were_recorded_still_load(tmp_path):

@@ -38,10 +38,14 @@ from test_integration_server import Server
 pytestmark = [pytest.mark.integration, pytest.mark.server]
 
 CONCEPTS = [
-    ["dog", "frisbee", "catch", "throw"], ["sun", "beach", "towel", "read"],
-    ["chef", "knife", "onion", "cut"], ["child", "kite", "wind", "run"],
-    ["farmer", "tractor", "field", "plow"], ["cat", "sofa", "sleep", "window"],
-    ["rain", "umbrella", "street", "walk"], ["guitar", "stage", "sing", "crowd"],
+    ["dog", "frisbee", "catch", "throw"],
+    ["sun", "beach", "towel", "read"],
+    ["chef", "knife", "onion", "cut"],
+    ["child", "kite", "wind", "run"],
+    ["farmer", "tractor", "field", "plow"],
+    ["cat", "sofa", "sleep", "window"],
+    ["rain", "umbrella", "street", "walk"],
+    ["guitar", "stage", "sing", "crowd"],
 ]
 EXAMPLES = len(CONCEPTS)
 # Each hang costs this much. Well above a SmolLM2 call on a busy 2-core machine (up to
@@ -169,13 +173,30 @@ def _eval_cmd(proxy: FaultProxy, tmp: Path, *cache: str) -> list[str]:
     data = tmp / "commongen.jsonl"
     data.write_text("".join(json.dumps({"concepts": c}) + "\n" for c in CONCEPTS))
     return [
-        sys.executable, "-m", "selfrefine", "eval", "commongen", "--data", str(data),
-        "--out", str(tmp / "run"), *cache,
-        "--model", "openai:smollm2", "--base-url", proxy.base_url,
+        sys.executable,
+        "-m",
+        "selfrefine",
+        "eval",
+        "commongen",
+        "--data",
+        str(data),
+        "--out",
+        str(tmp / "run"),
+        *cache,
+        "--model",
+        "openai:smollm2",
+        "--base-url",
+        proxy.base_url,
         # one request at a time: the server answers one at a time, and a queued request
         # would spend its timeout waiting
-        "-o", f"timeout={CLIENT_TIMEOUT:g}", "-o", "concurrency=1",
-        "--max-iters", "1", "--max-tokens", "48",
+        "-o",
+        f"timeout={CLIENT_TIMEOUT:g}",
+        "-o",
+        "concurrency=1",
+        "--max-iters",
+        "1",
+        "--max-tokens",
+        "48",
     ]
 
 

@@ -15,8 +15,8 @@ import json
 import re
 import socket
 import threading
-import tracemalloc
 import time
+import tracemalloc
 from typing import Any
 
 import httpx2
@@ -45,28 +45,34 @@ def reply(request: CompletionRequest) -> str:
 
 class Server:
     def __init__(self, client_timeout: float) -> None:
-        self.settings = ServeSettings(backends=Backends(model=FakeBackend(default=reply, latency=0.05)),
-                                      max_concurrency=16, max_queue=256, client_timeout=client_timeout,
-                                      tracing=Tracing.off())
+        self.settings = ServeSettings(
+            backends=Backends(model=FakeBackend(default=reply, latency=0.05)),
+            max_concurrency=16,
+            max_queue=256,
+            client_timeout=client_timeout,
+            tracing=Tracing.off(),
+        )
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        config = server_config(create_app(self.settings), "127.0.0.1", self.port, client_timeout,
-                               log_level="error")
+        config = server_config(create_app(self.settings), "127.0.0.1", self.port, client_timeout, log_level="error")
         config.timeout_graceful_shutdown = 3
         self.server = uvicorn.Server(config)
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_until_complete,
-                                       args=(self.server.serve(sockets=[sock]),), daemon=True)
+        self.thread = threading.Thread(
+            target=self.loop.run_until_complete, args=(self.server.serve(sockets=[sock]),), daemon=True
+        )
         self.thread.start()
         while not self.server.started:
             time.sleep(0.01)
 
     def tasks(self) -> int:
         """Tasks on the server's loop, besides the one that counts them."""
+
         async def count() -> int:
             return len(asyncio.all_tasks()) - 1
+
         return asyncio.run_coroutine_threadsafe(count(), self.loop).result(5)
 
     def health(self) -> dict[str, Any]:
@@ -104,8 +110,12 @@ def alive(cls: type) -> int:
 
 
 def body(concepts: str) -> dict[str, Any]:
-    return {"model": "selfrefine/commongen", "stream": True, "messages": [{"role": "user", "content": concepts}],
-            "selfrefine": {"max_iterations": 10}}
+    return {
+        "model": "selfrefine/commongen",
+        "stream": True,
+        "messages": [{"role": "user", "content": concepts}],
+        "selfrefine": {"max_iterations": 10},
+    }
 
 
 async def leave_midway(url: str, i: int) -> int:
@@ -129,8 +139,10 @@ def stop_reading(port: int, i: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     sock.connect(("127.0.0.1", port))
     data = json.dumps(body(f"huge{i}, b, c")).encode()
-    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    sock.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
+    )
     return sock
 
 
@@ -142,8 +154,11 @@ def test_200_leaving_and_20_non_reading_streams_leave_nothing_behind():
     server = Server(client_timeout=2.0)
     try:
         # warm: imports, the engine, first allocations, and a whole run (the metric's lemma table)
-        warm = httpx2.post(f"{server.url}/v1/refine", timeout=60,
-                           json={"task": "commongen", "input": "dog, ball", "options": {"max_iterations": 0}})
+        warm = httpx2.post(
+            f"{server.url}/v1/refine",
+            timeout=60,
+            json={"task": "commongen", "input": "dog, ball", "options": {"max_iterations": 0}},
+        )
         assert warm.status_code == 200, warm.text
         asyncio.run(leavers(server.url, 4))
         server.wait(lambda: server.health()["running"] == 0 and server.connections() == 0, 20)
@@ -170,10 +185,12 @@ def test_200_leaving_and_20_non_reading_streams_leave_nothing_behind():
         held, peak = tracemalloc.get_traced_memory()
         top = [str(stat) for stat in tracemalloc.take_snapshot().statistics("filename")[:3]]
         tracemalloc.stop()
-        print(f"\n200 leaving + 20 non-reading streams: leavers done in {leaving_s:.1f}s, idle {idle_s:.1f}s later, "
-              f"non-readers dropped {dropped_s:.1f}s after that, request cycles freed {cycles_s:.1f}s later; {calls} model calls; tasks {tasks_before} -> "
-              f"{tasks_after}; Python memory held {held / 2**20:.1f} MiB (peak {peak / 2**20:.0f}); "
-              f"RSS {rss_before:.0f} -> {rss_after:.0f} MiB")
+        print(
+            f"\n200 leaving + 20 non-reading streams: leavers done in {leaving_s:.1f}s, idle {idle_s:.1f}s later, "
+            f"non-readers dropped {dropped_s:.1f}s after that, request cycles freed {cycles_s:.1f}s later; {calls} model calls; tasks {tasks_before} -> "
+            f"{tasks_after}; Python memory held {held / 2**20:.1f} MiB (peak {peak / 2**20:.0f}); "
+            f"RSS {rss_before:.0f} -> {rss_after:.0f} MiB"
+        )
         assert server.health() | {"version": None} == {"status": "ok", "version": None, "running": 0, "queued": 0}
         assert tasks_after == tasks_before
         assert alive(Reservation) == 0

@@ -40,11 +40,25 @@ class Server:
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         cmd = [
-            sys.executable, "-m", "llama_cpp.server",
-            "--model", str(default_model_path(SMOLLM)), "--model_alias", "smollm2",
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--n_ctx", "2048", "--n_threads", str(n_threads or os.cpu_count() or 2),
-            "--n_threads_batch", str(n_threads or os.cpu_count() or 2), "--verbose", "False",
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(default_model_path(SMOLLM)),
+            "--model_alias",
+            "smollm2",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            "2048",
+            "--n_threads",
+            str(n_threads or os.cpu_count() or 2),
+            "--n_threads_batch",
+            str(n_threads or os.cpu_count() or 2),
+            "--verbose",
+            "False",
         ]
         # the server's own log (uvicorn's access lines: one per request, with its status)
         self.log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])

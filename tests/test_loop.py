@@ -8,7 +8,6 @@ import time
 import pytest
 from conftest import FB_DONE, FB_MISSING, scored_task
 
-from selfrefine.engine.task import Capabilities
 from selfrefine import (
     BackendError,
     ConfigError,
@@ -26,6 +25,7 @@ from selfrefine.core.records import (
     FeedbackStep,
     ResultStep,
 )
+from selfrefine.engine.task import Capabilities
 
 
 def fake(generate=("d0",), feedback=(), refine=()) -> FakeBackend:

@@ -17,8 +17,11 @@ POLITE = "Please be patient, the bus is late again."
 STORY = "A small grey cat stole a loaf from the oven every morning, and the baker finally followed it home."
 RATINGS = {k: {"reason": "fine", "score": 5} for k in ("coherence", "constraints", "interest", "premise")}
 REPLIES = {
-    "toxicity": {"generate": [RUDE.replace("stupid ", "")], "feedback": ['Still rude. "idiot" is an insult.', "NONE"],
-                 "refine": [POLITE]},
+    "toxicity": {
+        "generate": [RUDE.replace("stupid ", "")],
+        "feedback": ['Still rude. "idiot" is an insult.', "NONE"],
+        "refine": [POLITE],
+    },
     "story": {"generate": [STORY], "feedback": [json.dumps(RATINGS)]},
 }
 
@@ -29,7 +32,10 @@ def test_tasks_command_lists_both_with_their_metric():
 
 
 def test_run_from_the_cli(tmp_path):
-    for task, text, output in (("toxicity", RUDE, POLITE), ("story", '{"premise": "A baker loses bread.", "elements": ["cat"]}', STORY)):
+    for task, text, output in (
+        ("toxicity", RUDE, POLITE),
+        ("story", '{"premise": "A baker loses bread.", "elements": ["cat"]}', STORY),
+    ):
         replies = tmp_path / f"{task}.json"
         replies.write_text(json.dumps({"replies": REPLIES[task]}))
         result = CliRunner().invoke(cli, ["run", task, text, "-m", f"fake:{replies}", "--json"])
@@ -39,16 +45,23 @@ def test_run_from_the_cli(tmp_path):
 
 
 def test_run_through_the_api():
-    replies = {"generate": [RUDE.replace("stupid ", ""), STORY], "feedback": ['Still rude. "idiot" is an insult.', "NONE",
-                                                                          json.dumps(RATINGS)], "refine": [POLITE]}
+    replies = {
+        "generate": [RUDE.replace("stupid ", ""), STORY],
+        "feedback": ['Still rude. "idiot" is an insult.', "NONE", json.dumps(RATINGS)],
+        "refine": [POLITE],
+    }
     backend = FakeBackend(replies=replies)
     served = start_server(ServeSettings(backends=Backends(model=backend), tracing=Tracing.off()))
     try:
         client = served.client()
         assert {"selfrefine/toxicity", "selfrefine/story"} <= {m.id for m in client.models.list().data}
-        toxic = client.chat.completions.create(model="selfrefine/toxicity", messages=[{"role": "user", "content": RUDE}])
+        toxic = client.chat.completions.create(
+            model="selfrefine/toxicity", messages=[{"role": "user", "content": RUDE}]
+        )
         assert toxic.choices[0].message.content == POLITE
-        story = client.chat.completions.create(model="selfrefine/story", messages=[{"role": "user", "content": "A baker loses bread."}])
+        story = client.chat.completions.create(
+            model="selfrefine/story", messages=[{"role": "user", "content": "A baker loses bread."}]
+        )
         assert story.choices[0].message.content == STORY and story.selfrefine["stop_reason"] == "feedback"
     finally:
         served.stop()

@@ -20,9 +20,13 @@ from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.openai_compat import OpenAIBackend
 
 GOOD = {
-    "id": "x", "object": "chat.completion", "created": 1, "model": "m",
-    "choices": [{"index": 0, "finish_reason": "stop", "text": "a draft",
-                 "message": {"role": "assistant", "content": "a draft"}}],
+    "id": "x",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "m",
+    "choices": [
+        {"index": 0, "finish_reason": "stop", "text": "a draft", "message": {"role": "assistant", "content": "a draft"}}
+    ],
     "usage": {"prompt_tokens": 5, "completion_tokens": 2},
 }
 CUT = json.dumps(GOOD).encode()[:60]  # what a proxy that dropped the tail passes on

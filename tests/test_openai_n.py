@@ -55,11 +55,23 @@ class Server:
             return 400, {"error": {"message": "Only one completion choice is allowed", "type": "invalid_request_error"}}
         count = n if self.kind == "honours" else 1
         seed = body.get("seed")
-        choices = [{"index": i, "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": f"sample {i} seed {seed}"}} for i in range(count)]
+        choices = [
+            {
+                "index": i,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": f"sample {i} seed {seed}"},
+            }
+            for i in range(count)
+        ]
         usage = {"prompt_tokens": 10, "completion_tokens": 3 * count + 1, "total_tokens": 11 + 3 * count}
-        return 200, {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
-                     "choices": choices, "usage": usage}
+        return 200, {
+            "id": "x",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": choices,
+            "usage": usage,
+        }
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +114,14 @@ def test_a_server_that_refuses_n_gets_one_request_per_sample_from_then_on(server
     first, second = _sample(OpenAIBackend("m", base_url=server.base_url), 3, times=2)
     # the refused n=3, then seeds 7, 8, 9; the second call no longer asks for n
     assert [(b.get("n"), b.get("seed")) for b in server.bodies] == [
-        (3, 7), (None, 7), (None, 8), (None, 9), (None, 7), (None, 8), (None, 9)]
+        (3, 7),
+        (None, 7),
+        (None, 8),
+        (None, 9),
+        (None, 7),
+        (None, 8),
+        (None, 9),
+    ]
     assert [r.text for r in first] == ["sample 0 seed 7", "sample 0 seed 8", "sample 0 seed 9"]
     assert [r.text for r in second] == [r.text for r in first]
 

@@ -59,8 +59,25 @@ def test_a_choice_takes_both_spellings_everywhere_and_prints_one():
 
 @pytest.mark.parametrize("spelling", ["not-worse", "not_worse"])
 def test_the_cli_takes_both_spellings(spelling, tmp_path):
-    result = CliRunner().invoke(cli, ["run", "commongen", "dog, ball", "-m", "fake", "-o", "reply=A dog and a ball.",
-                                      "--select", "verified", "--accept", spelling, "--max-iters", "1", "--json"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "run",
+            "commongen",
+            "dog, ball",
+            "-m",
+            "fake",
+            "-o",
+            "reply=A dog and a ball.",
+            "--select",
+            "verified",
+            "--accept",
+            spelling,
+            "--max-iters",
+            "1",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert '"accept":"not_worse"' in result.output
     help_text = CliRunner().invoke(cli, ["run", "--help"]).output

@@ -34,15 +34,20 @@ def fake_reply(request: CompletionRequest) -> str:
         return REFINED
     if f"Sentence: {REFINED}" in request.prompt:
         return json.dumps({"missing_concepts": [], "commonsense": "NONE"})
-    return json.dumps({"missing_concepts": ["frisbee", "catch", "throw"],
-                       "commonsense": "Say who throws. <img src=x onerror=alert(1)>"})
+    return json.dumps(
+        {
+            "missing_concepts": ["frisbee", "catch", "throw"],
+            "commonsense": "Say who throws. <img src=x onerror=alert(1)>",
+        }
+    )
 
 
 def fake(refines: list[str | Exception] | None = None) -> FakeBackend:
     """``refines``: the refiner's first replies, before the default one."""
     # the refinement is slow enough that the page must show draft 0 before the result
-    return FakeBackend({"refine": refines or []}, default=fake_reply,
-                       latency={"generate": 0.05, "feedback": 0.05, "refine": 0.6})
+    return FakeBackend(
+        {"refine": refines or []}, default=fake_reply, latency={"generate": 0.05, "feedback": 0.05, "refine": 0.6}
+    )
 
 
 @contextmanager

@@ -22,10 +22,16 @@ PROGRAM = "n = int(input())\ntotal = 0\nfor i in range(n):\n    total += i\nprin
 
 INPUTS = {
     "sentiment": ["positive: The soup was cold and the room was loud.", "negative: Friendly staff and fresh bread."],
-    "dialogue": ["User: I adopted a puppy today!", "User: My exam is tomorrow.\nSystem: Good luck!\nUser: I am nervous."],
+    "dialogue": [
+        "User: I adopted a puppy today!",
+        "User: My exam is tomorrow.\nSystem: Good luck!\nUser: I am nervous.",
+    ],
     "codeopt": [PROGRAM, PROGRAM.replace("total += i", "total += i * i")],
     "readability": [PROGRAM, "a=int(input())\nprint(a*2)"],
-    "gsm8k": ["Tom has 3 apples and buys 4 more. How many apples does he have?", "A pen costs $2. How much do 5 pens cost?"],
+    "gsm8k": [
+        "Tom has 3 apples and buys 4 more. How many apples does he have?",
+        "A pen costs $2. How much do 5 pens cost?",
+    ],
     "acronym": ["Scalable Tree Boosting for Accurate Ranking", "Learning to Reason with Graph Networks"],
     "commongen": ["dog, frisbee, park, catch", "kitchen, knife, onion, cut"],
     "chat": ["Why is the sky blue?", "System: Answer in French.\n\nUser: How are you?"],
@@ -72,7 +78,9 @@ def feedback(task: str) -> str:
         "commongen": json.dumps({"missing_concepts": ["catch"], "commonsense": "NONE"}),
         "chat": json.dumps({"issues": ["Too vague: name Rayleigh scattering."]}),
         "toxicity": 'Still rude. "be patient" sounds curt: say it kindly.',
-        "story": json.dumps({k: {"reason": "could be better", "score": 3} for k in ("coherence", "constraints", "interest", "premise")}),
+        "story": json.dumps(
+            {k: {"reason": "could be better", "score": 3} for k in ("coherence", "constraints", "interest", "premise")}
+        ),
     }[task]
 
 

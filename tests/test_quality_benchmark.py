@@ -20,24 +20,49 @@ def write_data(folder: Path) -> Path:
     def jsonl(name: str, rows: list[dict]) -> None:
         (folder / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
-    jsonl("gsm8k.dev.jsonl", [{"input": "A pen costs 3 dollars. How much do 4 pens cost?", "target": 12},
-                              {"input": "Tom has 5 apples and eats 2. How many are left?", "target": 3}])
-    jsonl("commongen_hard.dev.jsonl", [{"concepts": ["dog", "frisbee", "catch"]},
-                                       {"concepts": ["sun", "beach", "towel"]}])
-    jsonl("yelp_extreme.dev.jsonl", [
-        {"review": "Awful food, rude staff.", "sentiment": "Very negative", "target_sentiment": "Very positive"},
-        {"review": "Cold soup and a dirty table.", "sentiment": "Very negative", "target_sentiment": "Very positive"},
-        {"review": "Wonderful service, great pasta!", "sentiment": "Very positive",
-         "target_sentiment": "Very negative"},
-        {"review": "Lovely place, friendly people.", "sentiment": "Very positive",
-         "target_sentiment": "Very negative"},
-    ])
+    jsonl(
+        "gsm8k.dev.jsonl",
+        [
+            {"input": "A pen costs 3 dollars. How much do 4 pens cost?", "target": 12},
+            {"input": "Tom has 5 apples and eats 2. How many are left?", "target": 3},
+        ],
+    )
+    jsonl(
+        "commongen_hard.dev.jsonl", [{"concepts": ["dog", "frisbee", "catch"]}, {"concepts": ["sun", "beach", "towel"]}]
+    )
+    jsonl(
+        "yelp_extreme.dev.jsonl",
+        [
+            {"review": "Awful food, rude staff.", "sentiment": "Very negative", "target_sentiment": "Very positive"},
+            {
+                "review": "Cold soup and a dirty table.",
+                "sentiment": "Very negative",
+                "target_sentiment": "Very positive",
+            },
+            {
+                "review": "Wonderful service, great pasta!",
+                "sentiment": "Very positive",
+                "target_sentiment": "Very negative",
+            },
+            {
+                "review": "Lovely place, friendly people.",
+                "sentiment": "Very positive",
+                "target_sentiment": "Very negative",
+            },
+        ],
+    )
     (folder / "acronyms.dev.tsv").write_text(
-        "Acronym\tTitle\nNASA\tNational Aeronautics and Space Administration\nAI\tArtificial Intelligence\n", encoding="utf-8")
-    jsonl("pie_codenet_python.dev.jsonl", [{"input": "a = int(input())\nprint(a * 2)\n", "target": "print(int(input()) * 2)\n",
-                                            "problem_id": "p00001"}])
-    (folder / "fed.dev.json").write_text(json.dumps([{"context": "User: Hi!\nSystem: Hello!\nUser: How are you?",
-                                                      "response": "System: Fine, thanks."}]), encoding="utf-8")
+        "Acronym\tTitle\nNASA\tNational Aeronautics and Space Administration\nAI\tArtificial Intelligence\n",
+        encoding="utf-8",
+    )
+    jsonl(
+        "pie_codenet_python.dev.jsonl",
+        [{"input": "a = int(input())\nprint(a * 2)\n", "target": "print(int(input()) * 2)\n", "problem_id": "p00001"}],
+    )
+    (folder / "fed.dev.json").write_text(
+        json.dumps([{"context": "User: Hi!\nSystem: Hello!\nUser: How are you?", "response": "System: Fine, thanks."}]),
+        encoding="utf-8",
+    )
     return folder
 
 
@@ -54,9 +79,21 @@ def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(
     first = run("--model", "fake", "--sizes", SIZES, *common)
 
     summary = json.loads((doc.parent / "quality_summary.json").read_text(encoding="utf-8"))
-    planned = {(t, m) for t in ("gsm8k", "commongen", "sentiment", "acronym", "readability", "codeopt", "dialogue",
-                                "toxicity", "story")
-               for m in ("self", "hybrid+verified", "hybrid+not-worse", "not-worse+no-history")}
+    planned = {
+        (t, m)
+        for t in (
+            "gsm8k",
+            "commongen",
+            "sentiment",
+            "acronym",
+            "readability",
+            "codeopt",
+            "dialogue",
+            "toxicity",
+            "story",
+        )
+        for m in ("self", "hybrid+verified", "hybrid+not-worse", "not-worse+no-history")
+    }
     planned |= {(t, m) for t in ("commongen", "sentiment") for m in ("generic", "none")}
     planned -= {("dialogue", m) for m in ("hybrid+verified", "hybrid+not-worse", "not-worse+no-history")}  # no verifier
     got = {(r["task"], r["mode"]) for r in summary["runs"]}
@@ -81,8 +118,10 @@ def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(
             assert f"| {entry['mode']} | {r.n} | {r.failed} | {numbers} |" in text
 
     # the graded sentiment metric and toxicity's two parts, next to the binary/combined metric
-    for task, keys in (("sentiment", {"reached", "toward_target", "very"}),
-                       ("toxicity", {"non_toxic", "p_toxic", "preservation", "combined"})):
+    for task, keys in (
+        ("sentiment", {"reached", "toward_target", "very"}),
+        ("toxicity", {"non_toxic", "p_toxic", "preservation", "combined"}),
+    ):
         entries = [e for e in summary["runs"] if e["task"] == task]
         assert entries and all(set(e["parts"]) == keys for e in entries)
         assert "| mode | n scored | " + " | ".join(entries[0]["parts"]) + " |" in text.split(f"### {task}:")[1]
@@ -90,7 +129,9 @@ def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(
 
     rows_before = {p.parent.name: p.read_text() for p in runs.glob("*/results.jsonl")}
     run("--model", "fake", "--sizes", SIZES, *common)
-    assert {p.parent.name: p.read_text() for p in runs.glob("*/results.jsonl")} == rows_before  # resumed, nothing redone
+    assert {
+        p.parent.name: p.read_text() for p in runs.glob("*/results.jsonl")
+    } == rows_before  # resumed, nothing redone
     doc.unlink()
     run("--report-only", *common)
     assert doc.read_text(encoding="utf-8").split("## Overview")[1] == text.split("## Overview")[1]

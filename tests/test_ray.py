@@ -31,8 +31,9 @@ else:
 
 from selfrefine.cli.commands import cli
 from selfrefine.cli.options import engine_spec
-from selfrefine.engine.spec import EngineSpec, ModelSpec
 from selfrefine.core.errors import SelfRefineError
+from selfrefine.engine.loop import SelfRefine
+from selfrefine.engine.spec import EngineSpec, ModelSpec
 from selfrefine.evaluation.datasets import load_examples
 from selfrefine.evaluation.driver import run_eval, run_meta
 from selfrefine.evaluation.ray_pool import (
@@ -42,8 +43,6 @@ from selfrefine.evaluation.ray_pool import (
     RefineWorker,
 )
 from selfrefine.evaluation.runstore import RunStore
-from selfrefine.engine.loop import SelfRefine
-from selfrefine.tasks import get_task
 
 FB_MISSING_BALL = json.dumps({"missing_concepts": ["ball"], "commonsense": "NONE"})
 TIMING = {"seconds", "wait_seconds", "seconds_per_example"}
@@ -51,8 +50,13 @@ TIMING = {"seconds", "wait_seconds", "seconds_per_example"}
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    ray.init(address="local", num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20,
-             logging_level=logging.WARNING)
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=100 * 2**20,
+        logging_level=logging.WARNING,
+    )
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -95,7 +99,15 @@ def eval_args(tmp_path: Path, out: Path, n: int, latency: float = 0.0, refine: b
 def test_ray_rows_equal_local_rows(tmp_path):
     runner = CliRunner()
     args = eval_args(tmp_path, tmp_path / "local", 6, refine=True) + [
-        "--max-iters", "2", "--seed", "7", "--judge", "fake", "--judge-option", 'reply={"winner": "2"}']
+        "--max-iters",
+        "2",
+        "--seed",
+        "7",
+        "--judge",
+        "fake",
+        "--judge-option",
+        'reply={"winner": "2"}',
+    ]
     local = runner.invoke(cli, args)
     assert local.exit_code == 0, local.output
     ray_args = [a if a != str(tmp_path / "local") else str(tmp_path / "ray") for a in args]
@@ -110,8 +122,10 @@ def test_ray_rows_equal_local_rows(tmp_path):
     assert sum(len(r["judge"]["raw"]) == 2 for r in ray_rows) == 2  # the actors asked the judge too
     summaries = [json.loads((tmp_path / name / "summary.json").read_text()) for name in ("local", "ray")]
     assert untimed(summaries[0]) == untimed(summaries[1])
-    assert json.loads((tmp_path / "local" / "meta.json").read_text())["model_ids"] == \
-        json.loads((tmp_path / "ray" / "meta.json").read_text())["model_ids"]
+    assert (
+        json.loads((tmp_path / "local" / "meta.json").read_text())["model_ids"]
+        == json.loads((tmp_path / "ray" / "meta.json").read_text())["model_ids"]
+    )
 
 
 def test_actors_share_the_drivers_response_cache(tmp_path):
@@ -149,24 +163,37 @@ def test_ray_flags_need_ray(tmp_path):
 
 def test_without_ray_installed_the_error_names_the_extra(tmp_path):
     # a process where `import ray` fails, as it does where the extra is not installed
-    code = ("import sys; sys.modules['ray'] = None; from selfrefine.cli import main; "
-            f"sys.argv = ['selfrefine', *{eval_args(tmp_path, tmp_path / 'x', 1) + ['--ray']!r}]; main()")
+    code = (
+        "import sys; sys.modules['ray'] = None; from selfrefine.cli import main; "
+        f"sys.argv = ['selfrefine', *{eval_args(tmp_path, tmp_path / 'x', 1) + ['--ray']!r}]; main()"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip() == ("Error: --ray needs Ray, which is not installed: "
-                                   "pip install 'selfrefine[ray]'")
+    assert proc.stderr.strip() == ("Error: --ray needs Ray, which is not installed: pip install 'selfrefine[ray]'")
     assert not (tmp_path / "x").exists()  # failed before anything was written
 
 
-def pool_run(tmp_path: Path, n: int, latency: float, options: PoolOptions, model: str | None = None,
-             extra: list[str] | None = None) -> tuple[RayPool, RunStore, list]:
+def pool_run(
+    tmp_path: Path,
+    n: int,
+    latency: float,
+    options: PoolOptions,
+    model: str | None = None,
+    extra: list[str] | None = None,
+) -> tuple[RayPool, RunStore, list]:
     """An eval through the library: the same parts as the CLI, with the pool at hand."""
     args = eval_args(tmp_path, tmp_path / "run", n, latency) + (extra or [])
     if model is not None:
         args[args.index("-m") + 1] = model
     params = cli.commands["eval"].make_context("eval", args[1:]).params
-    engine_keys = {p.name for p in cli.commands["run"].params} - {"task", "input", "input_file", "reference",
-                                                                  "record_prompts", "as_json"}
+    engine_keys = {p.name for p in cli.commands["run"].params} - {
+        "task",
+        "input",
+        "input_file",
+        "reference",
+        "record_prompts",
+        "as_json",
+    }
     options_ = {k: v for k, v in params.items() if k in engine_keys}
     spec = engine_spec("commongen", options_)
     engine = SelfRefine.from_spec(spec)
@@ -219,8 +246,9 @@ def test_driver_killed_then_rerun_with_ray_resumes(tmp_path, cluster):
     before = {r["id"] for r in rows_of(out)}
     assert 3 <= len(before) < 10
     # the rerun starts its own local cluster (--ray with no address)
-    rerun = subprocess.run([sys.executable, "-m", "selfrefine", *args, "--ray"], capture_output=True, text=True,
-                           timeout=300, check=False)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "selfrefine", *args, "--ray"], capture_output=True, text=True, timeout=300, check=False
+    )
     assert rerun.returncode == 0, rerun.stderr
     ids = [r["id"] for r in rows_of(out)]
     assert sorted(ids) == [f"commongen-{i}" for i in range(10)]  # all present, each once
@@ -232,8 +260,9 @@ def test_driver_killed_then_rerun_with_ray_resumes(tmp_path, cluster):
 def test_embedded_model_runs_examples_through_actors(tmp_path):
     require_smollm()
     options = PoolOptions(actors=2, cpus_per_actor=1, in_flight=1)
-    pool, store, (engine, examples) = pool_run(tmp_path, 2, 0.0, options, model=SMOLLM,
-                                               extra=["--max-iters", "1", "--max-tokens", "48"])
+    pool, store, (engine, examples) = pool_run(
+        tmp_path, 2, 0.0, options, model=SMOLLM, extra=["--max-iters", "1", "--max-tokens", "48"]
+    )
     summary, rows = asyncio.run(run_eval(engine, examples, store, runner=pool))
     assert sorted(r.id for r in rows) == ["commongen-0", "commongen-1"]
     assert summary.failed == 0 and all(r.result is not None and r.result.output for r in rows)
@@ -260,9 +289,12 @@ def test_the_recipe_carries_absolute_paths_and_sizes_each_actor(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     (tmp_path / "haiku.yaml").write_text("name: haiku\n")
     (tmp_path / "r.json").write_text("{}")
-    spec = EngineSpec(task="haiku.yaml", model=ModelSpec(model="openai:qwen"),
-                      feedback_model=ModelSpec(model=SMOLLM, options={"n_ctx": "2048"}),
-                      refine_model=ModelSpec(model="gguf:m.gguf", options={"n_threads": "3"}))
+    spec = EngineSpec(
+        task="haiku.yaml",
+        model=ModelSpec(model="openai:qwen"),
+        feedback_model=ModelSpec(model=SMOLLM, options={"n_ctx": "2048"}),
+        refine_model=ModelSpec(model="gguf:m.gguf", options={"n_threads": "3"}),
+    )
     recipe = EngineRecipe.portable(spec, ModelSpec(model="fake:r.json"))
     assert recipe.spec.task == str(tmp_path / "haiku.yaml") and recipe.judge.model == f"fake:{tmp_path / 'r.json'}"
     assert recipe.spec.refine_model.model == "gguf:m.gguf"  # no such file here: left as given

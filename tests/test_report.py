@@ -34,7 +34,9 @@ DRAFT_CALL = dict(prompt_tokens=100, completion_tokens=10, seconds=2.0)
 FEEDBACK_CALL = dict(prompt_tokens=50, completion_tokens=5, seconds=1.0)
 
 
-def make_result(task: str, drafts: list[str], totals: list[float | None], stop: StopReason, selected: int | None = None) -> RunResult:
+def make_result(
+    task: str, drafts: list[str], totals: list[float | None], stop: StopReason, selected: int | None = None
+) -> RunResult:
     """A run whose draft t got feedback with total ``totals[t]`` (None: stopped before feedback)."""
     iterations, calls = [], []
     for t, draft in enumerate(drafts):
@@ -46,8 +48,14 @@ def make_result(task: str, drafts: list[str], totals: list[float | None], stop: 
         iterations.append(Iteration(index=t, draft=draft, feedback=feedback))
     chosen = len(drafts) - 1 if selected is None else selected
     return RunResult(
-        task=task, input=f"input of {drafts[0]}", iterations=iterations, output=drafts[chosen], selected=chosen,
-        stop_reason=stop, calls=calls, usage=Usage.of(calls),
+        task=task,
+        input=f"input of {drafts[0]}",
+        iterations=iterations,
+        output=drafts[chosen],
+        selected=chosen,
+        stop_reason=stop,
+        calls=calls,
+        usage=Usage.of(calls),
     )
 
 
@@ -63,25 +71,60 @@ def make_runs(root: Path) -> tuple[Path, Path]:
     """Run A: binary metric, K=2, one failed example. Run B: fractional metric, K=1."""
     a = write_run(
         root / "run_a",
-        RunMeta(name="refine", task="gsm8k", data="dev.jsonl", models={"generate": "m", "feedback": "m", "refine": "m"},
-                config={"max_iterations": 2, "feedback_mode": "actionable"}),
+        RunMeta(
+            name="refine",
+            task="gsm8k",
+            data="dev.jsonl",
+            models={"generate": "m", "feedback": "m", "refine": "m"},
+            config={"max_iterations": 2, "feedback_mode": "actionable"},
+        ),
         [
-            ExampleRow(id="a", metrics=[0.0, 0.0, 1.0], result=make_result(
-                "gsm8k", ["The answer is 3.", "The answer is 4.", "The answer is 5."], [1, 3, None], StopReason.MAX_ITERATIONS)),
+            ExampleRow(
+                id="a",
+                metrics=[0.0, 0.0, 1.0],
+                result=make_result(
+                    "gsm8k",
+                    ["The answer is 3.", "The answer is 4.", "The answer is 5."],
+                    [1, 3, None],
+                    StopReason.MAX_ITERATIONS,
+                ),
+            ),
             ExampleRow(id="b", metrics=[1.0], result=make_result("gsm8k", ["Fine already."], [5], StopReason.FEEDBACK)),
-            ExampleRow(id="c", metrics=[0.0, 0.0], result=make_result(
-                "gsm8k", ["A cat sleeps on the mat.", "A dog sleeps on the mat."], [2, 2], StopReason.FEEDBACK)),
+            ExampleRow(
+                id="c",
+                metrics=[0.0, 0.0],
+                result=make_result(
+                    "gsm8k", ["A cat sleeps on the mat.", "A dog sleeps on the mat."], [2, 2], StopReason.FEEDBACK
+                ),
+            ),
             ExampleRow(id="d", error="InputError: empty input"),
         ],
     )
     b = write_run(
         root / "run_b",
-        RunMeta(name="nofeedback", task="commongen", data="dev.jsonl", models={"generate": "m", "feedback": "m", "refine": "m"},
-                config={"max_iterations": 1, "feedback_mode": "none"}),
+        RunMeta(
+            name="nofeedback",
+            task="commongen",
+            data="dev.jsonl",
+            models={"generate": "m", "feedback": "m", "refine": "m"},
+            config={"max_iterations": 1, "feedback_mode": "none"},
+        ),
         [
-            ExampleRow(id="a", metrics=[0.5, 1.0], result=make_result("commongen", ["x y", "x y z"], [1, None], StopReason.MAX_ITERATIONS)),
-            ExampleRow(id="b", metrics=[1.0], result=make_result("commongen", ["all </script><script>alert(1)</script>"], [4], StopReason.FEEDBACK)),
-            ExampleRow(id="c", metrics=[0.25, 0.5], result=make_result("commongen", ["p", "p q"], [1, None], StopReason.MAX_ITERATIONS)),
+            ExampleRow(
+                id="a",
+                metrics=[0.5, 1.0],
+                result=make_result("commongen", ["x y", "x y z"], [1, None], StopReason.MAX_ITERATIONS),
+            ),
+            ExampleRow(
+                id="b",
+                metrics=[1.0],
+                result=make_result("commongen", ["all </script><script>alert(1)</script>"], [4], StopReason.FEEDBACK),
+            ),
+            ExampleRow(
+                id="c",
+                metrics=[0.25, 0.5],
+                result=make_result("commongen", ["p", "p q"], [1, None], StopReason.MAX_ITERATIONS),
+            ),
         ],
     )
     return a, b
@@ -179,7 +222,7 @@ def test_write_report_writes_markdown_plots_and_html(runs, tmp_path):
     assert 'id="example-picker"' in page and "data:image/png;base64," in page
     assert "alert(1)</script>" not in page  # untrusted text cannot close the data script
     without_images = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)
-    assert "http://" not in without_images and "https://" not in without_images and "src=\"/" not in without_images
+    assert "http://" not in without_images and "https://" not in without_images and 'src="/' not in without_images
 
 
 def test_compare_table_shows_both_runs(runs):
@@ -216,7 +259,9 @@ def test_click_commands(runs, tmp_path):
 
 
 def test_empty_run_and_missing_folder(tmp_path):
-    empty = write_run(tmp_path / "empty", RunMeta(name="empty", task="my-yaml-task", data="d", models={"generate": "m"}), [])
+    empty = write_run(
+        tmp_path / "empty", RunMeta(name="empty", task="my-yaml-task", data="d", models={"generate": "m"}), []
+    )
     r = run_table(empty)
     assert (r.n, r.failed, r.by_iteration, r.final, r.delta, r.metric_name) == (0, 0, [None], None, None, "metric")
     write_report([empty], tmp_path / "rep")  # still writes every file

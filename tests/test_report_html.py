@@ -12,8 +12,14 @@ from selfrefine.evaluation.report import write_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -115,9 +121,14 @@ def test_recorded_errors_show_in_the_viewer(tmp_path):
     from selfrefine.evaluation.runner import ExampleRow
     from selfrefine.evaluation.runstore import RunMeta
 
-    row = ExampleRow(id="e", metrics=[None, 1.0], metric_errors=["ValueError: cannot score", None],
-                     judge_error="BackendError: 401 invalid key", answer_error="RuntimeError: no answer",
-                     result=make_result("commongen", ["x y", "x y z"], [1, None], StopReason.MAX_ITERATIONS))
+    row = ExampleRow(
+        id="e",
+        metrics=[None, 1.0],
+        metric_errors=["ValueError: cannot score", None],
+        judge_error="BackendError: 401 invalid key",
+        answer_error="RuntimeError: no answer",
+        result=make_result("commongen", ["x y", "x y z"], [1, None], StopReason.MAX_ITERATIONS),
+    )
     meta = RunMeta(name="errs", task="commongen", data="d", models={"generate": "m"}, config={"max_iterations": 1})
     out = tmp_path / "report"
     write_report([write_run(tmp_path / "run", meta, [row])], out)
@@ -152,8 +163,10 @@ def test_best_badge_needs_a_score_and_unparsed_feedback_is_marked(tmp_path):
     unscored = make_result("commongen", ["x y", "x y z"], [None, None], StopReason.MAX_ITERATIONS)
     garbled = make_result("commongen", ["p", "p q"], [None, None], StopReason.MAX_ITERATIONS)
     garbled.iterations[0].feedback = Feedback(text='{"missing_concepts": [', parse_error="not valid JSON")
-    rows = [ExampleRow(id="none", metrics=[0.5, 1.0], result=unscored),
-            ExampleRow(id="bad", metrics=[0.5, 1.0], result=garbled)]
+    rows = [
+        ExampleRow(id="none", metrics=[0.5, 1.0], result=unscored),
+        ExampleRow(id="bad", metrics=[0.5, 1.0], result=garbled),
+    ]
     meta = RunMeta(name="r", task="commongen", data="d", models={"generate": "m"}, config={"max_iterations": 1})
     out = tmp_path / "report"
     write_report([write_run(tmp_path / "run", meta, rows)], out)

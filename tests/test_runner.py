@@ -38,14 +38,18 @@ def test_cumulative_solve_rate_for_binary_metrics():
     wrong = "def solution():\n    return 1"
     right = "def solution():\n    return 2"
     backend = FakeBackend({"generate": [wrong], "feedback": ["# it is wrong", "# it is wrong"], "refine": [right]})
-    summary, rows = evaluate(SelfRefine("gsm8k", backend, max_iterations=1), [Example(id="q", input="1+1?", reference=2)])
+    summary, rows = evaluate(
+        SelfRefine("gsm8k", backend, max_iterations=1), [Example(id="q", input="1+1?", reference=2)]
+    )
     assert rows[0].metrics == [0.0, 1.0]
     assert summary.by_iteration == [0.0, 1.0] and summary.cumulative == 1.0
 
 
 def test_tasks_without_a_code_metric_have_no_scores():
     backend = FakeBackend(default="Sounds fun! Which trail?")
-    summary, rows = evaluate(SelfRefine(get_task("dialogue"), backend, max_iterations=1), [Example(id="d", input="User: hi")])
+    summary, rows = evaluate(
+        SelfRefine(get_task("dialogue"), backend, max_iterations=1), [Example(id="d", input="User: hi")]
+    )
     assert rows[0].metrics == [None] * len(rows[0].result.iterations)
     assert summary.by_iteration == [None, None] and summary.final is None and summary.cumulative is None
 
@@ -90,7 +94,9 @@ def test_the_returned_drafts_metric_is_not_computed_a_second_time():
             return super().metric(input, output, reference)
 
     fb = '{"missing_concepts": ["ball"], "commonsense": "NONE"}'
-    backend = FakeBackend({"generate": ["A dog."], "feedback": [fb, fb], "refine": ["A dog and a ball.", "A dog and a ball."]})
+    backend = FakeBackend(
+        {"generate": ["A dog."], "feedback": [fb, fb], "refine": ["A dog and a ball.", "A dog and a ball."]}
+    )
     engine = SelfRefine(Counting(), backend, max_iterations=2, stop_on_no_change=False)
     [row] = asyncio.run(evaluate_rows(engine, [Example(id="1", input="dog, ball", reference=None)]))
     assert row.metrics == [0.5, 1.0, 1.0]

@@ -45,17 +45,25 @@ def test_a_tie_among_samples_goes_to_the_first():
 def test_a_refinement_round_is_accepted_only_when_its_best_scores_strictly_higher():
     engine, backend = commongen(
         ["A dog runs.", "A dog runs."],  # 2 of 3 concepts
-        ["A dog runs fast.", "A dog runs home.",  # round 1: a tie at 2/3 -> rejected, draft 0 kept
-         "A dog runs in the park.", "A dog."],  # round 2: 3/3 -> accepted
-        samples=2, max_iterations=2)
+        [
+            "A dog runs fast.",
+            "A dog runs home.",  # round 1: a tie at 2/3 -> rejected, draft 0 kept
+            "A dog runs in the park.",
+            "A dog.",
+        ],  # round 2: 3/3 -> accepted
+        samples=2,
+        max_iterations=2,
+    )
     result = engine.run("dog, run, park")
     assert [it.accepted for it in result.iterations] == [True, False, True]
     assert result.selected == 2 and result.output == "A dog runs in the park."
     assert result.iterations[1].feedback.source == "verifier"  # the rejected round's findings, no critic call
-    # one critique of draft 0, two rounds of two refinements, each from one prompt, then the
-    # critique of draft 2 (select verified reads it) before the cap stops the run
+    # draft 0: two identical samples, one critique (kept as its feedback); round 1: two
+    # refinements from one prompt, tied, so the critic sees each; round 2: two more, the
+    # winner is clear; then the critique of draft 2 (select verified reads it)
     roles = [r.role for r in backend.requests]
-    assert roles == ["generate", "generate", "feedback", "refine", "refine", "refine", "refine", "feedback"]
+    assert roles == ["generate", "generate", "feedback", "refine", "refine", "feedback", "feedback",
+                     "refine", "refine", "feedback"]
     assert len({r.prompt for r in backend.requests[3:5]}) == 1
 
 
@@ -98,16 +106,22 @@ def test_the_auto_strategy_widens_after_a_rejected_round_and_stops_within_its_bu
     engine, backend = commongen(
         ["A dog.", "A dog."],  # 2 samples to start, both 1/3
         ["A dog.", "A dog."] + ["A dog runs in the park."] * 4,  # echoes: the next round is wider
-        strategy="auto", max_total_tokens=100_000, max_iterations=2)
+        strategy="auto",
+        max_total_tokens=100_000,
+        max_iterations=2,
+    )
     result = engine.run("dog, run, park")
     assert [len(it.candidates) for it in result.iterations] == [2, 2, 4]
     assert result.output == "A dog runs in the park."
     decisions = []
     engine2, _ = commongen(["A dog runs in the park.", "A dog."], strategy="auto", max_total_tokens=100_000)
+
     async def collect():
         async for step in engine2.astream("dog, run, park"):
             decisions.append(step)
+
     import asyncio
+
     asyncio.run(collect())
     final = decisions[-1].result
     assert final.stop_reason is StopReason.VERIFIED and len(final.iterations) == 1  # satisfied: no critique
@@ -128,19 +142,23 @@ def test_the_stream_and_the_json_carry_every_candidate(tmp_path):
             steps.append(step)
 
     import asyncio
+
     asyncio.run(go())
     drafts = [s for s in steps if isinstance(s, DraftStep)]
     assert len(drafts) == 1 and len(drafts[0].candidates) == 2 and drafts[0].draft == "A dog runs in the park."
     replies = tmp_path / "r.json"
     replies.write_text(json.dumps({"generate": ["A dog.", "A dog runs in the park."], "default": FB}))
-    out = CliRunner().invoke(cli, ["run", "commongen", "dog, run, park", "-m", f"fake:{replies}", "--samples", "2",
-                                   "--max-iters", "0", "--json"])
+    out = CliRunner().invoke(
+        cli,
+        ["run", "commongen", "dog, run, park", "-m", f"fake:{replies}", "--samples", "2", "--max-iters", "0", "--json"],
+    )
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
     assert data["config"]["samples"] == 2 and data["config"]["select"] == "verified"
     assert [c["chosen"] for c in data["iterations"][0]["candidates"]] == [False, True]
-    live = CliRunner().invoke(cli, ["run", "commongen", "dog, run, park", "-m", f"fake:{replies}", "--samples", "2",
-                                    "--max-iters", "0"])
+    live = CliRunner().invoke(
+        cli, ["run", "commongen", "dog, run, park", "-m", f"fake:{replies}", "--samples", "2", "--max-iters", "0"]
+    )
     assert "best of 2 samples" in live.output and "lost" in live.output and "✓ chosen" in live.output
 
 
@@ -150,3 +168,18 @@ def test_preset_best_sets_the_tasks_best_options_and_explicit_ones_win():
     engine = SelfRefine("commongen", FakeBackend(), preset="best", samples=2)
     assert (engine.config.samples, engine.max_iterations, engine.config.verifier_mode) == (2, 1, "hybrid")
     assert SelfRefine("commongen", FakeBackend(), preset="paper").config.samples == 1
+
+
+def test_the_critic_breaks_a_tie_at_the_top_and_its_critique_is_the_steps_feedback():
+    done = json.dumps({"missing_concepts": [], "commonsense": "NONE"})
+    odd = json.dumps({"missing_concepts": [], "commonsense": "A knife cannot be cut."})
+    backend = FakeBackend({"generate": ["The chef cut the knife in the kitchen.", "In the kitchen the chef cut bread with a knife."],
+                           "feedback": [odd, done]})
+    engine = SelfRefine("commongen", backend, samples=2, max_iterations=1, verifier_mode="hybrid")
+    result = engine.run("kitchen, knife, cut")
+    first = result.iterations[0]
+    assert [c.verification.score for c in first.candidates] == [1.0, 1.0]  # the verifier ties them
+    assert [c.chosen for c in first.candidates] == [False, True]  # the critic finds the second done
+    assert result.output == "In the kitchen the chef cut bread with a knife."
+    assert result.stop_reason is StopReason.FEEDBACK  # its critique, reused: done, so no refinement
+    assert [r.role for r in backend.requests] == ["generate", "generate", "feedback", "feedback"]

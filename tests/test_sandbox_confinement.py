@@ -40,12 +40,14 @@ def test_program_cannot_read_files_outside_its_directory(secret, target):
 @needs_landlock
 def test_program_cannot_list_or_write_outside_its_directory(tmp_path):
     grand = f"open({str(tmp_path / 'grand')!r}, 'w')"
-    code = (f"import os, subprocess, sys\n"
-            f"for op in (lambda: os.listdir({str(tmp_path)!r}), lambda: open({str(tmp_path / 'out')!r}, 'w'),\n"
-            f"           lambda: subprocess.run([sys.executable, '-c', {grand!r}],\n"
-            f"                                  check=True)):\n"
-            f"    try:\n        op()\n        print('ALLOWED')\n"
-            f"    except (PermissionError, subprocess.CalledProcessError) as exc:\n        print('denied')\n")
+    code = (
+        f"import os, subprocess, sys\n"
+        f"for op in (lambda: os.listdir({str(tmp_path)!r}), lambda: open({str(tmp_path / 'out')!r}, 'w'),\n"
+        f"           lambda: subprocess.run([sys.executable, '-c', {grand!r}],\n"
+        f"                                  check=True)):\n"
+        f"    try:\n        op()\n        print('ALLOWED')\n"
+        f"    except (PermissionError, subprocess.CalledProcessError) as exc:\n        print('denied')\n"
+    )
     result = run_python(code)
     assert result.ok, result.stderr
     assert result.stdout.split() == ["denied"] * 3
@@ -54,12 +56,14 @@ def test_program_cannot_list_or_write_outside_its_directory(tmp_path):
 
 @needs_landlock
 def test_program_keeps_its_own_directory_the_stdlib_and_subprocesses():
-    code = ("import json, os, subprocess, sys, tempfile\n"
-            "open('scratch.txt', 'w').write('x')\n"
-            "with tempfile.NamedTemporaryFile(dir=None) as fh:\n    fh.write(b'y')\n"
-            "out = subprocess.run([sys.executable, '-c', 'import json; print(json.dumps([2]))'],\n"
-            "                     capture_output=True, text=True).stdout\n"
-            "print(sorted(os.listdir('.')), out.strip())\n")
+    code = (
+        "import json, os, subprocess, sys, tempfile\n"
+        "open('scratch.txt', 'w').write('x')\n"
+        "with tempfile.NamedTemporaryFile(dir=None) as fh:\n    fh.write(b'y')\n"
+        "out = subprocess.run([sys.executable, '-c', 'import json; print(json.dumps([2]))'],\n"
+        "                     capture_output=True, text=True).stdout\n"
+        "print(sorted(os.listdir('.')), out.strip())\n"
+    )
     result = run_python(code)
     assert result.ok, result.stderr
     assert "'scratch.txt'" in result.stdout and "[2]" in result.stdout
@@ -88,12 +92,16 @@ def _alive(marker: str) -> list[int]:
 def test_no_process_outlives_the_run(how):
     marker = f"selfrefine-survivor-{os.getpid()}-{how}-{time.time_ns()}"
     if how == "fork-setsid":
-        code = (f"import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n"
-                f"    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)', {marker!r}])\n"
-                "print('started')\n")
+        code = (
+            f"import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n"
+            f"    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)', {marker!r}])\n"
+            "print('started')\n"
+        )
     else:
-        code = (f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)',"
-                f" {marker!r}], start_new_session=True)\nprint('started')\n")
+        code = (
+            f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)',"
+            f" {marker!r}], start_new_session=True)\nprint('started')\n"
+        )
     result = run_python(code, timeout=10)
     assert result.ok and "started" in result.stdout, result.stderr
     time.sleep(0.5)
@@ -104,10 +112,12 @@ def test_no_process_outlives_the_run(how):
 def test_fork_bomb_is_capped_and_cleaned_up():
     """Fork 500 times: at most MAX_PROCESSES run at once, and none is left afterwards."""
     marker = f"selfrefine-bomb-{os.getpid()}-{time.time_ns()}"
-    code = (f"import os, sys, time\nstarted = 0\nfor _ in range(500):\n    try:\n        pid = os.fork()\n"
-            f"    except OSError:\n        break\n    if pid == 0:\n"
-            f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)', {marker!r}])\n"
-            "    started += 1\nprint('started', started)\n")
+    code = (
+        f"import os, sys, time\nstarted = 0\nfor _ in range(500):\n    try:\n        pid = os.fork()\n"
+        f"    except OSError:\n        break\n    if pid == 0:\n"
+        f"        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(30)', {marker!r}])\n"
+        "    started += 1\nprint('started', started)\n"
+    )
     result = run_python(code, timeout=30)
     assert result.ok, result.stderr
     started = int(result.stdout.split()[-1])

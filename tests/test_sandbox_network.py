@@ -65,7 +65,7 @@ def listener():
 def _assert_nothing_accepted(server: socket.socket) -> None:
     try:
         conn, peer = server.accept()
-    except socket.timeout:
+    except TimeoutError:
         return
     conn.close()
     pytest.fail(f"the sandboxed code connected to 127.0.0.1 (from {peer})")
@@ -81,11 +81,14 @@ def _run(code: str, isolation: Isolation | None):
 
 def test_a_subprocess_grandchild_cannot_connect(mode, listener):
     port = listener.getsockname()[1]
-    out = _run(f"""
+    out = _run(
+        f"""
         import subprocess, sys
         subprocess.run([sys.executable, "-c", {_connect(port)!r}], check=True)
         print("connected")
-    """, mode)
+    """,
+        mode,
+    )
     _assert_nothing_accepted(listener)
     assert not out.ok and "CalledProcessError" in out.error and "connected" not in out.stdout
     assert any(reason in out.stderr for reason in DENIED), out.stderr
@@ -94,11 +97,14 @@ def test_a_subprocess_grandchild_cannot_connect(mode, listener):
 def test_an_os_system_grandchild_cannot_connect(mode, listener):
     port = listener.getsockname()[1]
     command = f'{PY} -c "{_connect(port)}"'
-    out = _run(f"""
+    out = _run(
+        f"""
         import os
         status = os.system({command!r})
         raise SystemExit(f"grandchild exit status {{status}}" if status else 0)
-    """, mode)
+    """,
+        mode,
+    )
     _assert_nothing_accepted(listener)
     assert not out.ok and "grandchild exit status" in out.error
     assert any(reason in out.stderr for reason in DENIED), out.stderr
@@ -106,14 +112,17 @@ def test_an_os_system_grandchild_cannot_connect(mode, listener):
 
 def test_a_forked_and_execed_python_cannot_connect(mode, listener):
     port = listener.getsockname()[1]
-    out = _run(f"""
+    out = _run(
+        f"""
         import os, sys
         pid = os.fork()
         if pid == 0:
             os.execv(sys.executable, [sys.executable, "-c", {_connect(port)!r}])
         _, status = os.waitpid(pid, 0)
         raise SystemExit(f"grandchild exit status {{status}}" if status else 0)
-    """, mode)
+    """,
+        mode,
+    )
     _assert_nothing_accepted(listener)
     assert not out.ok and "grandchild exit status" in out.error
     assert any(reason in out.stderr for reason in DENIED), out.stderr
@@ -122,7 +131,8 @@ def test_a_forked_and_execed_python_cannot_connect(mode, listener):
 def test_a_raw_socket_call_in_the_program_itself_cannot_connect(mode, listener):
     """libc's socket()/connect() through ctypes: past the launcher's Python-level guard."""
     port = listener.getsockname()[1]
-    out = _run(f"""
+    out = _run(
+        f"""
         import ctypes, os, socket, struct
         libc = ctypes.CDLL(None, use_errno=True)
         fd = libc.socket(socket.AF_INET, socket.SOCK_STREAM, 0)
@@ -132,7 +142,9 @@ def test_a_raw_socket_call_in_the_program_itself_cannot_connect(mode, listener):
         if libc.connect(fd, addr, len(addr)) != 0:
             raise SystemExit("connect: " + os.strerror(ctypes.get_errno()))
         print("connected")
-    """, mode)
+    """,
+        mode,
+    )
     _assert_nothing_accepted(listener)
     assert not out.ok and any(reason in out.error for reason in DENIED), out.error
 
@@ -146,10 +158,13 @@ def test_a_unix_socket_is_refused_by_the_filter(filtered, tmp_path):
     server.settimeout(0.5)
     try:
         code = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({str(path)!r})"
-        out = _run(f"""
+        out = _run(
+            f"""
             import subprocess, sys
             subprocess.run([sys.executable, "-c", {code!r}], check=True)
-        """, filtered)
+        """,
+            filtered,
+        )
         _assert_nothing_accepted(server)
         assert not out.ok and "Operation not permitted" in out.stderr
     finally:
@@ -161,11 +176,14 @@ def test_setns_back_into_the_real_network_fails(mode, listener):
     if shutil.which("nsenter") is None:
         pytest.skip("no nsenter here")
     port = listener.getsockname()[1]
-    out = _run(f"""
+    out = _run(
+        f"""
         import subprocess, sys
         subprocess.run(["nsenter", "--net=/proc/{os.getpid()}/ns/net", sys.executable, "-c", {_connect(port)!r}],
                        check=True)
-    """, mode)
+    """,
+        mode,
+    )
     _assert_nothing_accepted(listener)
     assert not out.ok and "CalledProcessError" in out.error
 
@@ -176,7 +194,8 @@ def test_the_callers_open_connection_cannot_be_taken(filtered, listener):
     conn, _ = listener.accept()
     conn.settimeout(0.5)
     try:
-        out = _run(f"""
+        out = _run(
+            f"""
             import ctypes, os
             libc = ctypes.CDLL(None, use_errno=True)
             pidfd = os.pidfd_open(os.getppid())
@@ -184,12 +203,16 @@ def test_the_callers_open_connection_cannot_be_taken(filtered, listener):
             if fd < 0:
                 raise SystemExit("pidfd_getfd: " + os.strerror(ctypes.get_errno()))
             os.write(fd, b"stolen")
-        """, filtered)
+        """,
+            filtered,
+        )
         with pytest.raises(socket.timeout):
             conn.recv(16)
         # with a PID namespace the caller is not even visible (getppid() is 0: pidfd_open fails)
-        assert not out.ok and ("pidfd_getfd: Operation not permitted" in out.error
-                               or (confinement().pid_flags and "Invalid argument" in out.error))
+        assert not out.ok and (
+            "pidfd_getfd: Operation not permitted" in out.error
+            or (confinement().pid_flags and "Invalid argument" in out.error)
+        )
     finally:
         conn.close()
         client.close()

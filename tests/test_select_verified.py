@@ -14,7 +14,6 @@ import pytest
 from click.testing import CliRunner
 from conftest import scored_task
 
-from selfrefine.engine.task import Capabilities
 from selfrefine import ConfigError, FakeBackend, SelfRefine, StopReason, Task
 from selfrefine.cli.commands import cli
 from selfrefine.core.records import (
@@ -25,6 +24,7 @@ from selfrefine.core.records import (
     Verification,
 )
 from selfrefine.engine.selection import select_index
+from selfrefine.engine.task import Capabilities
 from selfrefine.evaluation.datasets import Example
 from selfrefine.evaluation.runner import evaluate, summarize
 
@@ -99,32 +99,42 @@ def test_verified_returns_the_best_verified_draft_not_the_last_or_best_scored():
 
 def test_verified_tie_goes_to_the_higher_feedback_score():
     scores = {"d0": 0.2, "d1": 0.9, "d2": 0.9}
-    result = run(Checked(scores), fake(["score: 1", "score: 8", "score: 5"], ["d1", "d2"]),
-                 max_iterations=2, select="verified")
+    result = run(
+        Checked(scores), fake(["score: 1", "score: 8", "score: 5"], ["d1", "d2"]), max_iterations=2, select="verified"
+    )
     assert result.selected == 1 and result.output == "d1"
 
 
 def test_verified_tie_with_equal_feedback_keeps_the_earlier_draft():
     # a refinement that adds nothing measurable never replaces what it refined
     scores = {"d0": 0.2, "d1": 0.9, "d2": 0.9}
-    result = run(Checked(scores), fake(["score: 1", "score: 5", "score: 5"], ["d1", "d2"]),
-                 max_iterations=2, select="verified")
+    result = run(
+        Checked(scores), fake(["score: 1", "score: 5", "score: 5"], ["d1", "d2"]), max_iterations=2, select="verified"
+    )
     assert result.selected == 1 and result.output == "d1"
 
 
 def test_verified_tie_missing_feedback_score_ranks_lowest():
     scores = {"d0": 0.2, "d1": 0.9, "d2": 0.9}
-    result = run(Checked(scores), fake(["score: 1", "score: 0", "no number here"], ["d1", "d2"]),
-                 max_iterations=2, select="verified")
+    result = run(
+        Checked(scores),
+        fake(["score: 1", "score: 0", "no number here"], ["d1", "d2"]),
+        max_iterations=2,
+        select="verified",
+    )
     assert result.iterations[2].feedback.total is None
     assert result.selected == 1  # a score of 0 beats no score, even for an earlier draft
 
 
 def test_select_index_ranking_rules():
     def it(i, score, total, accepted=True):
-        return Iteration(index=i, draft=f"d{i}", accepted=accepted,
-                         verification=None if score == "none" else Verification(text="", score=score),
-                         feedback=Feedback(text="", total=total))
+        return Iteration(
+            index=i,
+            draft=f"d{i}",
+            accepted=accepted,
+            verification=None if score == "none" else Verification(text="", score=score),
+            feedback=Feedback(text="", total=total),
+        )
 
     assert select_index([it(0, 0.5, 9), it(1, 0.7, 1), it(2, 0.6, 9)], "verified") == 1
     assert select_index([it(0, 0.7, 2), it(1, 0.7, 1)], "verified") == 0
@@ -142,13 +152,31 @@ def test_verified_without_a_verifier_is_a_config_error():
 
 def test_verified_in_the_cli(tmp_path):
     replies = tmp_path / "r.json"
-    replies.write_text(json.dumps({"replies": {
-        "generate": ["A dog runs."],
-        "feedback": [json.dumps({"missing_concepts": ["frisbee"], "commonsense": "NONE"})] * 2,
-        "refine": ["A dog runs and runs."],
-    }}))
-    args = ["run", "commongen", "dog, frisbee, run", "-m", f"fake:{replies}", "--json", "--max-iters", "1",
-            "--select", "verified", "--accept", "not-worse"]
+    replies.write_text(
+        json.dumps(
+            {
+                "replies": {
+                    "generate": ["A dog runs."],
+                    "feedback": [json.dumps({"missing_concepts": ["frisbee"], "commonsense": "NONE"})] * 2,
+                    "refine": ["A dog runs and runs."],
+                }
+            }
+        )
+    )
+    args = [
+        "run",
+        "commongen",
+        "dog, frisbee, run",
+        "-m",
+        f"fake:{replies}",
+        "--json",
+        "--max-iters",
+        "1",
+        "--select",
+        "verified",
+        "--accept",
+        "not-worse",
+    ]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
@@ -201,8 +229,9 @@ def test_every_refine_prompt_extends_the_previous_one_across_a_rejection():
 
 def test_rejection_is_reported_in_a_decision_step():
     task = Checked({"d0": 0.8, "d1": 0.6, "d2": 0.9})
-    got = steps(task, fake(["score: 1", "score: 2"], ["d1", "d2"]), max_iterations=2, accept="not_worse",
-                final_feedback=True)
+    got = steps(
+        task, fake(["score: 1", "score: 2"], ["d1", "d2"]), max_iterations=2, accept="not_worse", final_feedback=True
+    )
     decisions = [s for s in got if isinstance(s, DecisionStep)]
     assert decisions[1].iteration == 1 and not decisions[1].stop
     assert decisions[1].detail.startswith("rejected: verifier score fell 0.80 → 0.60")
@@ -219,16 +248,16 @@ def test_rejected_drafts_are_never_the_output():
     assert result.stop_reason is StopReason.MAX_ITERATIONS
     assert len(backend.prompts("refine")) == 2 and len(backend.prompts("feedback")) == 1
     for policy in ("best", "verified"):
-        again = run(Checked(task.scores), fake(["score: 1"], ["d1", "d2"]), max_iterations=2,
-                    accept="not_worse", select=policy)
+        again = run(
+            Checked(task.scores), fake(["score: 1"], ["d1", "d2"]), max_iterations=2, accept="not_worse", select=policy
+        )
         assert again.output == "d0"
     # without not_worse the last (worse) draft is returned
     assert run(Checked(task.scores), fake(["score: 1"] * 3, ["d1", "d2"]), max_iterations=2).output == "d2"
 
 
 def test_equal_score_is_accepted():
-    result = run(Checked({"d0": 0.5, "d1": 0.5}), fake(["score: 1"] * 2, ["d1"]), max_iterations=1,
-                 accept="not_worse")
+    result = run(Checked({"d0": 0.5, "d1": 0.5}), fake(["score: 1"] * 2, ["d1"]), max_iterations=1, accept="not_worse")
     assert [it.accepted for it in result.iterations] == [True, True] and result.output == "d1"
 
 
@@ -258,8 +287,7 @@ def test_a_greedy_echo_stops_the_run_even_under_not_worse():
 
 
 def test_without_not_worse_an_echo_still_stops_the_run():
-    result = run(Checked({"d0": 0.5}), fake(["score: 1"], ["d0"]), max_iterations=3, select="verified",
-                 temperature=0.7)
+    result = run(Checked({"d0": 0.5}), fake(["score: 1"], ["d0"]), max_iterations=3, select="verified", temperature=0.7)
     assert result.stop_reason is StopReason.NO_CHANGE and result.drafts == ["d0", "d0"]
 
 
@@ -293,8 +321,14 @@ def test_accept_rejects_unknown_values():
 
 def test_verification_once_per_draft_and_reused_by_hybrid_feedback():
     task = Checked({"d0": 0.2, "d1": 0.9, "d2": 0.5})
-    result = run(task, fake(["score: 1"] * 3, ["d1", "d2"]), max_iterations=2, select="verified",
-                 verifier_mode="hybrid", accept="not_worse")
+    result = run(
+        task,
+        fake(["score: 1"] * 3, ["d1", "d2"]),
+        max_iterations=2,
+        select="verified",
+        verifier_mode="hybrid",
+        accept="not_worse",
+    )
     assert task.verified == ["d0", "d1", "d2"]
     for it in result.iterations:
         assert it.feedback.verification == it.verification
@@ -319,8 +353,9 @@ def test_paper_mode_never_verifies():
 
 def test_summary_follows_accepted_drafts_and_counts_rejections():
     task = Checked({"d0": 0.8, "d1": 0.6, "d2": 0.9})
-    engine = SelfRefine(task, fake(["score: 1", "score: 2"], ["d1", "d2"]), max_iterations=2,
-                        accept="not_worse", retry_base_delay=0.0)
+    engine = SelfRefine(
+        task, fake(["score: 1", "score: 2"], ["d1", "d2"]), max_iterations=2, accept="not_worse", retry_base_delay=0.0
+    )
     summary, rows = evaluate(engine, [Example(id="a", input="cats")])
     assert rows[0].metrics == [0.8, 0.6, 0.9]
     assert summary.by_iteration == [0.8, 0.8, 0.9]  # after the rejected refinement: still d0
@@ -329,8 +364,9 @@ def test_summary_follows_accepted_drafts_and_counts_rejections():
 
 def test_summary_final_of_a_verified_run():
     task = Checked({"d0": 0.2, "d1": 0.9, "d2": 0.5})
-    engine = SelfRefine(task, fake(["score: 1"] * 3, ["d1", "d2"]), max_iterations=2, select="verified",
-                        retry_base_delay=0.0)
+    engine = SelfRefine(
+        task, fake(["score: 1"] * 3, ["d1", "d2"]), max_iterations=2, select="verified", retry_base_delay=0.0
+    )
     summary, rows = evaluate(engine, [Example(id="a", input="cats")])
     assert rows[0].result.selected == 1
     assert summary.final == 0.9 and summary.by_iteration == [0.2, 0.9, 0.5]
@@ -353,12 +389,15 @@ def _ranked(task_name, input, good, bad):
 
 def test_commongen_verifier_score_is_coverage():
     assert _ranked("commongen", "dog, frisbee, catch", "The dog catches the frisbee.", "The dog runs.") == (
-        1.0, pytest.approx(1 / 3))
+        1.0,
+        pytest.approx(1 / 3),
+    )
 
 
 def test_gsm8k_verifier_score_is_one_when_solution_returns_a_number():
-    hi, lo = _ranked("gsm8k", "How much is 2 + 2?", "def solution():\n    return 2 + 2",
-                     "def solution():\n    return 1 / 0")
+    hi, lo = _ranked(
+        "gsm8k", "How much is 2 + 2?", "def solution():\n    return 2 + 2", "def solution():\n    return 1 / 0"
+    )
     assert (hi, lo) == (1.0, 0.0)
     from selfrefine import get_task
 
@@ -374,7 +413,9 @@ def test_sentiment_verifier_score_is_oriented_vader():
 
 def test_acronym_verifier_score_is_share_of_checks():
     assert _ranked("acronym", "Scalable Tree Boosting for Accurate Ranking", "STAR", "XQZ") == (
-        1.0, pytest.approx(1 / 3, abs=1e-4))
+        1.0,
+        pytest.approx(1 / 3, abs=1e-4),
+    )
 
 
 def test_readability_verifier_combines_the_static_numbers():

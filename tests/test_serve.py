@@ -139,8 +139,9 @@ def start_server(settings: ServeSettings) -> Served:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))  # a free port, held until uvicorn listens on it
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning",
-                            timeout_graceful_shutdown=3)
+    config = uvicorn.Config(
+        create_app(settings), host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=3
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -184,8 +185,9 @@ def error_of(exc: openai.APIStatusError) -> dict[str, Any]:
 
 def test_models_lists_every_task_and_a_loaded_task_file(serve):
     haiku = get_task(str(ROOT / "examples" / "haiku.yaml"))
-    backend = FakeBackend(default=lambda r: "Rain on the roof\nleaves fall\nquiet" if r.role != "feedback"
-                          else "Vivid.\nScore: 9/10")
+    backend = FakeBackend(
+        default=lambda r: "Rain on the roof\nleaves fall\nquiet" if r.role != "feedback" else "Vivid.\nScore: 9/10"
+    )
     served = serve(backend, extra_tasks=[haiku])
     client = served.client()
 
@@ -219,10 +221,16 @@ def test_completion_returns_output_usage_and_trajectory(serve):
     assert reply.usage.total_tokens == prompt_tokens + completion_tokens
     # the trajectory: drafts, feedback on each, decisions in order, why it stopped
     trace = reply.selfrefine
-    assert [it["draft"] for it in trace["iterations"]] == ["Here dog and ball meet.", "Here dog and ball and park meet."]
+    assert [it["draft"] for it in trace["iterations"]] == [
+        "Here dog and ball meet.",
+        "Here dog and ball and park meet.",
+    ]
     assert trace["iterations"][0]["feedback"]["fields"]["missing_concepts"] == ["park"]
     assert trace["iterations"][1]["feedback"]["done"] is True
-    assert [(d["iteration"], d["stop"], d["reason"]) for d in trace["decisions"]] == [(0, False, None), (1, True, "feedback")]
+    assert [(d["iteration"], d["stop"], d["reason"]) for d in trace["decisions"]] == [
+        (0, False, None),
+        (1, True, "feedback"),
+    ]
     assert trace["stop_reason"] == "feedback" and trace["selected"] == 1
     assert trace["usage"]["calls"] == len(fake.requests) == 4
     assert trace["output"] == reply.choices[0].message.content
@@ -236,7 +244,9 @@ def test_extra_body_options_take_effect(serve):
     def run(**options: Any) -> Any:
         served.fake.requests.clear()
         served.fake.default.refinements = itertools.count(1)
-        return client.chat.completions.create(model=COMMONGEN, messages=user(concepts), extra_body={"selfrefine": options})
+        return client.chat.completions.create(
+            model=COMMONGEN, messages=user(concepts), extra_body={"selfrefine": options}
+        )
 
     last = run(max_iterations=2)  # every refinement is worse, and the critic never says done
     drafts = [it["draft"] for it in last.selfrefine["iterations"]]
@@ -258,8 +268,10 @@ def test_extra_body_options_take_effect(serve):
 def test_final_feedback_option_asks_for_the_last_critique(serve):
     served = serve(writer(worsening=True))
     client = served.client()
-    for final, roles in [(None, ["generate", "feedback", "refine"]),
-                         (True, ["generate", "feedback", "refine", "feedback"])]:
+    for final, roles in [
+        (None, ["generate", "feedback", "refine"]),
+        (True, ["generate", "feedback", "refine", "feedback"]),
+    ]:
         served.fake.requests.clear()
         options = {"max_iterations": 1, **({"final_feedback": final} if final else {})}
         client.chat.completions.create(model=COMMONGEN, messages=user("a1, b2, c3"), extra_body={"selfrefine": options})
@@ -268,8 +280,9 @@ def test_final_feedback_option_asks_for_the_last_critique(serve):
 
 def test_sampling_fields_reach_the_backend(serve):
     served = serve()
-    served.client().chat.completions.create(model=COMMONGEN, messages=user("dog, ball, park"),
-                                            temperature=0.25, seed=1234, max_tokens=77)
+    served.client().chat.completions.create(
+        model=COMMONGEN, messages=user("dog, ball, park"), temperature=0.25, seed=1234, max_tokens=77
+    )
     requests = served.fake.requests
     assert len(requests) == 4
     assert {(r.temperature, r.seed, r.max_tokens) for r in requests} == {(0.25, 1234, 77)}
@@ -280,13 +293,16 @@ def test_unknown_or_invalid_option_is_400(serve):
     client = served.client()
     for options, where in (({"max_iterations": 1, "bogus": 1}, "bogus"), ({"select": "worst"}, "select")):
         with pytest.raises(openai.BadRequestError) as caught:
-            client.chat.completions.create(model=COMMONGEN, messages=user("dog, ball"), extra_body={"selfrefine": options})
+            client.chat.completions.create(
+                model=COMMONGEN, messages=user("dog, ball"), extra_body={"selfrefine": options}
+            )
         assert caught.value.status_code == 400
         assert where in error_of(caught.value)["message"]
     # an option the task cannot honour (chat has no verifier) is refused too, before any call
     with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(model="selfrefine/chat", messages=user("hi"),
-                                       extra_body={"selfrefine": {"select": "verified"}})
+        client.chat.completions.create(
+            model="selfrefine/chat", messages=user("hi"), extra_body={"selfrefine": {"select": "verified"}}
+        )
     assert error_of(caught.value)["type"] == "invalid_request_error"
     assert served.fake.requests == []
 
@@ -298,8 +314,9 @@ def test_unknown_or_invalid_option_is_400(serve):
 def test_stream_sends_reasoning_then_content(serve, include_usage):
     served = serve()
     options = {"stream_options": {"include_usage": True}} if include_usage else {}
-    stream = served.client().chat.completions.create(model=COMMONGEN, messages=user("dog, ball, park"),
-                                                     stream=True, **options)
+    stream = served.client().chat.completions.create(
+        model=COMMONGEN, messages=user("dog, ball, park"), stream=True, **options
+    )
     chunks = list(stream)
 
     with_choice = [c for c in chunks if c.choices]
@@ -319,8 +336,11 @@ def test_stream_sends_reasoning_then_content(serve, include_usage):
     usage = [c for c in chunks if c.usage is not None]
     if include_usage:
         assert usage == [chunks[-1]] and chunks[-1].choices == []
-        assert chunks[-1].usage.total_tokens == finish[0].selfrefine["usage"]["prompt_tokens"] + \
-            finish[0].selfrefine["usage"]["completion_tokens"] > 0
+        assert (
+            chunks[-1].usage.total_tokens
+            == finish[0].selfrefine["usage"]["prompt_tokens"] + finish[0].selfrefine["usage"]["completion_tokens"]
+            > 0
+        )
     else:
         assert usage == []
 
@@ -382,8 +402,9 @@ def test_request_errors_are_openai_json(serve):
         assert caught.value.status_code == 400
         assert error_of(caught.value)["code"] == code, (model, messages)
 
-    not_json = httpx2.post(f"{served.url}/v1/chat/completions", content=b"{not json",
-                           headers={"content-type": "application/json"})
+    not_json = httpx2.post(
+        f"{served.url}/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert not_json.status_code == 400 and set(not_json.json()) == {"error"}
     assert served.fake.requests == []
 
@@ -398,8 +419,9 @@ def test_input_over_the_task_limit_is_400_before_any_call(serve):
     assert served.fake.requests == []
     # at the limit it runs
     at_limit = too_long[:limit].rstrip(", ")
-    reply = served.client().chat.completions.create(model=COMMONGEN, messages=user(at_limit),
-                                                    extra_body={"selfrefine": {"max_iterations": 0}})
+    reply = served.client().chat.completions.create(
+        model=COMMONGEN, messages=user(at_limit), extra_body={"selfrefine": {"max_iterations": 0}}
+    )
     assert reply.choices[0].message.content
 
 
@@ -422,8 +444,10 @@ def test_api_key_is_required_except_on_health(serve):
 def _raw_chunked_post(port: int, path: str, chunks: list[bytes]) -> bytes:
     """POST a chunked body (no Content-Length) over a plain socket; the reply's bytes."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                     "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode())
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n".encode()
+        )
         try:
             for chunk in chunks:
                 sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
@@ -449,7 +473,7 @@ def test_oversized_body_is_413(serve):
     def body() -> Iterator[bytes]:  # httpx sends a generator chunked, without Content-Length
         payload = json.dumps({"model": COMMONGEN, "messages": user(big)}).encode()
         for i in range(0, len(payload), 1_000):
-            yield payload[i:i + 1_000]
+            yield payload[i : i + 1_000]
 
     chunked = httpx2.post(f"{served.url}/v1/chat/completions", content=body())
     assert chunked.status_code == 413 and chunked.json()["error"]["code"] == "request_too_large"
@@ -459,8 +483,9 @@ def test_oversized_body_is_413(serve):
     assert raw.startswith(b"HTTP/1.1 413"), raw[:200]
     assert b'"request_too_large"' in raw
 
-    small = _raw_chunked_post(port, "/v1/refine", [b'{"task": "commongen", ', b'"input": "dog, ball", ',
-                                                   b'"options": {"max_iterations": 0}}'])
+    small = _raw_chunked_post(
+        port, "/v1/refine", [b'{"task": "commongen", ', b'"input": "dog, ball", ', b'"options": {"max_iterations": 0}}']
+    )
     assert small.startswith(b"HTTP/1.1 200"), small[:300]  # a chunked body under the limit is read whole
     assert served.fake.prompts("generate") == [served.fake.requests[0].prompt]
 
@@ -471,8 +496,9 @@ def test_full_queue_is_429_with_retry_after(serve):
     results: dict[str, Any] = {}
 
     def ask(name: str, concepts: str) -> None:
-        results[name] = client.chat.completions.create(model=COMMONGEN, messages=user(concepts),
-                                                       extra_body={"selfrefine": {"max_iterations": 0}})
+        results[name] = client.chat.completions.create(
+            model=COMMONGEN, messages=user(concepts), extra_body={"selfrefine": {"max_iterations": 0}}
+        )
 
     first = threading.Thread(target=ask, args=("first", "dog, ball"))
     first.start()
@@ -498,7 +524,8 @@ def test_request_budgets_are_capped_by_the_server(serve):
     served = serve(writer(worsening=True), caps=Caps(max_iterations=1, max_total_tokens=100_000, max_seconds=30))
     client = served.client()
     asked = client.chat.completions.create(
-        model=COMMONGEN, messages=user("a1, b2, c3, d4"),
+        model=COMMONGEN,
+        messages=user("a1, b2, c3, d4"),
         extra_body={"selfrefine": {"max_iterations": 5, "max_total_tokens": 10**9, "max_seconds": 3600}},
     )
     config = asked.selfrefine["config"]
@@ -508,13 +535,15 @@ def test_request_budgets_are_capped_by_the_server(serve):
     unset = client.chat.completions.create(model=COMMONGEN, messages=user("a1, b2, c3, d4"))
     assert unset.selfrefine["config"]["max_iterations"] == 1  # the cap is also the default
 
-    lower = client.chat.completions.create(model=COMMONGEN, messages=user("a1, b2, c3, d4"),
-                                           extra_body={"selfrefine": {"max_iterations": 0}})
+    lower = client.chat.completions.create(
+        model=COMMONGEN, messages=user("a1, b2, c3, d4"), extra_body={"selfrefine": {"max_iterations": 0}}
+    )
     assert len(lower.selfrefine["iterations"]) == 1  # a request may ask for less
 
     tight = serve(writer(worsening=True), caps=Caps(max_total_tokens=300))
-    spent = tight.client().chat.completions.create(model=COMMONGEN, messages=user("a1, b2, c3, d4"),
-                                                   extra_body={"selfrefine": {"max_total_tokens": 10**9}})
+    spent = tight.client().chat.completions.create(
+        model=COMMONGEN, messages=user("a1, b2, c3, d4"), extra_body={"selfrefine": {"max_total_tokens": 10**9}}
+    )
     assert spent.selfrefine["stop_reason"] == "token_budget"
     assert spent.selfrefine["config"]["max_total_tokens"] == 300
 
@@ -551,10 +580,12 @@ def test_fifty_concurrent_requests_get_their_own_answers(serve):
 
     async def main() -> list[Any]:
         async with served.async_client(timeout=60) as client:
-            return await asyncio.gather(*[
-                client.chat.completions.create(model=COMMONGEN, messages=user(f"x{i}, y{i}, z{i}"))
-                for i in range(50)
-            ])
+            return await asyncio.gather(
+                *[
+                    client.chat.completions.create(model=COMMONGEN, messages=user(f"x{i}, y{i}, z{i}"))
+                    for i in range(50)
+                ]
+            )
 
     replies = asyncio.run(main())
     assert [r.choices[0].message.content for r in replies] == [f"Here x{i} and y{i} and z{i} meet." for i in range(50)]
@@ -575,8 +606,12 @@ def _assert_run_stopped(served: Served, roles: list[str]) -> None:
 
 def test_closing_a_stream_cancels_its_calls(serve):
     served = serve(writer(latency=1.0, worsening=True))  # 11 calls, about 11 s, if left running
-    stream = served.client().chat.completions.create(model=COMMONGEN, messages=user("a1, b2, c3, d4, e5, f6, g7"),
-                                                     stream=True, extra_body={"selfrefine": {"max_iterations": 5}})
+    stream = served.client().chat.completions.create(
+        model=COMMONGEN,
+        messages=user("a1, b2, c3, d4, e5, f6, g7"),
+        stream=True,
+        extra_body={"selfrefine": {"max_iterations": 5}},
+    )
     for chunk in stream:
         if chunk.choices and getattr(chunk.choices[0].delta, "reasoning_content", None):
             assert "Draft 0" in chunk.choices[0].delta.reasoning_content
@@ -590,8 +625,11 @@ def test_client_timeout_cancels_a_plain_run(serve):
     served = serve(writer(latency=1.0, worsening=True))
     client = served.client(timeout=1.5)
     with pytest.raises(openai.APITimeoutError):
-        client.chat.completions.create(model=COMMONGEN, messages=user("a1, b2, c3, d4, e5, f6, g7"),
-                                       extra_body={"selfrefine": {"max_iterations": 5}})
+        client.chat.completions.create(
+            model=COMMONGEN,
+            messages=user("a1, b2, c3, d4, e5, f6, g7"),
+            extra_body={"selfrefine": {"max_iterations": 5}},
+        )
     _assert_run_stopped(served, ["generate", "feedback"])
 
 
@@ -600,8 +638,10 @@ def test_client_timeout_cancels_a_plain_run(serve):
 
 def test_refine_returns_the_run_result(serve):
     served = serve()
-    reply = httpx2.post(f"{served.url}/v1/refine",
-                        json={"task": "commongen", "input": "dog, ball, park", "options": {"max_iterations": 2}})
+    reply = httpx2.post(
+        f"{served.url}/v1/refine",
+        json={"task": "commongen", "input": "dog, ball, park", "options": {"max_iterations": 2}},
+    )
     assert reply.status_code == 200
     result = RunResult.model_validate(reply.json())
     assert result.output == "Here dog and ball and park meet."
@@ -619,8 +659,9 @@ def test_refine_streams_typed_steps(serve):
     served = serve(writer(latency=0.2))
     events: list[tuple[float, str]] = []
     start = time.monotonic()
-    with httpx2.stream("POST", f"{served.url}/v1/refine",
-                       json={"task": "commongen", "input": "dog, ball, park", "stream": True}) as response:
+    with httpx2.stream(
+        "POST", f"{served.url}/v1/refine", json={"task": "commongen", "input": "dog, ball, park", "stream": True}
+    ) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
@@ -660,15 +701,28 @@ def test_serve_command_answers_the_sdk():
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    command = [str(Path(sys.executable).with_name("selfrefine")), "serve", "--model", "fake", "-o", "reply=All good.",
-               "--port", str(port), "--api-key", "k", "--log-level", "warning"]
+    command = [
+        str(Path(sys.executable).with_name("selfrefine")),
+        "serve",
+        "--model",
+        "fake",
+        "-o",
+        "reply=All good.",
+        "--port",
+        str(port),
+        "--api-key",
+        "k",
+        "--log-level",
+        "warning",
+    ]
     env = {**os.environ, "SELFREFINE_API_KEY": ""}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_until_serving(proc, port)
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0)
-        reply = client.chat.completions.create(model="selfrefine/chat", messages=user("hello"),
-                                               extra_body={"selfrefine": {"max_iterations": 1}})
+        reply = client.chat.completions.create(
+            model="selfrefine/chat", messages=user("hello"), extra_body={"selfrefine": {"max_iterations": 1}}
+        )
         assert reply.choices[0].message.content == "All good."
         assert reply.usage.total_tokens > 0
     finally:
@@ -689,7 +743,9 @@ def test_embedded_model_end_to_end(serve):
     require_embedded()
     served = serve(get_backend("embedded", n_ctx=2048))
     reply = served.client(timeout=600).chat.completions.create(
-        model=COMMONGEN, messages=user("dog, frisbee, catch"), max_tokens=40,
+        model=COMMONGEN,
+        messages=user("dog, frisbee, catch"),
+        max_tokens=40,
         extra_body={"selfrefine": {"max_iterations": 1}},
     )
     assert reply.choices[0].message.content.strip()

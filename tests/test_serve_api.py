@@ -38,8 +38,7 @@ def _free_port() -> int:
 def test_malformed_json_body_says_what_is_wrong_not_an_offset(serve):
     served = serve()
     body = b'{"model": "selfrefine/commongen",\n "messages": [}'
-    reply = httpx2.post(f"{served.url}/v1/chat/completions", content=body,
-                        headers={"content-type": "application/json"})
+    reply = httpx2.post(f"{served.url}/v1/chat/completions", content=body, headers={"content-type": "application/json"})
     assert reply.status_code == 400
     error = reply.json()["error"]
     assert error["param"] is None  # was "48": a character offset, no parameter at all
@@ -83,8 +82,9 @@ def test_serve_on_a_busy_port_fails_with_one_line_and_no_banner():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = CliRunner().invoke(cli, ["serve", "--model", "fake", "--port", str(port)],
-                                    env={"SELFREFINE_API_KEY": None})
+        result = CliRunner().invoke(
+            cli, ["serve", "--model", "fake", "--port", str(port)], env={"SELFREFINE_API_KEY": None}
+        )
     assert result.exit_code != 0
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert len(lines) == 1, result.output  # was: the "serve: http://…" banner, then uvicorn's log
@@ -134,8 +134,11 @@ def test_the_request_chooses_where_the_trace_goes(serve, stream):
         if stream:
             content, reasoning = _stream(client, extra_body=body)
         else:
-            message = client.chat.completions.create(model=COMMONGEN, messages=user("dog, ball, park"),
-                                                     extra_body=body).choices[0].message
+            message = (
+                client.chat.completions.create(model=COMMONGEN, messages=user("dog, ball, park"), extra_body=body)
+                .choices[0]
+                .message
+            )
             content, reasoning = message.content, getattr(message, "reasoning_content", None) or ""
         if where == "reasoning_content":  # a plain reply carries it too, not only in 'selfrefine'
             _assert_trace(reasoning)
@@ -149,7 +152,9 @@ def test_the_request_chooses_where_the_trace_goes(serve, stream):
 def test_an_unknown_reasoning_format_is_400_naming_the_valid_ones(serve):
     client = serve().client()
     with pytest.raises(openai.BadRequestError) as caught:
-        client.chat.completions.create(model=COMMONGEN, messages=user("dog"), extra_body={"reasoning_format": "deepseek"})
+        client.chat.completions.create(
+            model=COMMONGEN, messages=user("dog"), extra_body={"reasoning_format": "deepseek"}
+        )
     message = error_of(caught.value)["message"]
     assert "reasoning_format" in message and "'think'" in message and "'none'" in message, message
 
@@ -167,9 +172,22 @@ def selfrefine_serve(tmp_path: Path) -> Iterator[str]:
     """A real ``selfrefine serve --reasoning-format think`` child on the fake model (a
     writer whose critic never parses, so the trace holds a draft, a critique, a refinement)."""
     port = _free_port()
-    command = [str(Path(sys.executable).with_name("selfrefine")), "serve", "--model", "fake", "-o",
-               "reply=A dog catches a ball in the park.", "--port", str(port), "--max-iters", "1",
-               "--reasoning-format", "think", "--log-level", "warning"]
+    command = [
+        str(Path(sys.executable).with_name("selfrefine")),
+        "serve",
+        "--model",
+        "fake",
+        "-o",
+        "reply=A dog catches a ball in the park.",
+        "--port",
+        str(port),
+        "--max-iters",
+        "1",
+        "--reasoning-format",
+        "think",
+        "--log-level",
+        "warning",
+    ]
     env = {**os.environ, "SELFREFINE_API_KEY": ""}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -185,8 +203,10 @@ def test_llm_shows_the_refinement_with_think(selfrefine_serve, tmp_path):
     home = tmp_path / "llm"
     home.mkdir()
     (home / "extra-openai-models.yaml").write_text(
-        f"- model_id: selfrefine-chat\n  model_name: selfrefine/chat\n  api_base: \"{selfrefine_serve}\"\n"
-        "  can_stream: true\n", encoding="utf-8")
+        f'- model_id: selfrefine-chat\n  model_name: selfrefine/chat\n  api_base: "{selfrefine_serve}"\n'
+        "  can_stream: true\n",
+        encoding="utf-8",
+    )
     env = {**os.environ, "LLM_USER_PATH": str(home), "OPENAI_API_KEY": ""}
     llm = str(Path(sys.executable).with_name("llm"))
 
@@ -240,8 +260,9 @@ def _chooser(serve, upstream, allowed=("selfrefine/beta",)):
     def make(name: str):
         return get_backend(f"openai:{name}", base_url=f"{upstream.url}/v1", api_key="upstream-key")
 
-    return serve(make("selfrefine/alpha"), api_key="client-key",
-                 upstream=Upstream(("selfrefine/alpha", *allowed), make))
+    return serve(
+        make("selfrefine/alpha"), api_key="client-key", upstream=Upstream(("selfrefine/alpha", *allowed), make)
+    )
 
 
 def test_a_request_chooses_the_upstream_model(serve, upstream):
@@ -254,12 +275,16 @@ def test_a_request_chooses_the_upstream_model(serve, upstream):
     assert chosen.choices[0].message.content == "answered by beta"
     assert chosen.model == "selfrefine/chat@selfrefine/beta"
     by_body = client.chat.completions.create(
-        model="selfrefine/chat", messages=user("hello"),
-        extra_body={"selfrefine": {"max_iterations": 0, "model": "selfrefine/beta"}})
+        model="selfrefine/chat",
+        messages=user("hello"),
+        extra_body={"selfrefine": {"max_iterations": 0, "model": "selfrefine/beta"}},
+    )
     assert by_body.choices[0].message.content == "answered by beta"
-    native = httpx2.post(f"{served.url}/v1/refine", headers={"Authorization": "Bearer client-key"},
-                         json={"task": "chat", "input": "User: hello", "options": {"max_iterations": 0,
-                                                                                  "model": "selfrefine/beta"}})
+    native = httpx2.post(
+        f"{served.url}/v1/refine",
+        headers={"Authorization": "Bearer client-key"},
+        json={"task": "chat", "input": "User: hello", "options": {"max_iterations": 0, "model": "selfrefine/beta"}},
+    )
     assert native.json()["output"] == "answered by beta"
     ids = [m.id for m in client.models.list().data]  # /v1/models says how
     assert "selfrefine/commongen@selfrefine/beta" in ids and "selfrefine/chat" in ids
@@ -269,8 +294,10 @@ def test_an_upstream_model_not_allowed_is_400_before_any_call(serve, upstream):
     served = _chooser(serve, upstream)
     client = served.client()
     before = len(upstream.fake.requests)
-    for ask in ({"model": "selfrefine/chat@selfrefine/gamma"},
-                {"model": "selfrefine/chat", "extra_body": {"selfrefine": {"model": "gpt-4o"}}}):
+    for ask in (
+        {"model": "selfrefine/chat@selfrefine/gamma"},
+        {"model": "selfrefine/chat", "extra_body": {"selfrefine": {"model": "gpt-4o"}}},
+    ):
         with pytest.raises(openai.BadRequestError) as caught:
             client.chat.completions.create(messages=user("hello"), **ask)
         error = error_of(caught.value)
@@ -290,8 +317,11 @@ def test_a_server_without_an_upstream_refuses_a_chosen_model(serve):
 
 
 def test_upstream_model_needs_an_openai_compatible_model():
-    result = CliRunner().invoke(cli, ["serve", "--model", "fake", "--upstream-model", "gpt-4o",
-                                      "--port", str(_free_port())], env={"SELFREFINE_API_KEY": None})
+    result = CliRunner().invoke(
+        cli,
+        ["serve", "--model", "fake", "--upstream-model", "gpt-4o", "--port", str(_free_port())],
+        env={"SELFREFINE_API_KEY": None},
+    )
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert result.exit_code != 0 and len(lines) == 1 and lines[0].startswith("Error:"), result.output
     assert "--upstream-model needs --model openai:NAME" in lines[0]

@@ -48,8 +48,11 @@ def thief(path: Path) -> FakeBackend:
 
 
 def ask(client: openai.OpenAI, model: str):
-    return client.chat.completions.create(model=model, messages=[{"role": "user", "content": "How many?"}],
-                                          extra_body={"selfrefine": {"max_iterations": 1}})
+    return client.chat.completions.create(
+        model=model,
+        messages=[{"role": "user", "content": "How many?"}],
+        extra_body={"selfrefine": {"max_iterations": 1}},
+    )
 
 
 def test_code_tasks_are_off_by_default(tmp_path):

@@ -72,13 +72,15 @@ def serve() -> Iterator[Callable[..., Served]]:
 
     def start(backend: Backend | None = None, client_timeout: float = 30.0, **settings: Any) -> Served:
         settings.setdefault("tracing", Tracing.off())
-        settings = ServeSettings(backends=Backends(model=backend or writer()), client_timeout=client_timeout,
-                                 **settings)
+        settings = ServeSettings(
+            backends=Backends(model=backend or writer()), client_timeout=client_timeout, **settings
+        )
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-        config = server_config(create_app(settings), host="127.0.0.1", port=port, log_level="warning",
-                               client_timeout=client_timeout)
+        config = server_config(
+            create_app(settings), host="127.0.0.1", port=port, log_level="warning", client_timeout=client_timeout
+        )
         config.timeout_graceful_shutdown = 3
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -108,8 +110,9 @@ def raw(port: int, data: bytes, rcvbuf: int | None = None) -> socket.socket:
 
 
 def post(path: str, body: bytes, host: str = "127.0.0.1") -> bytes:
-    head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n")
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
     return head.encode() + body
 
 
@@ -166,29 +169,38 @@ def test_serve_host_and_allowed_host_options():
 
 # -- item 6: invalid text at the edge ---------------------------------------------------------
 
-SURROGATE_CHAT = (b'{"model": "selfrefine/commongen", "messages": '
-                  b'[{"role": "user", "content": "dog \\ud800 frisbee"}]}')
+SURROGATE_CHAT = b'{"model": "selfrefine/commongen", "messages": [{"role": "user", "content": "dog \\ud800 frisbee"}]}'
 
 
 def test_lone_surrogate_is_400_before_any_call(serve):
     served = serve()
-    reply = httpx2.post(f"{served.url}/v1/chat/completions", content=SURROGATE_CHAT,
-                        headers={"Content-Type": "application/json"})
+    reply = httpx2.post(
+        f"{served.url}/v1/chat/completions", content=SURROGATE_CHAT, headers={"Content-Type": "application/json"}
+    )
     assert reply.status_code == 400, reply.text
     error = reply.json()["error"]
     assert error["param"] == "messages.0.content" and "surrogate" in error["message"], error
 
-    refine = httpx2.post(f"{served.url}/v1/refine", content=b'{"task": "commongen", "input": "a \\udfff b"}',
-                         headers={"Content-Type": "application/json"})
+    refine = httpx2.post(
+        f"{served.url}/v1/refine",
+        content=b'{"task": "commongen", "input": "a \\udfff b"}',
+        headers={"Content-Type": "application/json"},
+    )
     assert refine.status_code == 400 and refine.json()["error"]["param"] == "input"
     # a proper pair (an emoji) is fine
-    ok = httpx2.post(f"{served.url}/v1/refine", content=b'{"task": "commongen", "input": "dog \\ud83d\\ude00, ball"}',
-                     headers={"Content-Type": "application/json"})
+    ok = httpx2.post(
+        f"{served.url}/v1/refine",
+        content=b'{"task": "commongen", "input": "dog \\ud83d\\ude00, ball"}',
+        headers={"Content-Type": "application/json"},
+    )
     assert ok.status_code == 200, ok.text
     assert [r.role for r in served.fake.requests][0] == "generate" and len(served.fake.requests) >= 2
     served.fake.requests.clear()
-    bad_bytes = httpx2.post(f"{served.url}/v1/refine", content=b'{"task": "commongen", "input": "dog \xff ball"}',
-                            headers={"Content-Type": "application/json"})
+    bad_bytes = httpx2.post(
+        f"{served.url}/v1/refine",
+        content=b'{"task": "commongen", "input": "dog \xff ball"}',
+        headers={"Content-Type": "application/json"},
+    )
     assert bad_bytes.status_code == 400 and "UTF-8" in bad_bytes.json()["error"]["message"]
     assert served.fake.requests == []
 
@@ -204,7 +216,7 @@ def test_non_utf8_stdin_is_a_one_line_error():
     arg = subprocess.run([*cmd[:5], b"dog \xff frisbee", *cmd[5:]], capture_output=True, timeout=60)
     lines = [ln for ln in arg.stderr.decode().splitlines() if ln.strip()]
     assert arg.returncode != 0 and len(lines) == 1 and "INPUT is not UTF-8" in lines[0], arg.stderr.decode()
-    good = subprocess.run(cmd, input="dog, frisbee".encode(), capture_output=True, timeout=60)
+    good = subprocess.run(cmd, input=b"dog, frisbee", capture_output=True, timeout=60)
     assert good.returncode == 0, good.stderr.decode()
 
 
@@ -220,9 +232,20 @@ def test_tools_unknown_roles_and_images_are_400(serve):
         ({"messages": user("dog, ball"), "tools": [tool]}, "tools"),
         ({"messages": [*user("dog, ball"), {"role": "tool", "content": "x", "tool_call_id": "1"}]}, "messages.1.role"),
         ({"messages": [{"role": "wizard", "content": "dog, ball"}]}, "messages.0.role"),
-        ({"messages": [{"role": "user", "content": [
-            {"type": "text", "text": "dog, ball"},
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}, "messages.0.content.1.type"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "dog, ball"},
+                            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                        ],
+                    }
+                ]
+            },
+            "messages.0.content.1.type",
+        ),
     ]
     for fields, param in cases:
         with pytest.raises(openai.BadRequestError) as caught:
@@ -231,7 +254,9 @@ def test_tools_unknown_roles_and_images_are_400(serve):
         assert error["param"] == param and "not supported" in error["message"], (param, error)
     assert served.fake.requests == []
     # tools the client says not to use change nothing
-    reply = client.chat.completions.create(model=COMMONGEN, messages=user("dog, ball"), tools=[tool], tool_choice="none")
+    reply = client.chat.completions.create(
+        model=COMMONGEN, messages=user("dog, ball"), tools=[tool], tool_choice="none"
+    )
     assert reply.choices[0].message.content == "Here dog and ball meet."
 
 
@@ -240,14 +265,17 @@ def test_tools_unknown_roles_and_images_are_400(serve):
 
 def test_request_options_are_capped_by_default(serve):
     served = serve()
-    reply = httpx2.post(f"{served.url}/v1/refine", json={
-        "task": "commongen", "input": "dog, ball", "options": {"max_iterations": 10**9, "max_tokens": 10**9}})
+    reply = httpx2.post(
+        f"{served.url}/v1/refine",
+        json={"task": "commongen", "input": "dog, ball", "options": {"max_iterations": 10**9, "max_tokens": 10**9}},
+    )
     assert reply.status_code == 200, reply.text
     config = reply.json()["config"]
     assert config["max_iterations"] == 10  # the documented default limits
     assert config["max_tokens"] == 8192
-    hot = httpx2.post(f"{served.url}/v1/refine", json={
-        "task": "commongen", "input": "dog, ball", "options": {"temperature": 1e308}})
+    hot = httpx2.post(
+        f"{served.url}/v1/refine", json={"task": "commongen", "input": "dog, ball", "options": {"temperature": 1e308}}
+    )
     assert hot.status_code == 400 and "temperature" in hot.json()["error"]["message"]
     with pytest.raises(openai.BadRequestError):
         served.client().chat.completions.create(model=COMMONGEN, messages=user("a, b"), temperature=1e308)
@@ -279,8 +307,11 @@ def test_slow_and_idle_connections_are_dropped(serve):
 def test_a_gone_client_gives_its_queue_place_back(serve):
     served = serve(writer(latency=1.0, worsening=True), max_concurrency=1, max_queue=1)
     client = served.client()
-    first = threading.Thread(target=lambda: client.chat.completions.create(
-        model=COMMONGEN, messages=user("a1, b2, c3, d4"), extra_body={"selfrefine": {"max_iterations": 2}}))
+    first = threading.Thread(
+        target=lambda: client.chat.completions.create(
+            model=COMMONGEN, messages=user("a1, b2, c3, d4"), extra_body={"selfrefine": {"max_iterations": 2}}
+        )
+    )
     first.start()
     served.wait_health(lambda h: h["running"] == 1)
     with pytest.raises(openai.APITimeoutError):
@@ -308,20 +339,21 @@ def big_writer(size: int = 1_000_000) -> FakeBackend:
 
 
 def stalled_stream(port: int) -> socket.socket:
-    body = json.dumps({"model": COMMONGEN, "messages": user("dog, ball"), "stream": True,
-                       "selfrefine": {"max_iterations": 10}}).encode()
+    body = json.dumps(
+        {"model": COMMONGEN, "messages": user("dog, ball"), "stream": True, "selfrefine": {"max_iterations": 10}}
+    ).encode()
     return raw(port, post("/v1/chat/completions", body), rcvbuf=4096)
 
 
 def test_clients_that_stop_reading_do_not_keep_their_slots(serve):
-    served = serve(big_writer(), client_timeout=2.0, max_concurrency=2,
-                   caps=Caps(max_seconds=3.0))
+    served = serve(big_writer(), client_timeout=2.0, max_concurrency=2, caps=Caps(max_seconds=3.0))
     stalled = [stalled_stream(served.port) for _ in range(2)]
     served.wait_health(lambda h: h["running"] == 2)
     # the runs end within their budget, though nobody reads what they wrote
     assert served.wait_health(lambda h: h["running"] == 0 and h["queued"] == 0, timeout=8) < 8
     reply = served.client(timeout=20).chat.completions.create(
-        model=COMMONGEN, messages=user("dog, ball"), extra_body={"selfrefine": {"max_iterations": 0}})
+        model=COMMONGEN, messages=user("dog, ball"), extra_body={"selfrefine": {"max_iterations": 0}}
+    )
     assert reply.choices[0].message.content.startswith("x")
     # and a send that cannot proceed for client_timeout drops the client
     deadline = time.monotonic() + 10

@@ -32,8 +32,9 @@ def spans():
     provider.shutdown()
 
 
-def finished(exporter: InMemorySpanExporter, request_name: str, timeout: float = 5.0,
-             also: tuple[str, ...] = ("selfrefine.run",)) -> list[ReadableSpan]:
+def finished(
+    exporter: InMemorySpanExporter, request_name: str, timeout: float = 5.0, also: tuple[str, ...] = ("selfrefine.run",)
+) -> list[ReadableSpan]:
     """The spans, once the request span and ``also`` have ended: a stream ends the request
     span after its last event, and a streamed run is detached from its socket, so its own
     span may end a moment after the request's."""

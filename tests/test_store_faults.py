@@ -40,8 +40,21 @@ def replies(path: Path) -> Path:
 def eval_args(tmp_path: Path, out: Path, n: int = 3, *cache: str) -> list[str]:
     data = write_data(tmp_path / "d.jsonl", n)
     model = replies(tmp_path / "r.json")
-    return ["eval", "commongen", "--data", str(data), "--out", str(out), "-m", f"fake:{model}",
-            "--max-iters", "1", "--concurrency", "1", *(cache or ("--no-cache",))]
+    return [
+        "eval",
+        "commongen",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "-m",
+        f"fake:{model}",
+        "--max-iters",
+        "1",
+        "--concurrency",
+        "1",
+        *(cache or ("--no-cache",)),
+    ]
 
 
 def one_line_error(result: Result, code: int = 1) -> str:
@@ -92,7 +105,7 @@ def test_corrupt_cache_entry_is_dropped_recomputed_and_counted(tmp_path):
     assert first.exit_code == 0, first.output
     with sqlite3.connect(cache) as db:
         entries = db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-        db.execute("UPDATE responses SET response = '{\"text\": 5, \"cut'")
+        db.execute('UPDATE responses SET response = \'{"text": 5, "cut\'')
     second = CliRunner().invoke(cli, eval_args(tmp_path, tmp_path / "two", 3, "--cache", str(cache)))
     assert second.exit_code == 0, second.output
     rows = RunStore(tmp_path / "two").rows()
@@ -140,12 +153,22 @@ def deep(n: int) -> str:
     return "[" * n + "]" * n
 
 
-@pytest.mark.parametrize("name,text", [
-    ("deep.yaml", "name: x\ngenerate: g\nfeedback: f\nrefine: r\nfeedback_schema: {a: " + deep(50_000) + "}\n"),
-    ("deep.json", '{"name": "x", "generate": "g", "feedback": "f", "refine": "r", "feedback_schema": {"a": '
-     + deep(50_000) + "}}"),
-    ("deep2.yaml", "name: x\ngenerate: g\nfeedback: f\nrefine: r\nfeedback_schema: " + "{a: " * 500 + "1" + "}" * 500),
-])
+@pytest.mark.parametrize(
+    "name,text",
+    [
+        ("deep.yaml", "name: x\ngenerate: g\nfeedback: f\nrefine: r\nfeedback_schema: {a: " + deep(50_000) + "}\n"),
+        (
+            "deep.json",
+            '{"name": "x", "generate": "g", "feedback": "f", "refine": "r", "feedback_schema": {"a": '
+            + deep(50_000)
+            + "}}",
+        ),
+        (
+            "deep2.yaml",
+            "name: x\ngenerate: g\nfeedback: f\nrefine: r\nfeedback_schema: " + "{a: " * 500 + "1" + "}" * 500,
+        ),
+    ],
+)
 def test_deeply_nested_task_file_is_one_line(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text)
@@ -158,10 +181,13 @@ def test_deeply_nested_task_file_is_one_line(tmp_path, name, text):
 LAUGHS = "{l0: &l0 [x], " + "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}], " for i in range(1, 7)) + "}"
 
 
-@pytest.mark.parametrize("name,text,says", [
-    ("loop.yaml", "name: x\ngenerate: g\nfeedback: f\nrefine: r\nfeedback_schema: {a: &x [*x]}\n", "nested"),
-    ("laughs.yaml", "name: x\ngenerate: g\nfeedback: f\nrefine: r\nfeedback_schema: " + LAUGHS + "\n", "expands"),
-])
+@pytest.mark.parametrize(
+    "name,text,says",
+    [
+        ("loop.yaml", "name: x\ngenerate: g\nfeedback: f\nrefine: r\nfeedback_schema: {a: &x [*x]}\n", "nested"),
+        ("laughs.yaml", "name: x\ngenerate: g\nfeedback: f\nrefine: r\nfeedback_schema: " + LAUGHS + "\n", "expands"),
+    ],
+)
 def test_self_referencing_or_exploding_aliases_are_one_line(tmp_path, name, text, says):
     path = tmp_path / name
     path.write_text(text)

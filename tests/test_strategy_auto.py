@@ -28,6 +28,8 @@ def test_a_budget_that_pays_for_nothing_stops():
 
 
 def test_the_reasons_read_as_the_rule():
-    assert plan_round(2, RoundOutcome(True, False), 10_000, COSTS)[1] == \
-        "the last refinement was accepted: deeper at the same width"
+    assert (
+        plan_round(2, RoundOutcome(True, False), 10_000, COSTS)[1]
+        == "the last refinement was accepted: deeper at the same width"
+    )
     assert plan_round(2, RoundOutcome(False, False), 10_000, COSTS)[1] == "no refinement scored higher: wider"

@@ -64,7 +64,9 @@ def test_refine_prompt_extends_the_previous_one_byte_for_byte(task):
         "refine", TITLE, draft="STAR", feedback="fb2", history=[{"draft": "STB", "feedback": FULL}], iteration=1
     )
     assert second.startswith(first)
-    assert second.endswith("Better acronym: STAR\nRatings: fb2\nNow write a different acronym that scores higher on the low-rated aspects.\nBetter acronym:")
+    assert second.endswith(
+        "Better acronym: STAR\nRatings: fb2\nNow write a different acronym that scores higher on the low-rated aspects.\nBetter acronym:"
+    )
 
 
 def test_fewshot_feedback_matches_the_schema(task):
@@ -86,8 +88,13 @@ def test_input_is_one_line_title(task):
 
 @pytest.mark.parametrize(
     "raw, acronym",
-    [(" STAR\n", "STAR"), ("Better acronym: B.E.R.T.", "BERT"), ("The acronym is STAR.", "STAR"),
-     ("GloVe is nice", "GloVe"), ("\n\nYOLO-v2, maybe", "YOLOv2")],
+    [
+        (" STAR\n", "STAR"),
+        ("Better acronym: B.E.R.T.", "BERT"),
+        ("The acronym is STAR.", "STAR"),
+        ("GloVe is nice", "GloVe"),
+        ("\n\nYOLO-v2, maybe", "YOLOv2"),
+    ],
 )
 def test_parse_draft(task, raw, acronym):
     assert task.parse_draft(raw) == acronym == extract_acronym(raw)
@@ -103,16 +110,26 @@ def test_empty_draft_is_an_error(task):
 
 def test_json_feedback_parses_to_scores_and_total(task):
     fb = task.parse_feedback(FULL, input=TITLE, draft="STAR")
-    assert fb.scores == {"ease_of_pronunciation": 4, "ease_of_spelling": 5, "relation_to_title": 3,
-                         "positive_connotation": 4, "well_known": 2}
+    assert fb.scores == {
+        "ease_of_pronunciation": 4,
+        "ease_of_spelling": 5,
+        "relation_to_title": 3,
+        "positive_connotation": 4,
+        "well_known": 2,
+    }
     assert fb.total == 18 and fb.done is None
     assert fb.fields["aspects_parsed"] == list(ASPECTS) and fb.fields["well_known_reason"] == "ok"
 
 
 def test_text_feedback_parses(task):
     fb = task.parse_feedback(TEXT_FORM, input=TITLE, draft="STAR")
-    assert fb.scores == {"ease_of_pronunciation": 4, "ease_of_spelling": 5, "relation_to_title": 3,
-                         "positive_connotation": 3, "well_known": 1}
+    assert fb.scores == {
+        "ease_of_pronunciation": 4,
+        "ease_of_spelling": 5,
+        "relation_to_title": 3,
+        "positive_connotation": 3,
+        "well_known": 1,
+    }
     assert fb.total == 16
     assert fb.fields["ease_of_pronunciation_reason"] == "easy to say as one word"
 
@@ -145,8 +162,10 @@ def test_malformed_feedback_is_retryable(task, raw, message):
 
 
 def test_a_word_in_a_reason_is_not_taken_for_a_label(task):
-    raw = ("Ease of pronunciation: 4/5\nEase of spelling: 4/5\nWell-known: not related to the title, 2/5\n"
-           "Positive connotation: 5/5")
+    raw = (
+        "Ease of pronunciation: 4/5\nEase of spelling: 4/5\nWell-known: not related to the title, 2/5\n"
+        "Positive connotation: 5/5"
+    )
     fb = task.parse_feedback(raw, input=TITLE, draft="STAR")
     assert "relation_to_title" not in fb.scores and fb.scores["well_known"] == 2
 
@@ -192,8 +211,17 @@ def test_letters_score_weights_initials_over_inner_letters():
 
 @pytest.mark.parametrize(
     "acronym, ok",
-    [("STAR", True), ("strap", True), ("GAN", True), ("ACLJ", True), ("XKCD", False), ("STBAR", False),
-     ("PSPNet", False), ("AAAI", False), ("42", False)],
+    [
+        ("STAR", True),
+        ("strap", True),
+        ("GAN", True),
+        ("ACLJ", True),
+        ("XKCD", False),
+        ("STBAR", False),
+        ("PSPNet", False),
+        ("AAAI", False),
+        ("42", False),
+    ],
 )
 def test_pronounceability_heuristic(acronym, ok):
     assert (not pronounce_problems(acronym)) is ok
@@ -211,5 +239,3 @@ def test_verifier_reports_failed_checks(task):
     assert "Hard to pronounce: it has no vowel" in check.text and check.passed is False
     ok = task.verify(TITLE, "STAR")
     assert ok.passed is True and ok.score == 1.0 and "All checks pass" in ok.text
-
-

@@ -42,15 +42,15 @@ def test_a_single_user_message_is_its_content():
 
 
 def test_several_messages_are_a_transcript_ending_with_the_last_user_turn():
-    text = conversation_text([
-        msg("system", "Answer in French."),
-        msg("user", "Hi!"),
-        msg("assistant", "Bonjour !"),
-        msg("user", "How are you?\nBe brief."),
-    ])
-    assert text == (
-        "System: Answer in French.\n\nUser: Hi!\n\nAssistant: Bonjour !\n\nUser: How are you?\nBe brief."
+    text = conversation_text(
+        [
+            msg("system", "Answer in French."),
+            msg("user", "Hi!"),
+            msg("assistant", "Bonjour !"),
+            msg("user", "How are you?\nBe brief."),
+        ]
     )
+    assert text == ("System: Answer in French.\n\nUser: Hi!\n\nAssistant: Bonjour !\n\nUser: How are you?\nBe brief.")
 
 
 @pytest.mark.parametrize(
@@ -206,7 +206,9 @@ def test_no_verifier_no_code_metric(task):
 def test_chat_is_built_in_after_the_papers_seven():
     assert list(PAPER_TASKS) == ["sentiment", "dialogue", "codeopt", "readability", "gsm8k", "acronym", "commongen"]
     # then the project page's other two tasks (issue 23), then chat
-    assert list(BUILTIN_TASKS) == [*PAPER_TASKS, "story", "toxicity", "chat"] and task_names()[:10] == list(BUILTIN_TASKS)
+    assert list(BUILTIN_TASKS) == [*PAPER_TASKS, "story", "toxicity", "chat"] and task_names()[:10] == list(
+        BUILTIN_TASKS
+    )
     assert isinstance(get_task("chat"), Chat)
     assert set(get_task("chat").templates) == {"generate", "feedback", "refine", "refine_nofeedback"}
 
@@ -215,11 +217,13 @@ def test_chat_is_built_in_after_the_papers_seven():
 
 
 def test_loop_refines_until_the_critique_finds_no_issues():
-    backend = FakeBackend({
-        "generate": ["2 + 2 = 5."],
-        "feedback": [json.dumps({"issues": ["Wrong sum: 2 + 2 is 4, not 5."]}), '{"issues": []}'],
-        "refine": ["2 + 2 = 4."],
-    })
+    backend = FakeBackend(
+        {
+            "generate": ["2 + 2 = 5."],
+            "feedback": [json.dumps({"issues": ["Wrong sum: 2 + 2 is 4, not 5."]}), '{"issues": []}'],
+            "refine": ["2 + 2 = 4."],
+        }
+    )
     result = SelfRefine("chat", backend, max_iterations=3).run("What is 2 + 2?")
     assert result.stop_reason is StopReason.FEEDBACK
     assert result.output == "2 + 2 = 4." and result.drafts == ["2 + 2 = 5.", "2 + 2 = 4."]

@@ -77,7 +77,9 @@ def test_feedback_reasons_exclude_the_verdict(task):
     assert fb.fields["reasons"] == ["x in list is O(n)", "use a set"]
 
 
-@pytest.mark.parametrize("raw, message", [("  \n", "empty"), ("n = int(input())\nfor i in range(n):\n    pass", "program")])
+@pytest.mark.parametrize(
+    "raw, message", [("  \n", "empty"), ("n = int(input())\nfor i in range(n):\n    pass", "program")]
+)
 def test_malformed_feedback(task, raw, message):
     with pytest.raises(FeedbackParseError, match=message):
         task.parse_feedback(raw, input=SLOW, draft=SLOW)
@@ -213,7 +215,12 @@ def test_benchmark_slow_and_fast_agree_on_first_input():
 
 
 PIE_ROWS = [
-    {"problem_id": "p00001", "input": "n=int(input())\n\n\nprint(sum(range(n)))", "target": "n=int(input())\nprint(n*(n-1)//2)", "cpu_time_v0": 30},
+    {
+        "problem_id": "p00001",
+        "input": "n=int(input())\n\n\nprint(sum(range(n)))",
+        "target": "n=int(input())\nprint(n*(n-1)//2)",
+        "cpu_time_v0": 30,
+    },
     {"problem_id": "p00002", "input": "print(input())", "target": "import sys\nprint(sys.stdin.readline().rstrip())"},
 ]
 
@@ -229,8 +236,6 @@ def test_load_pie_attaches_tests_by_problem_id(tmp_path):
     path.write_text('{"input": "x"}\n', encoding="utf-8")
     with pytest.raises(InputError, match="not a PIE row"):
         load_pie(path)
-
-
 
 
 def test_extract_program_is_one_rule_for_program_tasks():

@@ -37,7 +37,9 @@ def test_prompts_render_and_refine_extends_byte_for_byte(task):
     one = task.render("refine", CONV, draft="d0", feedback="f0", history=[])
     two = task.render("refine", CONV, draft="d1", feedback="f1", history=[{"draft": "d0", "feedback": "f0"}])
     assert two.startswith(one)
-    assert two.endswith("Improved response: d1\nFeedback: f1\nNow improve it: fix every aspect rated below 3 and follow the reason.\nImproved response:")
+    assert two.endswith(
+        "Improved response: d1\nFeedback: f1\nNow improve it: fix every aspect rated below 3 and follow the reason.\nImproved response:"
+    )
     assert task.render("refine_nofeedback", CONV, draft="d0").endswith("Response: d0\nImproved response:")
     assert task.defaults.max_iterations == 3 and task.metric(CONV, "anything") is None
     assert not task.has_verifier and task.says_done("all 3") is None

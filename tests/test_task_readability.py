@@ -55,8 +55,12 @@ def test_refine_prompt_extends_the_previous_one_byte_for_byte(task):
     cue = "Improved program:"
     first = task.render("refine", UNREADABLE, draft="x=1", feedback="Rename x.", history=[], iteration=0)
     second = task.render(
-        "refine", UNREADABLE, draft="one=1", feedback="Add a comment.",
-        history=[{"draft": "x=1", "feedback": "Rename x."}], iteration=1,
+        "refine",
+        UNREADABLE,
+        draft="one=1",
+        feedback="Add a comment.",
+        history=[{"draft": "x=1", "feedback": "Rename x."}],
+        iteration=1,
     )
     assert first.endswith(cue) and second.endswith(cue)
     assert second.startswith(first)
@@ -142,8 +146,20 @@ def test_functions_count_defs_not_lambdas():
 
 @pytest.mark.parametrize(
     "name, ok",
-    [("i", True), ("id", True), ("n", False), ("dp", False), ("count", True), ("tmp", False),
-     ("var1", False), ("a2", False), ("row_count", True), ("_private", True), ("ans", False), ("foo", False)],
+    [
+        ("i", True),
+        ("id", True),
+        ("n", False),
+        ("dp", False),
+        ("count", True),
+        ("tmp", False),
+        ("var1", False),
+        ("a2", False),
+        ("row_count", True),
+        ("_private", True),
+        ("ans", False),
+        ("foo", False),
+    ],
 )
 def test_is_meaningful_rule(name, ok):
     assert is_meaningful(name) is ok
@@ -176,5 +192,3 @@ def test_verifier_reports_three_numbers_and_worst_names(task):
 
 def test_extract_program_prefers_first_nonempty_fence():
     assert extract_program("```\n\n```\n```python\ny = 2\n```") == "y = 2"
-
-

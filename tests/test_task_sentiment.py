@@ -30,7 +30,11 @@ def test_input_forms_normalise_to_text_form(task):
     assert task.prepare_input(f"positive: {NEG}") == f"positive: {NEG}"
     assert task.prepare_input(f"  Negative :  {POS}") == f"negative: {POS}"
     assert task.prepare_input(json.dumps({"review": NEG, "target": "positive"})) == f"positive: {NEG}"
-    yelp = {"review": "bad food...\\n\\nnever again.", "sentiment": "Very negative", "target_sentiment": "Very positive"}
+    yelp = {
+        "review": "bad food...\\n\\nnever again.",
+        "sentiment": "Very negative",
+        "target_sentiment": "Very positive",
+    }
     assert task.prepare_input(json.dumps(yelp)) == "positive: bad food... never again."
     assert parse_sentiment_input("negative: Great!") == ("Great!", "negative")
 
@@ -65,9 +69,13 @@ def test_prompts_render_and_refine_extends_byte_for_byte(task):
     one = task.render("refine", inp, draft="d0", feedback="f0", history=[])
     two = task.render("refine", inp, draft="d1", feedback="f1", history=[{"draft": "d0", "feedback": "f0"}])
     assert two.startswith(one)
-    assert two.endswith("Rewrite: d1\nFeedback: f1\nNow improve it: change every phrase the feedback quotes, so the whole review is clearly positive.\nRewrite:")
+    assert two.endswith(
+        "Rewrite: d1\nFeedback: f1\nNow improve it: change every phrase the feedback quotes, so the whole review is clearly positive.\nRewrite:"
+    )
     nofb = task.render("refine_nofeedback", inp, draft="d0", history=[])
-    assert "Feedback: f0" not in nofb and nofb.endswith("Original review: " + NEG + "\nTarget: positive\nRewrite: d0\nRewrite:")
+    assert "Feedback: f0" not in nofb and nofb.endswith(
+        "Original review: " + NEG + "\nTarget: positive\nRewrite: d0\nRewrite:"
+    )
     assert task.defaults.max_iterations == 4 and task.says_done("anything") is None
 
 
@@ -106,7 +114,11 @@ def test_verifier_names_score_and_wrong_words(task):
     assert check.passed is False and check.score < 0
     assert "VADER compound score: -" in check.text
     assert 'Words with the opposite polarity: "rude" (-2.0).' in check.text
-    assert opposite_words("Terrible, awful, bad but nice.", "positive") == [("bad", -2.5), ("terrible", -2.1), ("awful", -2.0)]
+    assert opposite_words("Terrible, awful, bad but nice.", "positive") == [
+        ("bad", -2.5),
+        ("terrible", -2.1),
+        ("awful", -2.0),
+    ]
     assert opposite_words(NEG, "negative") == []
     neutral = task.verify(f"negative: {POS}", "The soup was served at noon.")
     assert neutral.passed is False and "add clearly negative words" in neutral.text

@@ -16,11 +16,17 @@ from selfrefine.tasks.toxicity import DATA
 
 PREMISE = "A baker discovers that one loaf of bread goes missing every morning."
 SPEC = json.dumps({"premise": PREMISE, "elements": ["cat", "oven"], "min_words": 20, "max_words": 80})
-GOOD = ("Every morning Ada counted her loaves and found one missing. She hid behind the warm oven one night "
-        "and waited. At dawn a thin grey cat slipped through the vent, dragged a loaf to the alley and shared "
-        "it with three kittens. Ada left the vent open after that.")
-RATINGS = {"coherence": {"reason": "clear", "score": 4}, "constraints": {"reason": "all used", "score": 5},
-           "interest": {"reason": "flat end", "score": 3}, "premise": {"reason": "followed", "score": 5}}
+GOOD = (
+    "Every morning Ada counted her loaves and found one missing. She hid behind the warm oven one night "
+    "and waited. At dawn a thin grey cat slipped through the vent, dragged a loaf to the alley and shared "
+    "it with three kittens. Ada left the vent open after that."
+)
+RATINGS = {
+    "coherence": {"reason": "clear", "score": 4},
+    "constraints": {"reason": "all used", "score": 5},
+    "interest": {"reason": "flat end", "score": 3},
+    "premise": {"reason": "followed", "score": 5},
+}
 
 
 @pytest.fixture
@@ -38,8 +44,13 @@ def test_input_forms_and_errors(task):
     spec = json.loads(task.prepare_input(SPEC))
     assert spec == {"premise": PREMISE, "elements": ["cat", "oven"], "min_words": 20, "max_words": 80}
     assert task.context(task.prepare_input(SPEC))["elements"] == ["cat", "oven"]
-    for bad in ('{"premise": ""}', '{"premise": "x", "elements": "cat"}', '{"premise": "x", "min_words": 50, "max_words": 10}',
-                '{"premise": "x", "max_words": "many"}', "{broken"):
+    for bad in (
+        '{"premise": ""}',
+        '{"premise": "x", "elements": "cat"}',
+        '{"premise": "x", "min_words": 50, "max_words": 10}',
+        '{"premise": "x", "max_words": "many"}',
+        "{broken",
+    ):
         with pytest.raises(InputError):
             task.prepare_input(bad)
 
@@ -76,7 +87,11 @@ def test_rating_feedback_parses_and_stops_only_at_all_fives(task):
 
 
 def test_a_run_on_the_fake_model(task):
-    replies = {"generate": "Story: The dog slept. The dog slept. The dog slept.", "feedback": json.dumps(RATINGS), "refine": GOOD}
+    replies = {
+        "generate": "Story: The dog slept. The dog slept. The dog slept.",
+        "feedback": json.dumps(RATINGS),
+        "refine": GOOD,
+    }
     backend = FakeBackend(default=lambda r: replies[r.role])
     result = SelfRefine(task, backend, max_iterations=1).run(SPEC)
     assert result.drafts == ["The dog slept. The dog slept. The dog slept.", GOOD] and result.output == GOOD

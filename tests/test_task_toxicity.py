@@ -94,8 +94,11 @@ def test_hybrid_drops_a_none_that_the_classifier_contradicts(task):
 
 
 def test_a_run_removes_the_toxicity_on_the_fake_model(task):
-    replies = {"generate": "Rewrite: Shut up, the bus is late again and the driver is a moron.",
-               "feedback": 'Still rude. "Shut up" and "moron" are insults.', "refine": POLITE}
+    replies = {
+        "generate": "Rewrite: Shut up, the bus is late again and the driver is a moron.",
+        "feedback": 'Still rude. "Shut up" and "moron" are insults.',
+        "refine": POLITE,
+    }
     result = SelfRefine(task, FakeBackend(default=lambda r: replies[r.role]), max_iterations=1).run(RUDE)
     assert result.drafts == ["Shut up, the bus is late again and the driver is a moron.", POLITE]
     assert result.output == POLITE

@@ -78,9 +78,12 @@ def test_shipped_example_task_files_load():
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda t: t.replace('refine: |', 'refined: |'), "missing key 'refine'"),
+        (lambda t: t.replace("refine: |", "refined: |"), "missing key 'refine'"),
         (lambda t: t + "\ncolour: blue\n", "unknown key 'colour'"),
-        (lambda t: t.replace("Critique: {{ draft }}", "Critique: {{ draft }"), "'haiku/feedback' has a syntax error on line 1"),
+        (
+            lambda t: t.replace("Critique: {{ draft }}", "Critique: {{ draft }"),
+            "'haiku/feedback' has a syntax error on line 1",
+        ),
         (lambda t: t.replace("Critique: {{ draft }}", "Critique: {{ drafts }}"), "unknown variable(s) drafts"),
         (lambda t: t.replace("'Score:\\s*(\\d+)'", "'Score: (\\d+'"), "score regex"),
         (lambda t: t.replace("'Score:\\s*(\\d+)'", "'Score: \\d+'"), "needs a group"),
@@ -119,7 +122,9 @@ def test_templates_render_feedback_as_plain_text(tmp_path):
 
 def test_yaml_history_and_select_defaults(tmp_path):
     task = load_task(write(tmp_path, GOOD + "history: none\nselect: best\n"))
-    backend = FakeBackend({"generate": ["h0"], "feedback": ["Score: 5", "Score: 3", "Score: 1"], "refine": ["h1", "h2"]})
+    backend = FakeBackend(
+        {"generate": ["h0"], "feedback": ["Score: 5", "Score: 3", "Score: 1"], "refine": ["h1", "h2"]}
+    )
     result = SelfRefine(task, backend).run("rain")
     assert result.config["history"] == "none" and result.output == "h0"
     with pytest.raises(TaskFileError, match="history"):

@@ -192,8 +192,12 @@ def test_every_builtin_declares_what_it_overrides():
 def test_a_task_class_that_overrides_a_hook_without_declaring_it_is_refused_with_the_fix():
     from selfrefine.engine.task import Capabilities, Task
 
-    with pytest.raises(TaskError, match=r"overrides verify\(\) but does not declare it: set capabilities = "
-                                        r"Capabilities\(verifier=True\)"):
+    with pytest.raises(
+        TaskError,
+        match=r"overrides verify\(\) but does not declare it: set capabilities = "
+        r"Capabilities\(verifier=True\)",
+    ):
+
         class Checked(Task):
             def verify(self, input, draft):
                 return None
@@ -211,6 +215,7 @@ def test_legacy_default_class_variables_still_apply_with_a_deprecation_warning()
     from selfrefine.engine.task import Task
 
     with pytest.warns(DeprecationWarning, match="default_\\* class variables are deprecated"):
+
         class Old(Task):
             default_max_iterations = 7
             default_temperature = {"generate": 0.5, "feedback": 0.0, "refine": 0.5}

@@ -10,27 +10,28 @@ from selfrefine import FakeBackend, SelfRefine, TaskError, TaskFileError, load_t
 from selfrefine.engine.templates import Template
 
 # The audit's payload: walk from a string to os and run a command on every render.
-EXPLOIT = (
-    "{{ ''.__class__.__mro__[1].__subclasses__() | selectattr('__name__', 'equalto', 'catch_warnings')"
-    " | first }}"
-)
+EXPLOIT = "{{ ''.__class__.__mro__[1].__subclasses__() | selectattr('__name__', 'equalto', 'catch_warnings') | first }}"
 
 
 def _task_file(tmp_path: Path, generate: str) -> Path:
     path = tmp_path / "evil.yaml"
     generate = generate.replace("'", "''")
-    path.write_text(f"name: evil\ngenerate: 'Hi\n\n  {generate}'\nfeedback: 'f {{{{ draft }}}}'\n"
-                    "refine: 'r {{ draft }}'\n")
+    path.write_text(
+        f"name: evil\ngenerate: 'Hi\n\n  {generate}'\nfeedback: 'f {{{{ draft }}}}'\nrefine: 'r {{{{ draft }}}}'\n"
+    )
     return path
 
 
-@pytest.mark.parametrize("payload", [
-    EXPLOIT,
-    "{{ input.__class__ }}",
-    "{{ input|attr('__class__') }}",
-    "{{ input['__class__'] }}",
-    "{{ cycler.__init__.__globals__.os.popen('touch PWNED').read() }}",
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        EXPLOIT,
+        "{{ input.__class__ }}",
+        "{{ input|attr('__class__') }}",
+        "{{ input['__class__'] }}",
+        "{{ cycler.__init__.__globals__.os.popen('touch PWNED').read() }}",
+    ],
+)
 def test_task_file_template_reaching_for_internals_is_refused_with_file_and_line(tmp_path, payload):
     path = _task_file(tmp_path, payload)
     with pytest.raises(TaskFileError) as info:
@@ -58,8 +59,10 @@ def test_globals_path_to_os_runs_no_command(tmp_path, monkeypatch):
 
 def test_ordinary_templates_still_render(tmp_path):
     path = tmp_path / "ok.yaml"
-    path.write_text("name: ok\ngenerate: '{{ input|upper }} {{ \"a,b\".split(\",\")|join(\"+\") }}'\n"
-                    "feedback: 'f {{ draft }}'\nrefine: 'r {% for h in history %}{{ h.draft }}{% endfor %}'\n")
+    path.write_text(
+        'name: ok\ngenerate: \'{{ input|upper }} {{ "a,b".split(",")|join("+") }}\'\n'
+        "feedback: 'f {{ draft }}'\nrefine: 'r {% for h in history %}{{ h.draft }}{% endfor %}'\n"
+    )
     backend = FakeBackend({"generate": ["d"], "feedback": ["fine"], "refine": ["d2"]})
     SelfRefine(load_task(path), backend).run("rain")
     assert backend.prompts("generate")[0] == "RAIN a+b"

@@ -82,26 +82,43 @@ def test_examples_in_flight_follow_the_backend_limits():
 
 def test_cached_prompt_tokens_from_standard_usage_and_llama_server_timings():
     base = {
-        "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "m",
         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}],
     }
     standard = ChatCompletion.model_validate(
-        {**base, "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105,
-                           "prompt_tokens_details": {"cached_tokens": 64}}}
+        {
+            **base,
+            "usage": {
+                "prompt_tokens": 100,
+                "completion_tokens": 5,
+                "total_tokens": 105,
+                "prompt_tokens_details": {"cached_tokens": 64},
+            },
+        }
     )
     llama_server = ChatCompletion.model_validate(
-        {**base, "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105},
-         "timings": {"cache_n": 90, "prompt_n": 10}}
+        {
+            **base,
+            "usage": {"prompt_tokens": 100, "completion_tokens": 5, "total_tokens": 105},
+            "timings": {"cache_n": 90, "prompt_n": 10},
+        }
     )
-    silent = ChatCompletion.model_validate({**base, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+    silent = ChatCompletion.model_validate(
+        {**base, "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    )
     assert cached_prompt_tokens(standard) == 64
     assert cached_prompt_tokens(llama_server) == 90
     assert cached_prompt_tokens(silent) is None
 
 
 def test_usage_sums_reused_prompt_tokens():
-    calls = [CallRecord(role="generate", iteration=0, prompt_tokens=100, cached_prompt_tokens=80),
-             CallRecord(role="feedback", iteration=0, prompt_tokens=50, cached_prompt_tokens=None)]
+    calls = [
+        CallRecord(role="generate", iteration=0, prompt_tokens=100, cached_prompt_tokens=80),
+        CallRecord(role="feedback", iteration=0, prompt_tokens=50, cached_prompt_tokens=None),
+    ]
     assert Usage.of(calls).cached_prompt_tokens == 80
 
 

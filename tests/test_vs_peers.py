@@ -53,12 +53,26 @@ def test_gsm8k_reward_is_the_task_verifier(reply: str, passes: bool) -> None:
 
 
 def rec(id: str, system: str, metric: float, tokens: int, seconds: float, crashed: bool = False) -> Record:
-    return Record(id=id, task="commongen", system=system, metric=metric, one_step_metric=metric, crashed=crashed,
-                  error="boom" if crashed else None, prompt_tokens=tokens, seconds=seconds, output="" if crashed else "x y")
+    return Record(
+        id=id,
+        task="commongen",
+        system=system,
+        metric=metric,
+        one_step_metric=metric,
+        crashed=crashed,
+        error="boom" if crashed else None,
+        prompt_tokens=tokens,
+        seconds=seconds,
+        output="" if crashed else "x y",
+    )
 
 
 def test_crashed_examples_count_as_zero_and_are_counted() -> None:
-    s = summarise("commongen", "dspy-refine", [rec("a", "dspy-refine", 1.0, 100, 10), rec("b", "dspy-refine", 0.0, 50, 5, crashed=True)])
+    s = summarise(
+        "commongen",
+        "dspy-refine",
+        [rec("a", "dspy-refine", 1.0, 100, 10), rec("b", "dspy-refine", 0.0, 50, 5, crashed=True)],
+    )
     assert s.n == 2 and s.crashed == 1 and s.errors == 0
     assert s.returned is not None and s.returned.estimate == pytest.approx(0.5)
     assert s.tokens == pytest.approx(75) and s.words == pytest.approx(1)
@@ -78,6 +92,10 @@ def test_commongen_first_sentence_coverage_ignores_later_sentences() -> None:
 
     example = Example(id="a", input=CONCEPTS)
     paragraph = "The chef cut an onion. In the kitchen the knife made him cry."
-    s = summarise("commongen", "dspy-predict", [rec("a", "dspy-predict", 1.0, 1, 1).model_copy(update={"output": paragraph})],
-                  [example])
+    s = summarise(
+        "commongen",
+        "dspy-predict",
+        [rec("a", "dspy-predict", 1.0, 1, 1).model_copy(update={"output": paragraph})],
+        [example],
+    )
     assert s.first_sentence is not None and s.first_sentence.estimate == pytest.approx(2 / 5)  # cut, onion

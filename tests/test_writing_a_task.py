@@ -26,8 +26,10 @@ _FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.M | re.S)
 
 def blocks() -> list[tuple[str, str, str]]:
     text = DOC.read_text(encoding="utf-8")
-    return [(m.group(1), f"writing-a-task.md:{text.count(chr(10), 0, m.start(2)) + 1}", m.group(2))
-            for m in _FENCE.finditer(text)]
+    return [
+        (m.group(1), f"writing-a-task.md:{text.count(chr(10), 0, m.start(2)) + 1}", m.group(2))
+        for m in _FENCE.finditer(text)
+    ]
 
 
 def reply(request) -> str:

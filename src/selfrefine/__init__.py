@@ -29,7 +29,6 @@ from .core.errors import (
     TemplateError,
     TransientBackendError,
 )
-from .engine.loop import SelfRefine, refine
 from .core.records import (
     CallRecord,
     DecisionStep,
@@ -43,6 +42,7 @@ from .core.records import (
     Usage,
     Verification,
 )
+from .engine.loop import SelfRefine, refine
 from .engine.spec import BackendPool, EngineSpec, ModelSpec
 from .engine.task import Capabilities, Task, TaskDefaults
 from .tasks import get_task

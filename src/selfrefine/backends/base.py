@@ -70,7 +70,7 @@ class Backend(abc.ABC):
         returns several samples per request overrides this (``supports_n``)."""
         return [await self.complete(nth_sample(request, i)) for i in range(max(1, n))]
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional: most backends hold nothing to release
         """Release connections or native resources. Safe to call twice."""
 
     def describe(self) -> str:

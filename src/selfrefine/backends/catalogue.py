@@ -317,7 +317,9 @@ def pull(name: str, echo: Callable[[str], None] = print) -> Path:
         cmd += list(dict.fromkeys(p.requirement for p in now.missing))
         echo(f"installing {len(now.missing)} package(s) for {entry.name!r}: {' '.join(cmd[2:])}")
         if subprocess.run(cmd).returncode != 0:
-            raise BackendError(f"pip could not install the packages of {entry.name!r}: {entry.pip_command(now.missing)}")
+            raise BackendError(
+                f"pip could not install the packages of {entry.name!r}: {entry.pip_command(now.missing)}"
+            )
         importlib.invalidate_caches()
     if not entry.in_place and not (models_dir() / entry.filename).is_file():
         step = max(entry.size // 10, 1)

@@ -152,7 +152,9 @@ class LlamaCppBackend(Backend):
         )
 
     def describe(self) -> str:
-        reuse = f"prefix cache {self.prefix_cache.budget_bytes // 2**20} MiB" if self.prefix_reuse else "no prefix reuse"
+        reuse = (
+            f"prefix cache {self.prefix_cache.budget_bytes // 2**20} MiB" if self.prefix_reuse else "no prefix reuse"
+        )
         model = ""
         if self.model is not None:
             model = f", {self.model.entry.title}"
@@ -211,8 +213,12 @@ class LlamaCppBackend(Backend):
             if self.chat_format is not None:  # a named format: llama-cpp-python formats it
                 if not self.prefix_reuse:
                     llm.reset()
-                out = _rejecting(llm.create_chat_completion, messages=chat_messages(request),
-                                 stop=request.stop or [], **self._sampling(request))
+                out = _rejecting(
+                    llm.create_chat_completion,
+                    messages=chat_messages(request),
+                    stop=request.stop or [],
+                    **self._sampling(request),
+                )
                 choice = out["choices"][0]
                 return self._response(choice["message"].get("content"), out, choice, cached=None)
             tokens, stop = self._prompt_tokens(llm, request)
@@ -222,7 +228,9 @@ class LlamaCppBackend(Backend):
         choice = out["choices"][0]
         return self._response(choice.get("text"), out, choice, cached=cached)
 
-    def _response(self, text: str | None, out: dict[str, Any], choice: dict[str, Any], *, cached: int | None) -> CompletionResponse:
+    def _response(
+        self, text: str | None, out: dict[str, Any], choice: dict[str, Any], *, cached: int | None
+    ) -> CompletionResponse:
         usage = out.get("usage") or {}
         return CompletionResponse(
             text=text or "",

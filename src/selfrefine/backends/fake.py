@@ -20,12 +20,11 @@ import json
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Union
 
 from ..core.errors import BackendError, ModelNotFoundError
 from .base import Backend, CompletionRequest, CompletionResponse
 
-Reply = Union[str, BaseException]
+Reply = str | BaseException
 
 ROLE_KEYS = ("generate", "feedback", "refine")
 FILE_KEYS = ("replies", "table", "default", "latency", *ROLE_KEYS)
@@ -69,7 +68,7 @@ class FakeBackend(Backend):
         self.cancelled: list[CompletionRequest] = []
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "FakeBackend":
+    def from_file(cls, path: str | Path) -> FakeBackend:
         """A fake model from a replies file (format: ``REPLIES_FILE_FORMAT``)."""
         data = _read_replies_file(path)
         replies, table, default, latency = _check_replies_file(data, f"fake reply file {path}")
@@ -137,13 +136,17 @@ def _check_replies_file(data: object, where: str) -> tuple[object, object, objec
         raise ModelNotFoundError(f"{where} must hold a JSON object (or a list of replies); {SEE_FORMAT}")
     unknown = [k for k in data if k not in FILE_KEYS]
     if unknown:
-        raise ModelNotFoundError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; the valid keys are "
-                                 f"{', '.join(FILE_KEYS)}; {SEE_FORMAT}")
+        raise ModelNotFoundError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; the valid keys are "
+            f"{', '.join(FILE_KEYS)}; {SEE_FORMAT}"
+        )
     replies = data.get("replies")
     roles = {k: data[k] for k in ROLE_KEYS if k in data}
     if roles and isinstance(replies, list):
-        raise ModelNotFoundError(f"{where}: give \"replies\" as a list for every role or per role, not both "
-                                 f"with {', '.join(roles)} at the top level")
+        raise ModelNotFoundError(
+            f'{where}: give "replies" as a list for every role or per role, not both '
+            f"with {', '.join(roles)} at the top level"
+        )
     if roles:
         replies = {**(replies if isinstance(replies, dict) else {}), **roles}
     if isinstance(replies, dict):
@@ -170,13 +173,16 @@ def _check_strings(items: object, where: str, known_role: bool) -> None:
 def _check_latency(value: object, where: str) -> float | dict[str, float]:
     def seconds(v: object) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 86_400:
-            raise ModelNotFoundError(f'{where}: "latency" must be seconds (a number from 0), or '
-                                     f'{{ROLE: seconds}}; got {json.dumps(v)[:60]}')
+            raise ModelNotFoundError(
+                f'{where}: "latency" must be seconds (a number from 0), or {{ROLE: seconds}}; got {json.dumps(v)[:60]}'
+            )
         return float(v)
 
     if isinstance(value, dict):
         for role in value:
             if role not in ROLE_KEYS:
-                raise ModelNotFoundError(f'{where}: "latency" has no role {role!r}; the roles are {", ".join(ROLE_KEYS)}')
+                raise ModelNotFoundError(
+                    f'{where}: "latency" has no role {role!r}; the roles are {", ".join(ROLE_KEYS)}'
+                )
         return {role: seconds(v) for role, v in value.items()}
     return seconds(value)

@@ -85,9 +85,7 @@ class OpenAIBackend(Backend):
         # llama-server's own switch for its prompt (prefix) cache; None leaves the server's
         # default. Off only makes sense to measure what the cache saves.
         self.cache_prompt = cache_prompt
-        self._client = openai.AsyncOpenAI(
-            api_key=key, base_url=self.base_url, max_retries=0, timeout=float(timeout)
-        )
+        self._client = openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=float(timeout))
 
     def cache_identity(self) -> str:
         return f"{self.name}@{self.base_url or 'api.openai.com'}/{self.api}"
@@ -113,8 +111,10 @@ class OpenAIBackend(Backend):
             got = []
         if len(got) < n:
             if self.request_n == "on":
-                raise BackendError(f"{self.name}: asked for n={n} samples, the server returned {len(got)}; "
-                                   "use request_n=auto or off for a server without n")
+                raise BackendError(
+                    f"{self.name}: asked for n={n} samples, the server returned {len(got)}; "
+                    "use request_n=auto or off for a server without n"
+                )
             self.supports_n = False
             got += [await self.complete(nth_sample(request, i)) for i in range(len(got), n)]
         return got
@@ -127,7 +127,9 @@ class OpenAIBackend(Backend):
             return await call
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             # name the URL: a wrong --base-url (port, missing /v1) is the usual cause
-            raise TransientBackendError(f"{self.name}: cannot reach server: {exc} (at {self.base_url or self._client.base_url})") from exc
+            raise TransientBackendError(
+                f"{self.name}: cannot reach server: {exc} (at {self.base_url or self._client.base_url})"
+            ) from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # e.g. a body cut off in transit
             raise TransientBackendError(f"{self.name}: {MALFORMED}: the body is not valid JSON ({exc})") from exc
         except openai.APIResponseValidationError as exc:
@@ -140,9 +142,7 @@ class OpenAIBackend(Backend):
             raise ModelNotFoundError(f"{self.name}: not found on the server: {_message(exc)}") from exc
         except openai.APIStatusError as exc:
             if exc.status_code >= 500 or exc.status_code in (408, 409):
-                raise TransientBackendError(
-                    f"{self.name}: server error {exc.status_code}: {_message(exc)}"
-                ) from exc
+                raise TransientBackendError(f"{self.name}: server error {exc.status_code}: {_message(exc)}") from exc
             raise BackendError(f"{self.name}: request refused ({exc.status_code}): {_message(exc)}") from exc
 
     async def _chat(self, request: CompletionRequest, n: int = 1) -> list[CompletionResponse]:

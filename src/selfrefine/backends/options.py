@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,11 +28,11 @@ class LlamaCppOptions(BackendOptions):
     """``embedded`` and ``gguf:PATH`` (llama.cpp in-process)."""
 
     n_ctx: int = Field(4096, description="context window in tokens (at least 256)")
-    n_threads: Optional[int] = Field(None, description="CPU threads (default: all cores)")
+    n_threads: int | None = Field(None, description="CPU threads (default: all cores)")
     n_batch: int = Field(512, description="prompt tokens evaluated per batch")
     seed: int = Field(0, description="llama.cpp sampling seed")
     repeat_penalty: float = Field(1.0, description="1.0 is off; above 1 makes output depend on the KV cache")
-    chat_format: Optional[str] = Field(None, description="llama.cpp chat format (default: the GGUF's template)")
+    chat_format: str | None = Field(None, description="llama.cpp chat format (default: the GGUF's template)")
     prefix_reuse: bool = Field(True, description="reuse each role's shared prompt prefix (false: recompute)")
     prefix_cache_mb: float = Field(512, description="memory for KV snapshots of earlier prompts (0: off)")
 
@@ -40,16 +40,18 @@ class LlamaCppOptions(BackendOptions):
 class OpenAIOptions(BackendOptions):
     """``openai:NAME`` (any OpenAI-compatible server)."""
 
-    base_url: Optional[str] = Field(None, description="server URL (default: OPENAI_BASE_URL, else api.openai.com)")
-    api_key: Optional[str] = Field(None, description="API key (default: OPENAI_API_KEY)")
+    base_url: str | None = Field(None, description="server URL (default: OPENAI_BASE_URL, else api.openai.com)")
+    api_key: str | None = Field(None, description="API key (default: OPENAI_API_KEY)")
     api: Literal["chat", "completion"] = Field("chat", description="which endpoint")
     timeout: float = Field(600.0, description="seconds per request")
     concurrency: int = Field(4, description="requests sent at once (match the server's slots)")
     json_format: Literal["auto", "json_schema", "json_object", "off"] = Field(
-        "auto", description="how constrained feedback is asked for")
-    cache_prompt: Optional[bool] = Field(None, description="llama-server's prompt cache switch (default: the server's)")
+        "auto", description="how constrained feedback is asked for"
+    )
+    cache_prompt: bool | None = Field(None, description="llama-server's prompt cache switch (default: the server's)")
     request_n: Literal["auto", "on", "off"] = Field(
-        "auto", description="K samples of one prompt as one request with n=K (auto: until the server refuses it)")
+        "auto", description="K samples of one prompt as one request with n=K (auto: until the server refuses it)"
+    )
 
 
 class FakeOptions(BackendOptions):
@@ -93,7 +95,8 @@ def type_name(annotation: Any) -> str:
     if typing.get_origin(annotation) is Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(annotation))
     return {int: "an integer", float: "a number", bool: "true or false", str: "text"}.get(
-        annotation, getattr(annotation, "__name__", str(annotation)))
+        annotation, getattr(annotation, "__name__", str(annotation))
+    )
 
 
 def describe(model: type[BaseModel]) -> list[dict[str, Any]]:

@@ -60,8 +60,10 @@ def _check_names(scheme: str, factory: Factory, options: dict[str, Any]) -> dict
     names = [p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
     unknown = [key for key in options if key not in names]
     if unknown:
-        raise ConfigError(f"plugin backend {scheme} does not accept option(s) "
-                          f"{', '.join(map(repr, unknown))}; valid options: {', '.join(names) or 'none'}")
+        raise ConfigError(
+            f"plugin backend {scheme} does not accept option(s) "
+            f"{', '.join(map(repr, unknown))}; valid options: {', '.join(names) or 'none'}"
+        )
     return options
 
 
@@ -92,8 +94,10 @@ def _fake(rest: str, **options: Any) -> Backend:
 
     if rest:
         if options:
-            raise ConfigError(f"fake:{rest} takes its replies and latency from the file, not from options "
-                              f"({', '.join(options)}); use plain `fake` for -o reply=TEXT")
+            raise ConfigError(
+                f"fake:{rest} takes its replies and latency from the file, not from options "
+                f"({', '.join(options)}); use plain `fake` for -o reply=TEXT"
+            )
         return FakeBackend.from_file(rest)
     return FakeBackend(default=options.get("reply", "fake reply"), latency=options.get("latency", 0.0))
 
@@ -101,8 +105,13 @@ def _fake(rest: str, **options: Any) -> Backend:
 BUILTIN: dict[str, Scheme] = {
     s.name: s
     for s in (
-        Scheme("embedded", "embedded", "Qwen2.5-Coder-1.5B-Instruct in-process via llama.cpp (default); "
-               "embedded:NAME for another catalogue model", _embedded, LlamaCppOptions),
+        Scheme(
+            "embedded",
+            "embedded",
+            "Qwen2.5-Coder-1.5B-Instruct in-process via llama.cpp (default); embedded:NAME for another catalogue model",
+            _embedded,
+            LlamaCppOptions,
+        ),
         Scheme("gguf", "gguf:PATH", "any GGUF file in-process via llama.cpp", _gguf, LlamaCppOptions),
         Scheme(
             "openai",
@@ -156,8 +165,10 @@ def get_backend(spec: str | Backend | None = None, **options: Any) -> Backend:
     lists them); a Backend instance passes through unchanged."""
     if isinstance(spec, Backend):
         if options:
-            raise ConfigError(f"options ({', '.join(options)}) apply to a model spec, not to a "
-                              f"ready backend ({spec.name}); set them when you construct it")
+            raise ConfigError(
+                f"options ({', '.join(options)}) apply to a model spec, not to a "
+                f"ready backend ({spec.name}); set them when you construct it"
+            )
         return spec
     spec = (spec or DEFAULT_MODEL).strip()
     return scheme_of(spec).build(spec.partition(":")[2], options)

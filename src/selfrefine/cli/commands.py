@@ -19,16 +19,15 @@ from .. import __version__
 from ..backends import catalogue
 from ..backends.catalogue import ModelFallbackWarning
 from ..backends.fake import REPLIES_FILE_FORMAT
-from ..backends.registry import DEFAULT_MODEL, schemes
-from ..core.config import RefineConfig
+from ..backends.registry import schemes
 from ..core.errors import InputError, SelfRefineError
+from ..core.records import ResultStep, RunResult, StopReason
 from ..engine.loop import SelfRefine
 from ..engine.spec import ModelSpec
 from ..engine.task import Task
-from ..core.records import ResultStep, RunResult, StopReason
 from ..tasks import get_task, task_names
 from .display import StepPrinter
-from .options import engine_options, engine_spec, key_values, role_model
+from .options import engine_options, engine_spec, role_model
 
 MAX_INPUT_BYTES = 10_000_000
 
@@ -100,8 +99,10 @@ def _read_stdin() -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"stdin is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                         "convert it first, e.g. with iconv -t UTF-8") from None
+        raise InputError(
+            f"stdin is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "convert it first, e.g. with iconv -t UTF-8"
+        ) from None
 
 
 def _valid_text(text: str, where: str) -> str:
@@ -122,13 +123,19 @@ def build_engine(task: str, flags: dict[str, Any], loaded: Task | None = None, *
 @cli.command()
 @click.argument("task")
 @click.argument("input", required=False)
-@click.option("--input-file", "-f", type=click.Path(exists=True, dir_okay=False, path_type=Path), help="Read the input from a file.")
+@click.option(
+    "--input-file",
+    "-f",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Read the input from a file.",
+)
 @engine_options
 @click.option("--reference", help="Reference answer, for the task's metric.")
 @click.option("--record-prompts", is_flag=True, help="Keep every prompt in the result.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run result as one JSON object.")
-def run(task: str, input: str | None, input_file: Path | None, reference: str | None, as_json: bool,
-        **options: Any) -> None:
+def run(
+    task: str, input: str | None, input_file: Path | None, reference: str | None, as_json: bool, **options: Any
+) -> None:
     """Run Self-Refine on one INPUT with TASK (a built-in name or a YAML task file).
 
     INPUT may also come from --input-file or stdin ('-' or omitted).
@@ -153,44 +160,90 @@ def run(task: str, input: str | None, input_file: Path | None, reference: str | 
 
 @cli.command("eval")
 @click.argument("task")
-@click.option("--data", required=True, metavar="NAME|PATH|hf:ID",
-              help="A dataset `selfrefine datasets` lists (e.g. gsm8k), a file (GSM8K/CommonGen/Yelp JSONL, "
-                   "acronym TSV, FED JSON, PIE JSONL, JSONL {\"input\": ...}, or .txt: one input per line), "
-                   "or hf:ID, a Hugging Face dataset id or local file (pip install datasets).")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder, e.g. runs/NAME.")
+@click.option(
+    "--data",
+    required=True,
+    metavar="NAME|PATH|hf:ID",
+    help="A dataset `selfrefine datasets` lists (e.g. gsm8k), a file (GSM8K/CommonGen/Yelp JSONL, "
+    'acronym TSV, FED JSON, PIE JSONL, JSONL {"input": ...}, or .txt: one input per line), '
+    "or hf:ID, a Hugging Face dataset id or local file (pip install datasets).",
+)
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder, e.g. runs/NAME."
+)
 @click.option("--limit", type=click.IntRange(min=0), help="Only the first N examples.")
-@click.option("--concurrency", type=click.IntRange(min=1),
-              help="Examples in flight at once (default: 4 per request the backends take at once, at least 4).")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    help="Examples in flight at once (default: 4 per request the backends take at once, at least 4).",
+)
 @click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
-@click.option("--cache", "cache_path", type=click.Path(dir_okay=False, path_type=Path), envvar="SELFREFINE_CACHE",
-              help="Response cache file (default ~/.cache/selfrefine/responses.sqlite).")
-@click.option("--judge", "judge_model", metavar="MODEL",
-              help="Also compare each output with its one-step draft using this model as pairwise judge.")
-@click.option("--judge-option", "judge_options", multiple=True, metavar="KEY=VALUE",
-              help="Option of the --judge model's backend only (it never gets -o or --base-url), "
-                   "e.g. --judge-option base_url=URL.")
-@click.option("--retry-failed/--no-retry-failed", default=True, show_default=True,
-              help="On a rerun, run again the examples whose row failed (no result, or stopped by an error).")
-@click.option("--tests", "tests_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="codeopt only: test cases per PIE problem id, for the metric (format below).")
-@click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
-              help="Run the examples on a pool of Ray actors (pip install 'selfrefine[ray]'): alone, on a new "
-                   "local cluster; 'auto', the running one; ray://HOST:10001 or HOST:PORT, that one. "
-                   "--concurrency is then per actor.")
-@click.option("--ray-actors", type=click.IntRange(min=1),
-              help="Actors in the pool (default: the cluster's CPUs / --ray-cpus-per-actor).")
-@click.option("--ray-cpus-per-actor", type=click.FloatRange(min=0, min_open=True),
-              help="CPUs each actor reserves, and the threads of its embedded/gguf model (default: 1 for a "
-                   "server model, else 4 or the largest node's CPUs if fewer).")
-@click.option("--ray-base-url", "ray_base_urls", multiple=True, metavar="URL",
-              help="Server of an openai: --model per actor, repeatable: actor i uses the i-th URL (cycled). "
-                   "For one server per node, --base-url http://127.0.0.1:PORT/v1 is enough: each actor "
-                   "reaches its own node's.")
+@click.option(
+    "--cache",
+    "cache_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="SELFREFINE_CACHE",
+    help="Response cache file (default ~/.cache/selfrefine/responses.sqlite).",
+)
+@click.option(
+    "--judge",
+    "judge_model",
+    metavar="MODEL",
+    help="Also compare each output with its one-step draft using this model as pairwise judge.",
+)
+@click.option(
+    "--judge-option",
+    "judge_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Option of the --judge model's backend only (it never gets -o or --base-url), "
+    "e.g. --judge-option base_url=URL.",
+)
+@click.option(
+    "--retry-failed/--no-retry-failed",
+    default=True,
+    show_default=True,
+    help="On a rerun, run again the examples whose row failed (no result, or stopped by an error).",
+)
+@click.option(
+    "--tests",
+    "tests_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="codeopt only: test cases per PIE problem id, for the metric (format below).",
+)
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="local",
+    default=None,
+    metavar="[ADDRESS]",
+    help="Run the examples on a pool of Ray actors (pip install 'selfrefine[ray]'): alone, on a new "
+    "local cluster; 'auto', the running one; ray://HOST:10001 or HOST:PORT, that one. "
+    "--concurrency is then per actor.",
+)
+@click.option(
+    "--ray-actors",
+    type=click.IntRange(min=1),
+    help="Actors in the pool (default: the cluster's CPUs / --ray-cpus-per-actor).",
+)
+@click.option(
+    "--ray-cpus-per-actor",
+    type=click.FloatRange(min=0, min_open=True),
+    help="CPUs each actor reserves, and the threads of its embedded/gguf model (default: 1 for a "
+    "server model, else 4 or the largest node's CPUs if fewer).",
+)
+@click.option(
+    "--ray-base-url",
+    "ray_base_urls",
+    multiple=True,
+    metavar="URL",
+    help="Server of an openai: --model per actor, repeatable: actor i uses the i-th URL (cycled). "
+    "For one server per node, --base-url http://127.0.0.1:PORT/v1 is enough: each actor "
+    "reaches its own node's.",
+)
 @engine_options
-def eval_(task: str, data: str, out: Path, limit: int | None, concurrency: int | None, no_cache: bool,
-          cache_path: Path | None, judge_model: str | None, judge_options: tuple[str, ...],
-          retry_failed: bool, tests_path: Path | None, ray_address: str | None, ray_actors: int | None,
-          ray_cpus_per_actor: float | None, ray_base_urls: tuple[str, ...], **options: Any) -> None:
+def eval_(task: str, **flags: Any) -> None:
     """Run TASK over a dataset into a durable, resumable run folder.
 
     --data is a name `selfrefine datasets` lists, a file, or hf:ID. For a YAML task file,
@@ -224,25 +277,37 @@ def eval_(task: str, data: str, out: Path, limit: int | None, concurrency: int |
       selfrefine eval gsm8k --data gsm8k.jsonl --out runs/gsm-ray --ray ray://head:10001 \\
         -m openai:qwen --base-url http://127.0.0.1:8000/v1
     """
+    _eval(task, flags)
+
+
+def _eval(task: str, flags: dict[str, Any]) -> None:
+    """``eval``: its own flags are taken out of ``flags``; the rest describe the engine."""
     from ..evaluation.driver import has_metric, run_eval, run_meta, summary_table
     from ..evaluation.response_cache import ResponseCache
     from ..evaluation.runstore import RunStore
 
-    _check_ray_flags(ray_address, ray_actors, ray_cpus_per_actor, ray_base_urls, options)
-    the_task, (examples, source) = get_task(task), _eval_examples(task, data, limit, tests_path)
-    cache = None if no_cache else ResponseCache(cache_path)
-    judge_spec = role_model(judge_model, judge_options, "--judge-option", "--judge")
-    engine, recipe = _eval_engine(task, the_task, options, judge_spec, ray_address, ray_base_urls, cache)
-    judge = _judge(judge_spec, the_task, options["seed"], cache)
-    concurrency = concurrency or engine.examples_in_flight()
-    store = RunStore(out)
-    store.start(run_meta(out.name, engine, source, limit, tests_path))
+    f = {k: flags.pop(k) for k in EVAL_FLAGS}
+    ray = {k: f[f"ray_{k}"] for k in ("actors", "cpus_per_actor")}
+    ray.update(address=f["ray_address"], base_urls=f["ray_base_urls"])
+    _check_ray_flags(ray["address"], ray["actors"], ray["cpus_per_actor"], ray["base_urls"], flags)
+    the_task, (examples, source) = get_task(task), _eval_examples(task, f["data"], f["limit"], f["tests_path"])
+    cache = None if f["no_cache"] else ResponseCache(f["cache_path"])
+    judge_spec = role_model(f["judge_model"], f["judge_options"], "--judge-option", "--judge")
+    engine, recipe = _eval_engine(task, the_task, flags, judge_spec, ray["address"], ray["base_urls"], cache)
+    judge = _judge(judge_spec, the_task, flags["seed"], cache)
+    concurrency = f["concurrency"] or engine.examples_in_flight()
+    store = RunStore(f["out"])
+    store.start(run_meta(f["out"].name, engine, source, f["limit"], f["tests_path"]))
     console = Console(stderr=True)  # one console: the pool's lines print above the bar
-    runner = recipe and _ray_runner(recipe, console, concurrency, cache, address=ray_address, actors=ray_actors,
-                                    cpus_per_actor=ray_cpus_per_actor, base_urls=ray_base_urls)
-    summary, _ = asyncio.run(run_eval(engine, examples, store, concurrency=concurrency, judge=judge,
-                                      retry_failed=retry_failed, runner=runner, console=console))
-    Console().print(summary_table(summary, out, metric=has_metric(the_task)))
+    runner = recipe and _ray_runner(recipe, console, concurrency, cache, **ray)
+    run = run_eval(engine, examples, store, concurrency=concurrency, judge=judge, retry_failed=f["retry_failed"],
+                   runner=runner, console=console)  # fmt: skip
+    summary, _ = asyncio.run(run)
+    Console().print(summary_table(summary, f["out"], metric=has_metric(the_task)))
+
+
+EVAL_FLAGS = ("data", "out", "limit", "concurrency", "no_cache", "cache_path", "judge_model", "judge_options",
+              "retry_failed", "tests_path", "ray_address", "ray_actors", "ray_cpus_per_actor", "ray_base_urls")  # fmt: skip
 
 
 def _ray_runner(recipe: Any, console: Console, in_flight: int, cache: Any, **pool: Any) -> Any:
@@ -253,8 +318,15 @@ def _ray_runner(recipe: Any, console: Console, in_flight: int, cache: Any, **poo
     return RayPool(recipe, PoolOptions(**pool, in_flight=in_flight, cache_path=cache_path), console)
 
 
-def _eval_engine(task: str, the_task: Task, options: dict[str, Any], judge: ModelSpec | None,
-                 ray_address: str | None, ray_base_urls: tuple[str, ...], cache: Any) -> tuple[SelfRefine, Any]:
+def _eval_engine(
+    task: str,
+    the_task: Task,
+    options: dict[str, Any],
+    judge: ModelSpec | None,
+    ray_address: str | None,
+    ray_base_urls: tuple[str, ...],
+    cache: Any,
+) -> tuple[SelfRefine, Any]:
     """The driver's engine (its backends through the response cache) and, with --ray, the
     recipe the actors build theirs from (the same spec: absolute paths, actor 0's server)."""
     spec, recipe = engine_spec(task, options), None
@@ -302,12 +374,14 @@ def _judge(spec: ModelSpec | None, the_task: Task, seed: int, cache: Any) -> Any
     from ..evaluation.judge import DEFAULT_CRITERIA, PairwiseJudge
 
     backend, wrap = spec.build(), _cached(cache)
-    return PairwiseJudge(wrap(backend) if wrap is not None else backend, seed=seed,
-                         criteria=the_task.judge_criteria or DEFAULT_CRITERIA)
+    return PairwiseJudge(
+        wrap(backend) if wrap is not None else backend, seed=seed, criteria=the_task.judge_criteria or DEFAULT_CRITERIA
+    )
 
 
-def _check_ray_flags(address: str | None, actors: int | None, cpus: float | None, urls: tuple[str, ...],
-                     options: dict[str, Any]) -> None:
+def _check_ray_flags(
+    address: str | None, actors: int | None, cpus: float | None, urls: tuple[str, ...], options: dict[str, Any]
+) -> None:
     """--ray-* need --ray, and Ray itself (checked before any model loads)."""
     if address is None:
         if actors is not None or cpus is not None or urls:
@@ -367,8 +441,9 @@ def datasets(as_json: bool) -> None:
     table = Table("name", "task", "rows", "source", "licence", "here", title="datasets (eval TASK --data NAME)")
     for row in rows:
         here = "shipped" if row["shipped"] else "your copy" if row["path"] else "not shipped"
-        table.add_row(str(row["name"]), ", ".join(row["tasks"]), str(row["rows"]), str(row["source"]),
-                      str(row["licence"]), here)
+        table.add_row(
+            str(row["name"]), ", ".join(row["tasks"]), str(row["rows"]), str(row["source"]), str(row["licence"]), here
+        )
     _print_whole(table)  # a name cut to 'commongen_h…' could not be typed back
     for row in rows:
         if not row["shipped"] and not row["path"]:
@@ -386,20 +461,47 @@ def models(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    entries = []
-    for st in (catalogue.status(e) for e in catalogue.CATALOGUE.values()):
-        state = "yes" if st.installed else "no" if st.missing else "parts (assembled on first use)"
-        entries.append({"name": st.entry.name, "title": st.entry.title, "size": st.entry.size,
-                        "sha256": st.entry.sha256, "licence": st.entry.licence,
-                        "file": str(st.path) if st.path else None, "installed": st.installed, "state": state,
-                        "pull": f"selfrefine models pull {st.entry.name}"})
+    entries = _catalogue_entries()
     default = entries[0]
     embedded_file = default["file"] if default["installed"] else f"not installed: run `{default['pull']}`"
     rows = [{"model": s.usage, "description": s.help, "options": _scheme_options(s)} for s in schemes().values()]
     if as_json:
-        click.echo(json.dumps({"catalogue": entries, "models": rows, "embedded_file": embedded_file,
-                               "fake_replies_file": REPLIES_FILE_FORMAT}, indent=2))
+        data = {"catalogue": entries, "models": rows, "embedded_file": embedded_file,
+                "fake_replies_file": REPLIES_FILE_FORMAT}  # fmt: skip
+        click.echo(json.dumps(data, indent=2))
         return
+    _print_models(entries, rows)
+    click.echo(f"fake:REPLIES.json reads {REPLIES_FILE_FORMAT}")
+    if not default["installed"]:
+        click.echo(
+            f"The default model is not installed; `embedded` falls back to {catalogue.FALLBACK}. "
+            f"Install it: {default['pull']}"
+        )
+
+
+def _catalogue_entries() -> list[dict[str, Any]]:
+    """Each catalogue model: what it is, where its file is, whether it is installed."""
+    entries = []
+    for st in (catalogue.status(e) for e in catalogue.CATALOGUE.values()):
+        state = "yes" if st.installed else "no" if st.missing else "parts (assembled on first use)"
+        entries.append(
+            {
+                "name": st.entry.name,
+                "title": st.entry.title,
+                "size": st.entry.size,
+                "sha256": st.entry.sha256,
+                "licence": st.entry.licence,
+                "file": str(st.path) if st.path else None,
+                "installed": st.installed,
+                "state": state,
+                "pull": f"selfrefine models pull {st.entry.name}",
+            }
+        )
+    return entries
+
+
+def _print_models(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> None:
+    """The catalogue, the backends and their options as tables (paths printed whole)."""
     table = Table("model", "description", "size", "installed", title="embedded models (--model NAME)")
     for e in entries:
         table.add_row(e["name"], e["title"], f"{e['size'] / 2**20:,.0f} MiB", e["state"])
@@ -411,18 +513,14 @@ def models(ctx: click.Context, as_json: bool) -> None:
     for row in rows:
         table.add_row(row["model"], row["description"])
     _print_whole(table)
-    table = Table("model", "option", "type", "default", "description",
-                  title="backend options (-o, --feedback-option, --refine-option, --judge-option KEY=VALUE)")
+    title = "backend options (-o, --feedback-option, --refine-option, --judge-option KEY=VALUE)"
+    table = Table("model", "option", "type", "default", "description", title=title)
+    undeclared = [{"name": "(not declared by the plugin)", "type": "", "default": "", "description": ""}]
     for row in rows:
-        for opt in row["options"] or [{"name": "(not declared by the plugin)", "type": "", "default": "",
-                                       "description": ""}]:
+        for opt in row["options"] or undeclared:
             shown = "-" if opt["default"] is None else str(opt["default"])
             table.add_row(row["model"], opt["name"], opt["type"], shown, opt["description"])
     _print_whole(table)
-    click.echo(f"fake:REPLIES.json reads {REPLIES_FILE_FORMAT}")
-    if not default["installed"]:
-        click.echo(f"The default model is not installed; `embedded` falls back to {catalogue.FALLBACK}. "
-                   f"Install it: {default['pull']}")
 
 
 def _print_whole(table: Table) -> None:
@@ -465,4 +563,3 @@ _add_commands()
 
 def main() -> None:
     cli(prog_name="selfrefine")
-

@@ -85,7 +85,9 @@ class StepPrinter:
         u = result.usage
         self.console.rule("result")
         if result.output is not None:
-            self.console.print(Panel(Text(result.output), title=f"output (draft {result.selected})", border_style="green"))
+            self.console.print(
+                Panel(Text(result.output), title=f"output (draft {result.selected})", border_style="green")
+            )
         if result.answer is not None:
             self.console.print(f"answer: [bold]{escape(result.answer)}[/bold]")
         if result.metric is not None:

@@ -18,12 +18,24 @@ from ..engine.spec import EngineSpec, ModelSpec
 
 # loop flag (its click name) -> the RefineConfig field it sets
 FLAG_FIELDS = {
-    "max_iters": "max_iterations", "history": "history", "select": "select", "accept": "accept",
-    "feedback_mode": "feedback_mode", "verifier_mode": "verifier_mode", "seed": "seed",
-    "temperature": "temperature", "max_tokens": "max_tokens", "score_threshold": "score_threshold",
-    "stop_contains": "stop_contains", "budget_tokens": "max_total_tokens", "budget_seconds": "max_seconds",
-    "no_constrain": "constrained", "final_feedback": "final_feedback", "samples": "samples",
-    "strategy": "strategy", "preset": "preset",
+    "max_iters": "max_iterations",
+    "history": "history",
+    "select": "select",
+    "accept": "accept",
+    "feedback_mode": "feedback_mode",
+    "verifier_mode": "verifier_mode",
+    "seed": "seed",
+    "temperature": "temperature",
+    "max_tokens": "max_tokens",
+    "score_threshold": "score_threshold",
+    "stop_contains": "stop_contains",
+    "budget_tokens": "max_total_tokens",
+    "budget_seconds": "max_seconds",
+    "no_constrain": "constrained",
+    "final_feedback": "final_feedback",
+    "samples": "samples",
+    "strategy": "strategy",
+    "preset": "preset",
 }
 MODEL_FLAGS = ("model", "options", "base_url", "feedback_model", "feedback_options", "refine_model", "refine_options")
 
@@ -43,36 +55,79 @@ def _default(field: str) -> Any:
 
 
 BACKEND_OPTIONS = [
-    click.option("--model", "-m", default=DEFAULT_MODEL, envvar="SELFREFINE_MODEL", show_default=True,
-                 help="embedded | embedded:NAME (see `selfrefine models`) | gguf:PATH | openai:NAME | fake[:REPLIES.json]"),
-    click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
-                 help="Option of --model's backend (and of the roles that share it), e.g. -o n_ctx=8192, "
-                      "-o api=completion, -o concurrency=8; `selfrefine models` lists each backend's options."),
-    click.option("--base-url", metavar="URL",
-                 help="Server of an openai: --model (same as -o base_url=URL); unset: OPENAI_BASE_URL, "
-                      "which every openai: model without its own uses."),
+    click.option(
+        "--model",
+        "-m",
+        default=DEFAULT_MODEL,
+        envvar="SELFREFINE_MODEL",
+        show_default=True,
+        help="embedded | embedded:NAME (see `selfrefine models`) | gguf:PATH | openai:NAME | fake[:REPLIES.json]",
+    ),
+    click.option(
+        "--option",
+        "-o",
+        "options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Option of --model's backend (and of the roles that share it), e.g. -o n_ctx=8192, "
+        "-o api=completion, -o concurrency=8; `selfrefine models` lists each backend's options.",
+    ),
+    click.option(
+        "--base-url",
+        metavar="URL",
+        help="Server of an openai: --model (same as -o base_url=URL); unset: OPENAI_BASE_URL, "
+        "which every openai: model without its own uses.",
+    ),
     click.option("--feedback-model", help="A different model for the feedback role."),
-    click.option("--feedback-option", "feedback_options", multiple=True, metavar="KEY=VALUE",
-                 help="Option of --feedback-model's backend only, e.g. --feedback-option base_url=URL."),
+    click.option(
+        "--feedback-option",
+        "feedback_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Option of --feedback-model's backend only, e.g. --feedback-option base_url=URL.",
+    ),
     click.option("--refine-model", help="A different model for the refine role."),
-    click.option("--refine-option", "refine_options", multiple=True, metavar="KEY=VALUE",
-                 help="Option of --refine-model's backend only."),
+    click.option(
+        "--refine-option",
+        "refine_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Option of --refine-model's backend only.",
+    ),
 ]
 LOOP_OPTIONS = [
     click.option("--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4)."),
-    click.option("--history", type=Spelling("history"),
-                 help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's)."),
-    click.option("--select", type=Spelling("select"),
-                 help="Return the last draft, the best-scored one, or the one the task's own verifier "
-                      "scores highest (ties: feedback score, then the earlier draft) (default: the task's)."),
+    click.option(
+        "--history",
+        type=Spelling("history"),
+        help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's).",
+    ),
+    click.option(
+        "--select",
+        type=Spelling("select"),
+        help="Return the last draft, the best-scored one, or the one the task's own verifier "
+        "scores highest (ties: feedback score, then the earlier draft) (default: the task's).",
+    ),
     # unset (None) unless given, so that a --preset can set them; the help shows the default
-    click.option("--accept", type=Spelling("accept"), show_default=_default("accept"),
-                 help="not_worse (or not-worse): reject a refinement the task's verifier scores lower than the "
-                      "draft it refined, or that leaves it unchanged, and refine that draft again with the next seed."),
-    click.option("--feedback-mode", type=Spelling("feedback_mode"), show_default=_default("feedback_mode"),
-                 help="The paper's ablation: task critic, a fixed generic message, or no feedback."),
-    click.option("--verifier-mode", type=Spelling("verifier_mode"), show_default=_default("verifier_mode"),
-                 help="Feedback from the model (self), the task's own checks (verifier), or both (hybrid)."),
+    click.option(
+        "--accept",
+        type=Spelling("accept"),
+        show_default=_default("accept"),
+        help="not_worse (or not-worse): reject a refinement the task's verifier scores lower than the "
+        "draft it refined, or that leaves it unchanged, and refine that draft again with the next seed.",
+    ),
+    click.option(
+        "--feedback-mode",
+        type=Spelling("feedback_mode"),
+        show_default=_default("feedback_mode"),
+        help="The paper's ablation: task critic, a fixed generic message, or no feedback.",
+    ),
+    click.option(
+        "--verifier-mode",
+        type=Spelling("verifier_mode"),
+        show_default=_default("verifier_mode"),
+        help="Feedback from the model (self), the task's own checks (verifier), or both (hybrid).",
+    ),
     click.option("--seed", type=int, default=_default("seed"), show_default=True),
     click.option("--temperature", type=click.FloatRange(min=0), help="Sampling temperature for every role."),
     click.option("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per call."),
@@ -81,19 +136,33 @@ LOOP_OPTIONS = [
     click.option("--budget-tokens", type=click.IntRange(min=1), help="Stop after this many tokens in total."),
     click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds."),
     click.option("--no-constrain", is_flag=True, help="Do not constrain feedback to the task's JSON schema."),
-    click.option("--samples", type=click.IntRange(1, 16), show_default=_default("samples"),
-                 help="Drafts sampled per step, each checked by the task's verifier: the first draft is the best "
-                      "sample, and a round's best refinement replaces its draft only if it scores higher."),
-    click.option("--strategy", type=Spelling("strategy"), show_default=_default("strategy"),
-                 help="auto: spend --budget-tokens between samples per step and rounds by what the verifier "
-                      "sees (start with 2 samples; stop when it is satisfied; wider after echoes or rejections, "
-                      "deeper after an accepted refinement)."),
-    click.option("--preset", type=Spelling("preset"),
-                 help="paper: the paper's loop (the defaults); best: the task's measured best configuration "
-                      "(docs/frontier.md). Options given explicitly win."),
-    click.option("--final-feedback", is_flag=True,
-                 help="Critique the last draft even when that cannot change the result (with --select last "
-                      "at --max-iters the run otherwise skips that call)."),
+    click.option(
+        "--samples",
+        type=click.IntRange(1, 16),
+        show_default=_default("samples"),
+        help="Drafts sampled per step, each checked by the task's verifier: the first draft is the best "
+        "sample, and a round's best refinement replaces its draft only if it scores higher.",
+    ),
+    click.option(
+        "--strategy",
+        type=Spelling("strategy"),
+        show_default=_default("strategy"),
+        help="auto: spend --budget-tokens between samples per step and rounds by what the verifier "
+        "sees (start with 2 samples; stop when it is satisfied; wider after echoes or rejections, "
+        "deeper after an accepted refinement).",
+    ),
+    click.option(
+        "--preset",
+        type=Spelling("preset"),
+        help="paper: the paper's loop (the defaults); best: the task's measured best configuration "
+        "(docs/frontier.md). Options given explicitly win.",
+    ),
+    click.option(
+        "--final-feedback",
+        is_flag=True,
+        help="Critique the last draft even when that cannot change the result (with --select last "
+        "at --max-iters the run otherwise skips that call).",
+    ),
 ]
 
 
@@ -124,8 +193,9 @@ def key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
 def role_model(spec: str | None, pairs: tuple[str, ...], flag: str, model_flag: str) -> ModelSpec | None:
     """One role's own model and its options (which never reach another role's backend)."""
     if pairs and spec is None:
-        raise click.UsageError(f"{flag} needs {model_flag}: without it that role shares --model's backend, "
-                               "which -o configures")
+        raise click.UsageError(
+            f"{flag} needs {model_flag}: without it that role shares --model's backend, which -o configures"
+        )
     return ModelSpec(model=spec, options=key_values(pairs, flag)) if spec is not None else None
 
 
@@ -137,7 +207,8 @@ def main_model(model: str, pairs: tuple[str, ...], base_url: str | None) -> Mode
         if model_cls is not None and "base_url" not in model_cls.model_fields:
             raise click.UsageError(
                 f"--base-url sets the server of --model, and {model!r} has none; for another role's "
-                "server use --feedback-option/--refine-option/--judge-option base_url=URL")
+                "server use --feedback-option/--refine-option/--judge-option base_url=URL"
+            )
         opts["base_url"] = base_url
     return ModelSpec(model=model, options=opts)
 
@@ -146,8 +217,9 @@ def models_of(flags: dict[str, Any]) -> dict[str, ModelSpec | None]:
     """The model flags as the spec's three ModelSpecs (feedback/refine None: --model's)."""
     return {
         "model": main_model(flags["model"], flags["options"], flags["base_url"]),
-        "feedback_model": role_model(flags["feedback_model"], flags["feedback_options"],
-                                     "--feedback-option", "--feedback-model"),
+        "feedback_model": role_model(
+            flags["feedback_model"], flags["feedback_options"], "--feedback-option", "--feedback-model"
+        ),
         "refine_model": role_model(flags["refine_model"], flags["refine_options"], "--refine-option", "--refine-model"),
     }
 

@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from ..core.errors import ConfigError
-from ..tasks import get_task
 from ..engine.spec import BackendPool, ModelSpec
+from ..tasks import get_task
 from .options import backend_options, main_model, models_of
 
 
@@ -37,51 +37,103 @@ def allowed_hosts(host: str, given: tuple[str, ...]) -> list[str]:
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind; a non-loopback one needs --api-key (or --insecure).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind; a non-loopback one needs --api-key (or --insecure).",
+)
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
 @backend_options
-@click.option("--api-key", envvar="SELFREFINE_API_KEY", metavar="KEY",
-              help="Require 'Authorization: Bearer KEY' on every route but /health and the playground page "
-                   "[env SELFREFINE_API_KEY].")
-@click.option("--allowed-host", "allowed_host", multiple=True, metavar="NAME",
-              help="Also answer requests whose Host header is NAME (\"*\": any); repeatable. Default: only "
-                   "loopback names (against DNS rebinding), plus --host's own name if it is not loopback.")
-@click.option("--client-timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
-              help="Seconds a client may take to send a request's headers, or its body, or to read "
-                   "anything of a reply; then it is dropped.")
+@click.option(
+    "--api-key",
+    envvar="SELFREFINE_API_KEY",
+    metavar="KEY",
+    help="Require 'Authorization: Bearer KEY' on every route but /health and the playground page "
+    "[env SELFREFINE_API_KEY].",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_host",
+    multiple=True,
+    metavar="NAME",
+    help='Also answer requests whose Host header is NAME ("*": any); repeatable. Default: only '
+    "loopback names (against DNS rebinding), plus --host's own name if it is not loopback.",
+)
+@click.option(
+    "--client-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds a client may take to send a request's headers, or its body, or to read "
+    "anything of a reply; then it is dropped.",
+)
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback --host without an API key.")
-@click.option("--max-concurrency", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Runs in flight at once (model calls still queue per backend).")
-@click.option("--max-queue", type=click.IntRange(min=0), default=64, show_default=True,
-              help="Runs waiting for a slot; beyond this a request gets 429 with Retry-After.")
-@click.option("--max-body-bytes", type=click.IntRange(min=1), default=1_000_000, show_default=True,
-              help="Larger request bodies get 413.")
-@click.option("--max-iters", type=click.IntRange(min=0),
-              help="Cap (and default) on the refinements a request may ask for.")
+@click.option(
+    "--max-concurrency",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Runs in flight at once (model calls still queue per backend).",
+)
+@click.option(
+    "--max-queue",
+    type=click.IntRange(min=0),
+    default=64,
+    show_default=True,
+    help="Runs waiting for a slot; beyond this a request gets 429 with Retry-After.",
+)
+@click.option(
+    "--max-body-bytes",
+    type=click.IntRange(min=1),
+    default=1_000_000,
+    show_default=True,
+    help="Larger request bodies get 413.",
+)
+@click.option(
+    "--max-iters", type=click.IntRange(min=0), help="Cap (and default) on the refinements a request may ask for."
+)
 @click.option("--budget-tokens", type=click.IntRange(min=1), help="Cap (and default) on tokens per request.")
-@click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True),
-              help="Cap (and default) on seconds per request.")
-@click.option("--task", "task_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Also serve this YAML task file (as selfrefine/NAME); repeatable.")
-@click.option("--allow-code-tasks", is_flag=True,
-              help="Also serve the tasks that run model-written Python (gsm8k, codeopt) in the sandbox; "
-                   "see the README's 'The sandbox'.")
-@click.option("--upstream-model", "upstream_models", multiple=True, metavar="NAME",
-              help="Let a request run on this model of --model's OpenAI-compatible server, as "
-                   "selfrefine/TASK@NAME (the server's key is used); repeatable.")
-@click.option("--reasoning-format", type=click.Choice(["reasoning_content", "think", "none"]),
-              default="reasoning_content", show_default=True,
-              help="Where a chat reply puts the drafts and critiques: the reasoning_content field, "
-                   "<think>...</think> at the start of content (for clients that ignore reasoning_content), "
-                   "or nowhere; a request may choose with \"reasoning_format\".")
-@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
-              default="info", show_default=True)
-def serve(host: str, port: int, api_key: str | None, allowed_host: tuple[str, ...], client_timeout: float,
-          insecure: bool, max_concurrency: int, max_queue: int,
-          max_body_bytes: int, max_iters: int | None, budget_tokens: int | None, budget_seconds: float | None,
-          task_files: tuple[Path, ...], allow_code_tasks: bool, upstream_models: tuple[str, ...],
-          reasoning_format: str, log_level: str, **backend: Any) -> None:
+@click.option(
+    "--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Cap (and default) on seconds per request."
+)
+@click.option(
+    "--task",
+    "task_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Also serve this YAML task file (as selfrefine/NAME); repeatable.",
+)
+@click.option(
+    "--allow-code-tasks",
+    is_flag=True,
+    help="Also serve the tasks that run model-written Python (gsm8k, codeopt) in the sandbox; "
+    "see the README's 'The sandbox'.",
+)
+@click.option(
+    "--upstream-model",
+    "upstream_models",
+    multiple=True,
+    metavar="NAME",
+    help="Let a request run on this model of --model's OpenAI-compatible server, as "
+    "selfrefine/TASK@NAME (the server's key is used); repeatable.",
+)
+@click.option(
+    "--reasoning-format",
+    type=click.Choice(["reasoning_content", "think", "none"]),
+    default="reasoning_content",
+    show_default=True,
+    help="Where a chat reply puts the drafts and critiques: the reasoning_content field, "
+    "<think>...</think> at the start of content (for clients that ignore reasoning_content), "
+    'or nowhere; a request may choose with "reasoning_format".',
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    default="info",
+    show_default=True,
+)
+def serve(**flags: Any) -> None:
     """Serve Self-Refine over an OpenAI-compatible HTTP API, with a playground at /.
 
     Each task is a model, selfrefine/TASK (and selfrefine/chat for any conversation):
@@ -96,35 +148,55 @@ def serve(host: str, port: int, api_key: str | None, allowed_host: tuple[str, ..
       selfrefine serve
       selfrefine serve --model openai:gpt-4o-mini --api-key "$KEY" --host 0.0.0.0
     """
-    if not is_loopback(host) and not api_key and not insecure:
-        raise ConfigError(f"--host {host} is reachable from other machines: set --api-key KEY "
-                          "(or SELFREFINE_API_KEY), or pass --insecure to serve it without one")
+    f = {k: flags.pop(k) for k in SERVE_FLAGS}  # the rest: the model flags
+    host, api_key = f["host"], f["api_key"]
+    if not is_loopback(host) and not api_key and not f["insecure"]:
+        raise ConfigError(
+            f"--host {host} is reachable from other machines: set --api-key KEY "
+            "(or SELFREFINE_API_KEY), or pass --insecure to serve it without one"
+        )
     import uvicorn
 
-    from ..service import Caps, ServeSettings, create_app
+    from ..service import create_app
     from ..service.connections import server_config
 
-    pool = BackendPool()  # each distinct model opened once: the roles' and the upstream ones
-    settings = ServeSettings(
-        backends=_backends(backend, pool),
-        extra_tasks=[get_task(str(path)) for path in task_files],
-        allow_code_tasks=allow_code_tasks,
-        api_key=api_key or None,
-        max_concurrency=max_concurrency,
-        max_queue=max_queue,
-        max_body_bytes=max_body_bytes,
-        caps=Caps(max_iterations=max_iters, max_total_tokens=budget_tokens, max_seconds=budget_seconds),
-        reasoning_format=reasoning_format,  # type: ignore[arg-type]  # click.Choice checked it
-        upstream=_upstream(upstream_models, main_model(backend["model"], backend["options"], backend["base_url"]), pool),
-        allowed_hosts=allowed_hosts(host, allowed_host),
-        client_timeout=client_timeout,
-    )
-    sock = listen_socket(host, port)  # before the banner: a busy port is one error line
+    settings = _settings(f, flags)
+    sock = listen_socket(host, f["port"])  # before the banner: a busy port is one error line
     port = sock.getsockname()[1]  # --port 0: the port the system chose
-    click.echo(f"selfrefine serve: http://{host}:{port}/ (playground), OpenAI base URL http://{host}:{port}/v1"
-               f"{', key required' if api_key else ''}", err=True)
-    config = server_config(create_app(settings), host, port, client_timeout, log_level=log_level)
+    click.echo(
+        f"selfrefine serve: http://{host}:{port}/ (playground), OpenAI base URL http://{host}:{port}/v1"
+        f"{', key required' if api_key else ''}",
+        err=True,
+    )
+    config = server_config(create_app(settings), host, port, f["client_timeout"], log_level=f["log_level"])
     uvicorn.Server(config).run(sockets=[sock])
+
+
+SERVE_FLAGS = ("host", "port", "api_key", "allowed_host", "client_timeout", "insecure", "max_concurrency",
+               "max_queue", "max_body_bytes", "max_iters", "budget_tokens", "budget_seconds", "task_files",
+               "allow_code_tasks", "upstream_models", "reasoning_format", "log_level")  # fmt: skip
+
+
+def _settings(f: dict[str, Any], model_flags: dict[str, Any]) -> Any:
+    """The service's settings from serve's flags; every distinct model opened once."""
+    from ..service import Caps, ServeSettings
+
+    pool = BackendPool()  # the roles' models and the upstream ones
+    main = main_model(model_flags["model"], model_flags["options"], model_flags["base_url"])
+    return ServeSettings(
+        backends=_backends(model_flags, pool),
+        extra_tasks=[get_task(str(path)) for path in f["task_files"]],
+        allow_code_tasks=f["allow_code_tasks"],
+        api_key=f["api_key"] or None,
+        max_concurrency=f["max_concurrency"],
+        max_queue=f["max_queue"],
+        max_body_bytes=f["max_body_bytes"],
+        caps=Caps(max_iterations=f["max_iters"], max_total_tokens=f["budget_tokens"], max_seconds=f["budget_seconds"]),
+        reasoning_format=f["reasoning_format"],
+        upstream=_upstream(f["upstream_models"], main, pool),
+        allowed_hosts=allowed_hosts(f["host"], f["allowed_host"]),
+        client_timeout=f["client_timeout"],
+    )
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -152,7 +224,9 @@ def _upstream(names: tuple[str, ...], main: ModelSpec, pool: BackendPool) -> Any
 
     scheme, _, default = main.model.partition(":")
     if scheme != "openai":
-        raise ConfigError(f"--upstream-model needs --model openai:NAME (an OpenAI-compatible server), not {main.model!r}")
+        raise ConfigError(
+            f"--upstream-model needs --model openai:NAME (an OpenAI-compatible server), not {main.model!r}"
+        )
     allowed = tuple(dict.fromkeys([default, *names]))  # --model's own name may be chosen too
     return Upstream(allowed, lambda name: pool.get(ModelSpec(model=f"openai:{name}", options=main.options)))
 

@@ -82,14 +82,15 @@ class RefineConfig(BaseModel):
     # measured best (TaskDefaults.best); options given explicitly win over the preset's
     preset: Preset | None = None
 
-    @field_validator("history", "select", "accept", "feedback_mode", "verifier_mode", "strategy", "preset",
-                     mode="before")
+    @field_validator(
+        "history", "select", "accept", "feedback_mode", "verifier_mode", "strategy", "preset", mode="before"
+    )
     @classmethod
     def _one_spelling(cls, value: Any) -> Any:
         return canonical(value)
 
     @classmethod
-    def build(cls, **values: object) -> "RefineConfig":
+    def build(cls, **values: object) -> RefineConfig:
         """Like the constructor, but a bad value is a ConfigError naming the option."""
         try:
             return cls(**{k: v for k, v in values.items() if v is not None})
@@ -120,6 +121,19 @@ def choices(field: str) -> tuple[str, ...]:
 # What a request to ``selfrefine serve`` may choose about its run: these options of
 # RefineConfig, with the same types and bounds (service/schemas.py builds its model from them)
 REQUEST_OPTIONS = (
-    "max_iterations", "select", "history", "accept", "feedback_mode", "verifier_mode", "max_total_tokens",
-    "max_seconds", "temperature", "seed", "max_tokens", "final_feedback", "samples", "strategy", "preset",
+    "max_iterations",
+    "select",
+    "history",
+    "accept",
+    "feedback_mode",
+    "verifier_mode",
+    "max_total_tokens",
+    "max_seconds",
+    "temperature",
+    "seed",
+    "max_tokens",
+    "final_feedback",
+    "samples",
+    "strategy",
+    "preset",
 )

@@ -8,7 +8,7 @@ serialises to JSON and back without loss (``RunResult.model_dump_json`` /
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal, Union
+from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
@@ -65,7 +65,7 @@ class Usage(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
     @classmethod
-    def of(cls, calls: list[CallRecord]) -> "Usage":
+    def of(cls, calls: list[CallRecord]) -> Usage:
         return cls(
             calls=len(calls),
             prompt_tokens=sum(c.prompt_tokens for c in calls),
@@ -87,7 +87,7 @@ class Feedback(BaseModel):
     fields: dict[str, str | list[str]] = Field(default_factory=dict)  # other parsed parts
     source: Literal["model", "generic", "none", "verifier", "hybrid"] = "model"
     parse_error: str | None = None  # set when every parse attempt failed
-    verification: "Verification | None" = None  # tool findings, in verifier/hybrid mode
+    verification: Verification | None = None  # tool findings, in verifier/hybrid mode
 
     def __str__(self) -> str:  # templates and displays see the raw text
         return self.text
@@ -114,6 +114,9 @@ class Candidate(BaseModel):
     verification: Verification | None = None
     call: CallRecord | None = None
     chosen: bool = False
+    # the critic on this sample, when the verifier tied it with others at the top (the
+    # critic then chooses, and the chosen sample's critique is its step's feedback)
+    feedback: Feedback | None = None
 
 
 class Iteration(BaseModel):
@@ -218,4 +221,4 @@ class ResultStep(BaseModel):
     result: RunResult
 
 
-Step = Union[DraftStep, FeedbackStep, DecisionStep, CallStep, ResultStep]
+Step = DraftStep | FeedbackStep | DecisionStep | CallStep | ResultStep

@@ -66,7 +66,9 @@ class Caller:
     def __init__(self, config: RefineConfig, backends: dict[str, Backend], log: CallLog) -> None:
         self.config, self.backends, self.log = config, backends, log
 
-    async def call(self, role: Role, t: int, request: CompletionRequest, n: int = 1) -> list[tuple[CompletionResponse, CallRecord]]:
+    async def call(
+        self, role: Role, t: int, request: CompletionRequest, n: int = 1
+    ) -> list[tuple[CompletionResponse, CallRecord]]:
         """One logical call (``n`` samples of the request) with transient-error retries."""
         backend = self.backends[role]
         for attempt in range(1, self.config.backend_retries + 2):
@@ -98,15 +100,18 @@ class Caller:
             self.log.calls.remove(extra)
         self.log.failed(calls[0], error)
 
-    def _finished(self, response: CompletionResponse, call: CallRecord,
-                  first: CallRecord) -> tuple[CompletionResponse, CallRecord]:
+    def _finished(
+        self, response: CompletionResponse, call: CallRecord, first: CallRecord
+    ) -> tuple[CompletionResponse, CallRecord]:
         call.prompt_tokens, call.completion_tokens = response.prompt_tokens, response.completion_tokens
         call.response, call.cached = response.text, response.cached
         call.cached_prompt_tokens = response.cached_prompt_tokens
         call.seconds, call.wait_seconds = first.seconds, first.wait_seconds
         return response, call
 
-    async def _send(self, backend: Backend, request: CompletionRequest, call: CallRecord, n: int) -> list[CompletionResponse]:
+    async def _send(
+        self, backend: Backend, request: CompletionRequest, call: CallRecord, n: int
+    ) -> list[CompletionResponse]:
         """One attempt under the backend's concurrency limit; times the wait and the call apart."""
         queued = time.perf_counter()
         async with backend_semaphore(backend):
@@ -118,7 +123,7 @@ class Caller:
                 remaining = self.config.max_seconds - self.log.elapsed()
             try:
                 return await asyncio.wait_for(_complete(backend, request, n), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if remaining is None:  # the backend's own timeout surfaced as asyncio's
                     raise TransientBackendError(f"{backend.name}: request timed out") from None
                 raise BudgetExceeded(*self.budget_spent() or (StopReason.TIME_BUDGET, "time budget ran out")) from None

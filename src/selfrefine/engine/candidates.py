@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.records import Candidate, Iteration, Verification
+from ..core.records import Candidate, Feedback, Iteration, Verification
 from .votes import tally, with_vote
 
 
@@ -68,11 +68,25 @@ def best(candidates: list[Candidate]) -> int:
     return max(range(len(candidates)), key=lambda i: (score(candidates[i].verification), -i))
 
 
-def earns_place(new: Verification | None, new_total: float | None, parent: Iteration) -> bool:
+def ties(candidates: list[Candidate]) -> list[int]:
+    """The indices of the samples that share the highest verifier score."""
+    top = max(score(c.verification) for c in candidates)
+    return [i for i, c in enumerate(candidates) if score(c.verification) == top]
+
+
+def critic_rank(feedback: Feedback | None) -> tuple[bool, float]:
+    """How the critic ranks a draft: done first, then its score (unknown: lowest)."""
+    if feedback is None:
+        return (False, float("-inf"))
+    return (feedback.done is True, feedback.total if feedback.total is not None else float("-inf"))
+
+
+def earns_place(new: Verification | None, critique: Feedback | None, parent: Iteration) -> bool:
     """Whether a refinement replaces its parent: a strictly higher verifier score, or an
-    equal one with a strictly higher critic score (unknown critic scores never win)."""
+    equal one that the critic finds done where it did not find the parent done (a critic
+    that did not see the refinement never decides: ties keep the parent)."""
     ours, theirs = score(new), score(parent.verification)
     if ours != theirs:
         return ours > theirs
-    parent_total = parent.feedback.total if parent.feedback is not None else None
-    return new_total is not None and parent_total is not None and new_total > parent_total
+    parent_done = parent.feedback is not None and parent.feedback.done is True
+    return critique is not None and critique.done is True and not parent_done

@@ -62,8 +62,9 @@ class SelfRefine:
             self.backends = {role: wrapped[id(b)] for role, b in self.backends.items()}
 
     @classmethod
-    def from_spec(cls, spec: EngineSpec, *, pool: BackendPool | None = None, wrap: Wrap | None = None,
-                  task: Task | None = None) -> SelfRefine:
+    def from_spec(
+        cls, spec: EngineSpec, *, pool: BackendPool | None = None, wrap: Wrap | None = None, task: Task | None = None
+    ) -> SelfRefine:
         """The engine an :class:`EngineSpec` describes: the one way ``run``, ``eval``, ``serve``
         and Ray build theirs. With a ``pool``, backends are shared with the pool's other
         engines (and wrapped by the pool's ``wrap``); ``task``: ``spec.task`` already loaded."""

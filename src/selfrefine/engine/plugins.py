@@ -42,10 +42,11 @@ def find_task(spec: str | Task) -> Task:
     if looks_like_path(spec):
         return _load_file(spec)
     if not registered:
-        raise TaskError(f"unknown task {spec!r}: no task is registered; install selfrefine "
-                        "(pip install -e .) so that its entry points exist")
-    raise TaskError(f"unknown task {spec!r}; tasks: {', '.join(registered)}, "
-                    "or give the path of a YAML task file")
+        raise TaskError(
+            f"unknown task {spec!r}: no task is registered; install selfrefine "
+            "(pip install -e .) so that its entry points exist"
+        )
+    raise TaskError(f"unknown task {spec!r}; tasks: {', '.join(registered)}, or give the path of a YAML task file")
 
 
 def _load_file(path: str) -> Task:
@@ -53,6 +54,7 @@ def _load_file(path: str) -> Task:
     suffix = Path(path).suffix.lstrip(".").lower()
     loader = loaders.get(suffix) or loaders.get("yaml")  # the YAML loader names what is wrong
     if loader is None:
-        raise TaskError(f"cannot load task file {path}: no task-file loader is registered; "
-                        "install selfrefine (pip install -e .)")
+        raise TaskError(
+            f"cannot load task file {path}: no task-file loader is registered; install selfrefine (pip install -e .)"
+        )
     return loader.load()(path)

@@ -22,8 +22,8 @@ from ..core.errors import BackendError, ParseError, SandboxUnavailableError, err
 from ..core.records import (
     ROLES,
     CallRecord,
-    Candidate,
     CallStep,
+    Candidate,
     DecisionStep,
     DraftStep,
     Feedback,
@@ -38,10 +38,10 @@ from ..core.records import (
     Verification,
 )
 from .calls import BudgetExceeded, Caller, CallLog
-from .candidates import Pool, best, earns_place
+from .candidates import Pool, best, critic_rank, earns_place, ties
 from .selection import rejection, score_text, select_index
-from .strategy import START_WIDTH, Costs, RoundOutcome, plan_round
 from .settings import Settings
+from .strategy import START_WIDTH, Costs, RoundOutcome, plan_round
 from .task import Task
 
 T = TypeVar("T")
@@ -50,8 +50,9 @@ T = TypeVar("T")
 class Refinement:
     """One input's run: its state and its steps."""
 
-    def __init__(self, task: Task, settings: Settings, backends: dict[str, Backend], input: str,
-                 reference: Any = None) -> None:
+    def __init__(
+        self, task: Task, settings: Settings, backends: dict[str, Backend], input: str, reference: Any = None
+    ) -> None:
         self.task, self.settings, self.config = task, settings, settings.config
         self.backends = backends
         self.input, self.reference = input, reference
@@ -128,7 +129,7 @@ class Refinement:
         decision = self._stop(self._decide(t, feedback))
         yield decision
         if not decision.stop:
-            async for step in (self._refine_sampled(t) if self.settings.sampling else self._refine(t)):
+            async for step in self._refine_sampled(t) if self.settings.sampling else self._refine(t):
                 yield step
 
     async def _refine(self, t: int) -> AsyncIterator[Step]:
@@ -144,8 +145,11 @@ class Refinement:
                 yield FeedbackStep(iteration=n, feedback=self.iterations[n].feedback)
             unchanged = _same(draft, self.iterations[t].draft)
             if self.config.stop_on_no_change and unchanged and not rejected:
-                yield self._stop(DecisionStep(iteration=n, stop=True, reason=StopReason.NO_CHANGE,
-                                              detail="the refinement changed nothing"))
+                yield self._stop(
+                    DecisionStep(
+                        iteration=n, stop=True, reason=StopReason.NO_CHANGE, detail="the refinement changed nothing"
+                    )
+                )
                 return
             if not rejected:
                 self.transcript.append(t)
@@ -160,7 +164,9 @@ class Refinement:
             if decision.stop:
                 return
 
-    def _drafted(self, t: int, draft: str, call: CallRecord | None, candidates: list[Candidate] | None = None) -> list[Step]:
+    def _drafted(
+        self, t: int, draft: str, call: CallRecord | None, candidates: list[Candidate] | None = None
+    ) -> list[Step]:
         step = DraftStep(iteration=t, draft=draft, call=call, candidates=candidates or [])
         return [*(CallStep(call=c) for c in self.log.drain()), step]
 
@@ -206,23 +212,28 @@ class Refinement:
             yield FeedbackStep(iteration=n, feedback=it.feedback)
             self.transcript += [t, n]
             decision = self._stop(self._decide(n, None))
-            yield decision.model_copy(update={"detail": f"{rejected}; {decision.detail}" if decision.stop else rejected})
+            yield decision.model_copy(
+                update={"detail": f"{rejected}; {decision.detail}" if decision.stop else rejected}
+            )
 
     def _judge_round(self, t: int, it: Iteration) -> str:
         """Whether round ``it`` replaces draft t ("" ) or why not; a rejected round gets the
         verifier's findings as its feedback, and the outcome steers the auto strategy."""
         parent = self.iterations[t]
         echoed = all(_same(c.draft, parent.draft) for c in it.candidates)
-        accepted = not echoed and earns_place(it.verification, None, parent)
+        accepted = not echoed and earns_place(it.verification, _chosen(it).feedback, parent)
         self.outcome = RoundOutcome(accepted=accepted, echoed=echoed)
         if accepted:
             return ""
         it.accepted = False
         check = it.verification
         it.feedback = Feedback(text=check.text if check else "", source="verifier", verification=check)
-        why = (f"all {len(it.candidates)} samples repeated draft {t}" if echoed else
-               f"no sample scored higher than draft {t} ({score_text(check)} vs {score_text(parent.verification)}; "
-               "a tie keeps the parent)")
+        why = (
+            f"all {len(it.candidates)} samples repeated draft {t}"
+            if echoed
+            else f"no sample scored higher than draft {t} ({score_text(check)} vs {score_text(parent.verification)}; "
+            "a tie keeps the parent)"
+        )
         return f"rejected: {why}; draft {t} is refined again"
 
     def _next_width(self) -> tuple[int, str]:
@@ -236,6 +247,7 @@ class Refinement:
 
     def _costs(self) -> Costs:
         """Tokens per call so far, by kind (a critique not yet made costs as a sample)."""
+
         def mean(roles: tuple[str, ...]) -> float | None:
             spent = [c.prompt_tokens + c.completion_tokens for c in self.log.calls if c.role in roles and c.ok]
             return sum(spent) / len(spent) if spent else None
@@ -248,13 +260,18 @@ class Refinement:
         check = self.iterations[t].verification
         if self.config.strategy != "auto" or check is None or not check.passed:
             return None
-        return DecisionStep(iteration=t, stop=True, reason=StopReason.VERIFIED,
-                            detail=f"the task's verifier is satisfied with draft {t}")
+        return DecisionStep(
+            iteration=t,
+            stop=True,
+            reason=StopReason.VERIFIED,
+            detail=f"the task's verifier is satisfied with draft {t}",
+        )
 
     async def _sampled(self, role: Role, n: int, prompt: str, k: int) -> Iteration:
         """Iteration n from k samples of one prompt: each checked, the best chosen."""
         request = self._request(role, prompt, None, 1).model_copy(
-            update={"temperature": self.settings.sample_temperature, "seed": (self.config.seed or 0) + 1000 * n})
+            update={"temperature": self.settings.sample_temperature, "seed": (self.config.seed or 0) + 1000 * n}
+        )
         pairs = await self.caller.call(role, n, request, n=k)
         cands = [c for c in (self._candidate(r.text, call) for r, call in pairs) if c is not None]
         if not cands:  # every sample empty: the step repeats the draft it refines (an echo)
@@ -262,10 +279,32 @@ class Refinement:
         checks = await asyncio.gather(*(asyncio.to_thread(self.task.verify, self.input, c.draft) for c in cands))
         for cand, check in zip(cands, checks):
             self.pool.add(cand, check)
-        cands[best(cands)].chosen = True
+        cands[await self._break_ties(n, cands)].chosen = True
         self.verified.add(n)
-        return Iteration(index=n, draft=_chosen_of(cands).draft, verification=_chosen_of(cands).verification,
-                         candidates=cands)
+        return Iteration(
+            index=n, draft=_chosen_of(cands).draft, verification=_chosen_of(cands).verification, candidates=cands
+        )
+
+    async def _break_ties(self, n: int, cands: list[Candidate]) -> int:
+        """The sample kept for step n: the verifier's best; among samples it ties at the top,
+        the one the critic finds done (then scores higher), each distinct text critiqued once
+        with the prompt it will have as step n's draft, so the kept one's critique is reused."""
+        tied = ties(cands)
+        if len(tied) < 2 or self.config.feedback_mode != "actionable" or self.config.verifier_mode == "verifier":
+            return best(cands)
+        transcript = [*self.transcript, self.current] if n else []
+        seen: dict[str, Feedback] = {}
+        try:
+            for i in tied:
+                text = " ".join(cands[i].draft.split())
+                if text not in seen:
+                    seen[text] = await self._critique(n, cands[i].draft, transcript)
+                cands[i].feedback = seen[text]
+        except (BudgetExceeded, BackendError):
+            # the samples are finished work: keep the verifier's choice, and let the run's
+            # next call meet the spent budget or the failing backend and stop there
+            return best(cands)
+        return max(tied, key=lambda i: (*critic_rank(cands[i].feedback), -i))
 
     def _candidate(self, text: str, call: CallRecord) -> Candidate | None:
         """A sample as a candidate: parsed, or its raw text with the call marked failed."""
@@ -309,12 +348,16 @@ class Refinement:
         the critique says (on the default model it was 70 s of a 241 s run)."""
         at_cap = len(self.iterations) - 1 >= self.settings.max_iterations
         cfg = self.config
-        return at_cap and self.settings.select == "last" and cfg.feedback_mode == "actionable" and not cfg.final_feedback
+        return (
+            at_cap and self.settings.select == "last" and cfg.feedback_mode == "actionable" and not cfg.final_feedback
+        )
 
     def _skip_final_feedback(self, t: int) -> DecisionStep:
         """The stop _decide would give at the cap, without the critique it would have read."""
-        detail = (f"reached {self.settings.max_iterations} refinement(s); the last draft's critique is skipped "
-                  "(it cannot change the result; final_feedback asks for it)")
+        detail = (
+            f"reached {self.settings.max_iterations} refinement(s); the last draft's critique is skipped "
+            "(it cannot change the result; final_feedback asks for it)"
+        )
         return DecisionStep(iteration=t, stop=True, reason=StopReason.MAX_ITERATIONS, detail=detail)
 
     def _final_decision(self, reason: StopReason, detail: str) -> DecisionStep:
@@ -323,16 +366,16 @@ class Refinement:
 
     # -- prompts ---------------------------------------------------------------------------
 
-    def _history(self) -> list[dict[str, str]]:
+    def _history(self, transcript: list[int] | None = None) -> list[dict[str, str]]:
         """The {draft, feedback} pairs shown before the current draft, per the history policy.
 
         Without rejected refinements these are drafts 0..t-1; a rejected refinement adds the
         draft it refined and itself (with the verifier's findings), in the order shown, so
         each refine prompt extends the previous one."""
-        policy = self.settings.history
-        if policy == "none" or not self.transcript:
+        policy, transcript = self.settings.history, self.transcript if transcript is None else transcript
+        if policy == "none" or not transcript:
             return []
-        shown = self.transcript if policy == "full" else self.transcript[-1:]
+        shown = transcript if policy == "full" else transcript[-1:]
         earlier = [self.iterations[i] for i in shown]
         return [{"draft": it.draft, "feedback": it.feedback.text if it.feedback else ""} for it in earlier]
 
@@ -343,8 +386,9 @@ class Refinement:
         if self.config.feedback_mode == "none" and "refine_nofeedback" in self.task.templates:
             role = "refine_nofeedback"
         feedback = current.feedback.text if current.feedback else ""
-        return self.task.render(role, self.input, draft=current.draft, feedback=feedback,
-                                history=self._history(), iteration=t)
+        return self.task.render(
+            role, self.input, draft=current.draft, feedback=feedback, history=self._history(), iteration=t
+        )
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -371,9 +415,11 @@ class Refinement:
         check = await self._verify(t) if verifier != "self" else None
         if verifier == "verifier":
             assert check is not None
-            return Feedback(text=check.text, done=check.passed, total=check.score, source="verifier",
-                            verification=check)
-        critique = await self._critique(t)
+            return Feedback(
+                text=check.text, done=check.passed, total=check.score, source="verifier", verification=check
+            )
+        chosen = next((c for c in self.iterations[t].candidates if c.chosen), None)
+        critique = chosen.feedback if chosen is not None and chosen.feedback is not None else await self._critique(t)
         if check is None:
             return critique
         return self.task.combine(critique, check, input=self.input, draft=self.iterations[t].draft)
@@ -386,9 +432,12 @@ class Refinement:
             self.verified.add(t)
         return it.verification
 
-    async def _critique(self, t: int) -> Feedback:
-        draft = self.iterations[t].draft
-        prompt = self.task.render("feedback", self.input, draft=draft, history=self._history(), iteration=t)
+    async def _critique(self, t: int, draft: str | None = None, transcript: list[int] | None = None) -> Feedback:
+        """The critic on draft t (or on ``draft``, a sample for step t, with the transcript the
+        prompt will have once it is step t's draft: its critique is then reused as is)."""
+        draft = self.iterations[t].draft if draft is None else draft
+        history = self._history(transcript)
+        prompt = self.task.render("feedback", self.input, draft=draft, history=history, iteration=t)
         schema = self.task.feedback_schema if self.config.constrained else None
 
         def parse(text: str) -> Feedback:
@@ -400,8 +449,9 @@ class Refinement:
         raw = _raw(call)
         return Feedback(text=raw, done=self.task.says_done(raw), parse_error=error)
 
-    async def _parsed_call(self, role: Role, t: int, prompt: str, schema: dict[str, Any] | None,
-                           parse: Callable[[str], T], reseed: int = 0) -> tuple[Any, CallRecord, str | None]:
+    async def _parsed_call(
+        self, role: Role, t: int, prompt: str, schema: dict[str, Any] | None, parse: Callable[[str], T], reseed: int = 0
+    ) -> tuple[Any, CallRecord, str | None]:
         """Call, parse; on a parse error re-ask this step only. Returns (value, call, error)."""
         error = None
         for attempt in range(1, self.config.parse_retries + 2):
@@ -414,17 +464,25 @@ class Refinement:
                 self.log.failed(call, f"parse: {error}")  # an unusable reply is a failed attempt
         return None, call, error
 
-    def _request(self, role: Role, prompt: str, schema: dict[str, Any] | None, attempt: int,
-                 reseed: int = 0) -> CompletionRequest:
+    def _request(
+        self, role: Role, prompt: str, schema: dict[str, Any] | None, attempt: int, reseed: int = 0
+    ) -> CompletionRequest:
         cfg, settings = self.config, self.settings
         temperature = settings.temperature[role]
         seed = cfg.seed if not reseed else (cfg.seed or 0) + reseed
         if attempt > 1:  # a parse retry must resample, or a deterministic model repeats itself
             temperature = max(temperature, 0.7)
             seed = (seed or 0) + attempt - 1
-        return CompletionRequest(role=role, prompt=prompt, system=self.task.system,
-                                 max_tokens=settings.max_tokens[role], temperature=temperature, seed=seed,
-                                 stop=settings.stop[role], json_schema=schema)
+        return CompletionRequest(
+            role=role,
+            prompt=prompt,
+            system=self.task.system,
+            max_tokens=settings.max_tokens[role],
+            temperature=temperature,
+            seed=seed,
+            stop=settings.stop[role],
+            json_schema=schema,
+        )
 
     # -- result ----------------------------------------------------------------------------
 
@@ -438,10 +496,20 @@ class Refinement:
         models = {role: self.backends[role].name for role in ROLES}
         files = {r: i for r in ROLES if (i := self.backends[r].model_info()) is not None}
         return RunResult(
-            task=self.task.name, input=self.input, iterations=self.iterations, output=output,
-            selected=selected, stop_reason=stop, error=error, calls=self.log.calls,
-            usage=Usage.of(self.log.calls), config=self.settings.run_config(models, files),
-            metric=metric, metric_error=metric_error, answer=answer, answer_error=answer_error,
+            task=self.task.name,
+            input=self.input,
+            iterations=self.iterations,
+            output=output,
+            selected=selected,
+            stop_reason=stop,
+            error=error,
+            calls=self.log.calls,
+            usage=Usage.of(self.log.calls),
+            config=self.settings.run_config(models, files),
+            metric=metric,
+            metric_error=metric_error,
+            answer=answer,
+            answer_error=answer_error,
         )
 
     def _score_output(self, output: str) -> tuple[tuple[Any, str | None], tuple[Any, str | None]]:

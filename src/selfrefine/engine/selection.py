@@ -51,8 +51,9 @@ def score_text(check: Verification | None) -> str:
     return "none" if check is None or check.score is None else f"{check.score:.2f}"
 
 
-def rejection(accept: str, unchanged: bool, sampled: bool, new: Verification | None,
-              old: Verification | None) -> str | None:
+def rejection(
+    accept: str, unchanged: bool, sampled: bool, new: Verification | None, old: Verification | None
+) -> str | None:
     """Why ``accept`` rejects a refinement (None: it is kept). Under ``not_worse`` a refinement
     is rejected when its verifier score fell below its parent's, or when a sampling refiner
     repeated its parent (the retry, seeded anew, is a new sample; greedy, it would repeat)."""
@@ -61,4 +62,6 @@ def rejection(accept: str, unchanged: bool, sampled: bool, new: Verification | N
     echo = unchanged and sampled
     if not (echo or worse(new, old)):
         return None
-    return "the refinement changed nothing" if unchanged else f"verifier score fell {score_text(old)} → {score_text(new)}"
+    return (
+        "the refinement changed nothing" if unchanged else f"verifier score fell {score_text(old)} → {score_text(new)}"
+    )

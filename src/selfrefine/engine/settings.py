@@ -48,7 +48,9 @@ class Settings:
             # several samples are chosen by the verifier, and so is the returned draft
             select=config.select or ("verified" if sampling else task.default_select),
             score_threshold=config.score_threshold if config.score_threshold is not None else task.score_threshold,
-            temperature={r: config.temperature if config.temperature is not None else task.temperature[r] for r in ROLES},
+            temperature={
+                r: config.temperature if config.temperature is not None else task.temperature[r] for r in ROLES
+            },
             max_tokens={r: config.max_tokens or task.max_tokens[r] for r in ROLES},
             stop={r: list(task.stop_sequences[r]) for r in ROLES},
             sample_temperature=config.temperature if config.temperature is not None else task.sampling_temperature,
@@ -74,8 +76,11 @@ class Settings:
         """The record of what a run ran with: the options, the resolved policies, the models."""
         return RunConfig(
             **self.config.model_dump(exclude={"max_iterations", "history", "select"}),
-            max_iterations=self.max_iterations, history=self.history, select=self.select,
-            models=models, model_files=model_files,
+            max_iterations=self.max_iterations,
+            history=self.history,
+            select=self.select,
+            models=models,
+            model_files=model_files,
         )
 
 
@@ -95,11 +100,15 @@ def _check_fits(config: RefineConfig, task: Task) -> None:
     if config.verifier_mode != "self":
         raise ConfigError(f"task {name!r} has no verifier; use verifier_mode 'self' or a task that checks itself")
     if (config.select or task.default_select) == "verified":
-        raise ConfigError(f"task {name!r} has no verifier, so select 'verified' cannot rank its drafts; "
-                          "use select 'last' or 'best', or a task that checks itself")
+        raise ConfigError(
+            f"task {name!r} has no verifier, so select 'verified' cannot rank its drafts; "
+            "use select 'last' or 'best', or a task that checks itself"
+        )
     if config.accept != "any":
-        raise ConfigError(f"task {name!r} has no verifier, so accept 'not_worse' cannot compare drafts; "
-                          "use accept 'any' or a task that checks itself")
+        raise ConfigError(
+            f"task {name!r} has no verifier, so accept 'not_worse' cannot compare drafts; "
+            "use accept 'any' or a task that checks itself"
+        )
 
 
 def _check_sampling(config: RefineConfig, task: Task) -> None:
@@ -109,10 +118,13 @@ def _check_sampling(config: RefineConfig, task: Task) -> None:
         return
     what = f"samples {config.samples}" if config.strategy == "fixed" else "strategy auto"
     if not task.has_verifier:
-        raise ConfigError(f"{what} needs a task with a verifier to choose among samples; task {task.name!r} "
-                          "has none (use samples 1)")
+        raise ConfigError(
+            f"{what} needs a task with a verifier to choose among samples; task {task.name!r} has none (use samples 1)"
+        )
     if config.temperature == 0:
-        raise ConfigError(f"{what} needs sampling, and temperature 0 makes every sample the same draft; "
-                          "leave the temperature unset (the task's sampling temperature) or set one above 0")
+        raise ConfigError(
+            f"{what} needs sampling, and temperature 0 makes every sample the same draft; "
+            "leave the temperature unset (the task's sampling temperature) or set one above 0"
+        )
     if config.strategy == "auto" and config.max_total_tokens is None:
         raise ConfigError("strategy auto spends a token budget: give one (--budget-tokens N, max_total_tokens)")

@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..backends.base import Backend
-from ..backends.registry import DEFAULT_MODEL, get_backend, scheme_of
 from ..backends.options import validate
+from ..backends.registry import DEFAULT_MODEL, get_backend, scheme_of
 from ..core.config import RefineConfig
 from ..core.records import ROLES, Role
 

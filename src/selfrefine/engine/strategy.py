@@ -58,10 +58,15 @@ def affordable_width(wanted: int, remaining: float, costs: Costs, critique: bool
 def plan_round(width: int, outcome: RoundOutcome | None, remaining: float, costs: Costs) -> tuple[int, str]:
     """The next round's width and why, in words for the run's decision record (0: stop)."""
     wanted = width if outcome is None else next_width(width, outcome)
-    why = ("the first round" if outcome is None else
-           "the last refinement was accepted: deeper at the same width" if wanted == width and outcome.accepted else
-           "the refinements echoed their parent: wider" if outcome.echoed else
-           "no refinement scored higher: wider")
+    why = (
+        "the first round"
+        if outcome is None
+        else "the last refinement was accepted: deeper at the same width"
+        if wanted == width and outcome.accepted
+        else "the refinements echoed their parent: wider"
+        if outcome.echoed
+        else "no refinement scored higher: wider"
+    )
     fits = affordable_width(wanted, remaining, costs)
     if fits == 0:
         return 0, f"the budget left ({remaining:.0f} tokens) pays for no critique and sample"

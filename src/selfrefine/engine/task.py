@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -40,6 +40,8 @@ SYSTEM_RULES = (
 def system_message(who: str) -> str:
     """A built-in task's system message: who the model is and what it is asked, then the rules."""
     return f"You are {who}. {SYSTEM_RULES}"
+
+
 REQUIRED_ROLES = ("generate", "feedback", "refine")
 
 
@@ -127,19 +129,28 @@ class Task:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        legacy = {k.removeprefix("default_"): v for k, v in vars(cls).items()
-                  if k.startswith("default_") and k.removeprefix("default_") in TaskDefaults.model_fields}
+        legacy = {
+            k.removeprefix("default_"): v
+            for k, v in vars(cls).items()
+            if k.startswith("default_") and k.removeprefix("default_") in TaskDefaults.model_fields
+        }
         if legacy:  # the class variables of before 0.2, still honoured
-            warnings.warn(f"task class {cls.__name__}: default_* class variables are deprecated; set "
-                          f"defaults = {cls.__mro__[1].__name__}.defaults.with_(...)", DeprecationWarning, stacklevel=2)
+            warnings.warn(
+                f"task class {cls.__name__}: default_* class variables are deprecated; set "
+                f"defaults = {cls.__mro__[1].__name__}.defaults.with_(...)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             cls.defaults = _merged(cls.defaults, legacy)
         cls.runs_code = cls.capabilities.runs_code
         for hook in ("verify", "answer"):
             overridden = getattr(cls, hook) is not getattr(Task, hook)
             if overridden and not getattr(cls.capabilities, "verifier" if hook == "verify" else "answer"):
                 flag = "verifier" if hook == "verify" else "answer"
-                raise TaskError(f"task class {cls.__name__} overrides {hook}() but does not declare it: "
-                                f"set capabilities = Capabilities({flag}=True)")
+                raise TaskError(
+                    f"task class {cls.__name__} overrides {hook}() but does not declare it: "
+                    f"set capabilities = Capabilities({flag}=True)"
+                )
 
     def __init__(
         self,
@@ -199,8 +210,7 @@ class Task:
         text = str(text).strip()
         if len(text) > self.max_input_chars:
             raise InputError(
-                f"input for task {self.name!r} is {len(text):,} characters; the limit is "
-                f"{self.max_input_chars:,}"
+                f"input for task {self.name!r} is {len(text):,} characters; the limit is {self.max_input_chars:,}"
             )
         return text
 
@@ -266,7 +276,6 @@ class Task:
     @property
     def has_verifier(self) -> bool:
         return self.capabilities.verifier
-
 
     def answer(self, output: str) -> str | None:
         """The final answer derived from an output, when it differs from the output itself

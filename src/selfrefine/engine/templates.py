@@ -43,9 +43,7 @@ class Template:
             ast = _ENV.parse(source)
             self._template = _ENV.from_string(source)
         except jinja2.TemplateSyntaxError as exc:
-            raise TemplateError(
-                f"template {name!r} has a syntax error on line {exc.lineno}: {exc.message}"
-            ) from None
+            raise TemplateError(f"template {name!r} has a syntax error on line {exc.lineno}: {exc.message}") from None
         _refuse_unsafe_access(name, ast)
         allowed = frozenset(allowed)
         unknown = sorted(meta.find_undeclared_variables(ast) - allowed)
@@ -61,8 +59,7 @@ class Template:
             return self._template.render(**context)
         except jinja2.exceptions.SecurityError as exc:
             raise TemplateError(
-                f"template {self.name!r} line {_template_line(exc)} reaches for something templates may not "
-                f"use: {exc}"
+                f"template {self.name!r} line {_template_line(exc)} reaches for something templates may not use: {exc}"
             ) from None
         except jinja2.UndefinedError as exc:
             raise TemplateError(f"template {self.name!r} failed to render: {exc.message}") from None

@@ -25,8 +25,10 @@ def disagreement(counts: Counter[str], total: int) -> str:
     """The vote in words: "4 samples return 18, 1 sample returns 12, 1 gives no answer"."""
     if not counts:
         return f"none of the {total} samples returns an answer"
-    parts = [f"{n} sample{'s' if n != 1 else ''} return{'' if n != 1 else 's'} {answer}"
-             for answer, n in counts.most_common()]
+    parts = [
+        f"{n} sample{'s' if n != 1 else ''} return{'' if n != 1 else 's'} {answer}"
+        for answer, n in counts.most_common()
+    ]
     if len(counts) == 1 and sum(counts.values()) == total:
         parts = [f"all {total} samples return {next(iter(counts))}" if total > 1 else parts[0]]
     missing = total - sum(counts.values())

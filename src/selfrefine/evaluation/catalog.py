@@ -39,24 +39,64 @@ class DataSet:
         return self.folder / self.file
 
 
-SETS: dict[str, DataSet] = {s.name: s for s in (
-    DataSet("gsm8k", "gsm8k.dev.jsonl", ("gsm8k",), 300, "GSM8K test (openai)", "MIT", True),
-    DataSet("commongen_hard", "commongen_hard.dev.jsonl", ("commongen",), 100, "CommonGen-Hard", "MIT", True),
-    DataSet("acronyms", "acronyms.dev.tsv", ("acronym",), 125, "self-refine acronyms", "Apache-2.0", True),
-    DataSet("pie_codenet_python", "pie_codenet_python.dev.jsonl", ("codeopt", "readability"), 300,
-            "PIE / Project CodeNet", "Apache-2.0", True),
-    DataSet("yelp_extreme", "yelp_extreme.dev.jsonl", ("sentiment",), 200, "Yelp reviews",
-            "Yelp dataset terms", False,
-            f"data/tasks/yelp/yelp-extreme.jsonl of {REFERENCE_CODE}"),
-    DataSet("fed", "fed.dev.json", ("dialogue",), 250, "FED (Mehri & Eskenazi)",
-            "none stated", False,
-            f"data/prompt/responsegen/fed_data.json of {REFERENCE_CODE}"),
-    # written and labelled for this project (provenance in tasks/data/README.md)
-    DataSet("toxicity", "toxicity.dev.jsonl", ("toxicity",), 12, "written for selfrefine", "Apache-2.0", True,
-            folder=TASK_DATA_DIR),
-    DataSet("story", "story.dev.jsonl", ("story",), 8, "written for selfrefine", "Apache-2.0", True,
-            folder=TASK_DATA_DIR),
-)}
+SETS: dict[str, DataSet] = {
+    s.name: s
+    for s in (
+        DataSet("gsm8k", "gsm8k.dev.jsonl", ("gsm8k",), 300, "GSM8K test (openai)", "MIT", True),
+        DataSet("commongen_hard", "commongen_hard.dev.jsonl", ("commongen",), 100, "CommonGen-Hard", "MIT", True),
+        DataSet("acronyms", "acronyms.dev.tsv", ("acronym",), 125, "self-refine acronyms", "Apache-2.0", True),
+        DataSet(
+            "pie_codenet_python",
+            "pie_codenet_python.dev.jsonl",
+            ("codeopt", "readability"),
+            300,
+            "PIE / Project CodeNet",
+            "Apache-2.0",
+            True,
+        ),
+        DataSet(
+            "yelp_extreme",
+            "yelp_extreme.dev.jsonl",
+            ("sentiment",),
+            200,
+            "Yelp reviews",
+            "Yelp dataset terms",
+            False,
+            f"data/tasks/yelp/yelp-extreme.jsonl of {REFERENCE_CODE}",
+        ),
+        DataSet(
+            "fed",
+            "fed.dev.json",
+            ("dialogue",),
+            250,
+            "FED (Mehri & Eskenazi)",
+            "none stated",
+            False,
+            f"data/prompt/responsegen/fed_data.json of {REFERENCE_CODE}",
+        ),
+        # written and labelled for this project (provenance in tasks/data/README.md)
+        DataSet(
+            "toxicity",
+            "toxicity.dev.jsonl",
+            ("toxicity",),
+            12,
+            "written for selfrefine",
+            "Apache-2.0",
+            True,
+            folder=TASK_DATA_DIR,
+        ),
+        DataSet(
+            "story",
+            "story.dev.jsonl",
+            ("story",),
+            8,
+            "written for selfrefine",
+            "Apache-2.0",
+            True,
+            folder=TASK_DATA_DIR,
+        ),
+    )
+}
 
 
 def listing() -> list[dict[str, object]]:
@@ -82,15 +122,18 @@ def resolve(spec: str) -> Path:
     known = SETS.get(spec) or SETS.get(spec.removesuffix(".dev.jsonl").removesuffix(".dev.tsv"))
     if known is None:
         names = ", ".join(SETS)
-        raise InputError(f"--data {spec}: no such file, and no dataset of that name (known: {names}; "
-                         "`selfrefine datasets` lists them; hf:ID loads a Hugging Face dataset)")
+        raise InputError(
+            f"--data {spec}: no such file, and no dataset of that name (known: {names}; "
+            "`selfrefine datasets` lists them; hf:ID loads a Hugging Face dataset)"
+        )
     if known.shipped:
         return known.path()
     copy = _own_copy(known)
     if copy is None:
         raise InputError(
             f"--data {spec}: {known.name} is not shipped (licence: {known.licence}); get it yourself ({known.get}), "
-            f"save it as {known.file} in a folder named by ${DATA_ENV}, or pass its path to --data")
+            f"save it as {known.file} in a folder named by ${DATA_ENV}, or pass its path to --data"
+        )
     return copy
 
 
@@ -101,6 +144,8 @@ def load_data(task: str, spec: str, limit: int | None = None) -> tuple[list[Exam
     path = resolve(spec)
     known = next((s for s in SETS.values() if spec in (s.name, s.file)), None)
     if known is not None and task in FORMATS and task not in known.tasks and not Path(spec).exists():
-        raise InputError(f"--data {spec} holds rows for {', '.join(known.tasks)}, not {task}; "
-                         "`selfrefine datasets` lists each set's task")
+        raise InputError(
+            f"--data {spec} holds rows for {', '.join(known.tasks)}, not {task}; "
+            "`selfrefine datasets` lists each set's task"
+        )
     return load_examples(task, path, limit), str(path.resolve())

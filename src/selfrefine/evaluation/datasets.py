@@ -50,8 +50,15 @@ Row = dict[str, Any]
 Where = str  # "file:line" for error messages
 
 PIE_META = (
-    "problem_id", "target", "submission_id_v0", "submission_id_v1", "cpu_time_v0", "cpu_time_v1",
-    "measured_runtime_v0", "measured_runtime_v1", "improvement_frac",
+    "problem_id",
+    "target",
+    "submission_id_v0",
+    "submission_id_v1",
+    "cpu_time_v0",
+    "cpu_time_v1",
+    "measured_runtime_v0",
+    "measured_runtime_v1",
+    "improvement_frac",
 )
 
 
@@ -83,8 +90,9 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[Where, Row]]:
         try:
             row = json.loads(line)
         except RecursionError:  # json's nesting limit: one line, not a traceback
-            raise InputError(f"{p}: line {number}: JSON nested too deeply; a row is a flat object "
-                             '{"input": ...}') from None
+            raise InputError(
+                f'{p}: line {number}: JSON nested too deeply; a row is a flat object {{"input": ...}}'
+            ) from None
         except ValueError as exc:
             hint = "; for one plain-text input per line, name the file .txt" if number == 1 else ""
             raise InputError(f"{p}: line {number}: bad JSON: {exc}{hint}") from None
@@ -317,13 +325,18 @@ def attach_tests(examples: Sequence[Example], tests: Mapping[str, list[Any]], so
         if problem_id not in tests:
             missing.setdefault(problem_id or "(none)", []).append(e.id)
     if missing:
-        shown = "; ".join(f"{pid} (example {', '.join(ids[:3])}{', …' if len(ids) > 3 else ''})"
-                          for pid, ids in list(missing.items())[:5])
+        shown = "; ".join(
+            f"{pid} (example {', '.join(ids[:3])}{', …' if len(ids) > 3 else ''})"
+            for pid, ids in list(missing.items())[:5]
+        )
         more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        raise InputError(f"{source} has no tests for problem id {shown}{more}; add them to the tests file "
-                         "(or select fewer examples with --limit)")
+        raise InputError(
+            f"{source} has no tests for problem id {shown}{more}; add them to the tests file "
+            "(or select fewer examples with --limit)"
+        )
     return [
-        e.model_copy(update={"reference": [{"stdin": c.stdin, "expected": c.expected}
-                                           for c in tests[str(e.meta["problem_id"])]]})
+        e.model_copy(
+            update={"reference": [{"stdin": c.stdin, "expected": c.expected} for c in tests[str(e.meta["problem_id"])]]}
+        )
         for e in examples
     ]

@@ -95,15 +95,20 @@ class RowProgress:
         metric = f"metric {statistics.fmean(self.finals):.3f}" if self.finals else "metric -"
         self.progress.update(self.bar, advance=1, stats=f"{metric}  tokens {self.tokens:,}")
         if not self.console.is_terminal:  # logs get one line per example instead of a bar
-            self.console.print(escape(f"[{self.count}/{self.total}] {row.id}: {row_outcome(row)}; "
-                                      f"running {metric}, tokens {self.tokens:,}"))
+            self.console.print(
+                escape(
+                    f"[{self.count}/{self.total}] {row.id}: {row_outcome(row)}; "
+                    f"running {metric}, tokens {self.tokens:,}"
+                )
+            )
 
 
 def row_outcome(row: ExampleRow) -> str:
     """The stop reason or error of a row, with its hook errors, for a log line."""
     what = row.error or (row.result.stop_reason.value if row.result else "")
-    what += "".join(f"; {kind} error: {err}" for kind, err in (
-        ("judge", row.judge_error), ("answer", row.answer_error)) if err)
+    what += "".join(
+        f"; {kind} error: {err}" for kind, err in (("judge", row.judge_error), ("answer", row.answer_error)) if err
+    )
     if row.metric_failed:
         what += f"; metric error: {next(e for e in row.metric_errors if e)}"
     return what
@@ -213,9 +218,10 @@ def summary_table(summary: EvalSummary, folder: Path, metric: bool = True) -> Ta
     for kind, error in summary.first_errors.items():
         table.add_row(f"first {kind} error", escape(error if len(error) <= 200 else error[:200] + "…"))
     table.add_row("calls / example", f"{summary.calls_per_example:.1f}")
-    table.add_row("prompt + completion tokens / example",
-                  f"{summary.prompt_tokens_per_example:,.0f} + {summary.completion_tokens_per_example:,.0f}")
+    table.add_row(
+        "prompt + completion tokens / example",
+        f"{summary.prompt_tokens_per_example:,.0f} + {summary.completion_tokens_per_example:,.0f}",
+    )
     table.add_row("model seconds / example", f"{summary.seconds_per_example:.1f}")
     table.add_row("stop reasons", ", ".join(f"{k} {v}" for k, v in sorted(summary.stop_reasons.items())))
     return table
-

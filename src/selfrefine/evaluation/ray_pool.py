@@ -31,7 +31,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -170,8 +170,11 @@ def _build_judge(recipe: EngineRecipe, engine: SelfRefine, wrap: Any) -> Pairwis
     if recipe.judge is None:
         return None
     backend = recipe.judge.build()
-    return PairwiseJudge(wrap(backend) if wrap is not None else backend, seed=int(engine.config.seed or 0),
-                         criteria=engine.task.judge_criteria or DEFAULT_CRITERIA)
+    return PairwiseJudge(
+        wrap(backend) if wrap is not None else backend,
+        seed=int(engine.config.seed or 0),
+        criteria=engine.task.judge_criteria or DEFAULT_CRITERIA,
+    )
 
 
 class RemoteCachedBackend(CachedBackend):
@@ -258,8 +261,10 @@ class RayPool:
         try:
             ray.init(address=address, **kwargs)
         except (ConnectionError, ValueError, RuntimeError) as exc:
-            raise ConfigError(f"cannot join the Ray cluster at {address!r}: {exc}; start one with "
-                              "`ray start --head`, or give --ray without an address for a local one") from None
+            raise ConfigError(
+                f"cannot join the Ray cluster at {address!r}: {exc}; start one with "
+                "`ray start --head`, or give --ray without an address for a local one"
+            ) from None
         self._started_here = True
         return ray
 
@@ -298,8 +303,10 @@ class RayPool:
         self._finished = asyncio.Event()
         self._cache = await self._cache_server(ray)
         nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
-        self.console.print(f"Ray: {actors} actor(s) × {cpus:g} CPU on {nodes} node(s), "
-                           f"{self.options.in_flight} example(s) in flight each")
+        self.console.print(
+            f"Ray: {actors} actor(s) × {cpus:g} CPU on {nodes} node(s), "
+            f"{self.options.in_flight} example(s) in flight each"
+        )
         for _ in range(actors):
             self._spawn()
         self._empty_since = time.monotonic()
@@ -322,15 +329,18 @@ class RayPool:
 
         path = str(Path(self.options.cache_path).expanduser().absolute())
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-        server = ray.remote(CacheServer).options(num_cpus=0, max_restarts=-1, max_task_retries=-1,
-                                                 scheduling_strategy=here)
+        server = ray.remote(CacheServer).options(
+            num_cpus=0, max_restarts=-1, max_task_retries=-1, scheduling_strategy=here
+        )
         handle = server.remote(path)
         self._handles.append(handle)
         try:
             await handle.get.remote("")
         except ray.exceptions.RayError as exc:
-            raise ConfigError(f"the response cache {path} cannot be opened on the driver's node "
-                              f"({_first_line(exc)}); give --cache a path there, or --no-cache") from None
+            raise ConfigError(
+                f"the response cache {path} cannot be opened on the driver's node "
+                f"({_first_line(exc)}); give --cache a path there, or --no-cache"
+            ) from None
         return handle
 
     def _spawn(self) -> int:
@@ -339,8 +349,11 @@ class RayPool:
         threads = max(1, int(self.stats.cpus_per_actor))
         recipe = self.recipe.for_actor(threads, urls[number % len(urls)] if urls else None)
         worker = self._ray.remote(RefineWorker).options(
-            num_cpus=self.stats.cpus_per_actor, max_restarts=0, scheduling_strategy="SPREAD",
-            max_concurrency=self.options.in_flight + 4)
+            num_cpus=self.stats.cpus_per_actor,
+            max_restarts=0,
+            scheduling_strategy="SPREAD",
+            max_concurrency=self.options.in_flight + 4,
+        )
         handle = worker.remote(recipe, self._cache)
         self._handles.append(handle)
         self._pending += 1
@@ -375,8 +388,11 @@ class RayPool:
         finally:
             self._pending -= 1
         if error is not None:
-            self._fail(error if isinstance(error, SelfRefineError) else
-                       BackendError(f"a Ray actor could not build the engine: {error_text(error)}"))
+            self._fail(
+                error
+                if isinstance(error, SelfRefineError)
+                else BackendError(f"a Ray actor could not build the engine: {error_text(error)}")
+            )
             return
         self.live[number] = handle
         self.stats.started += 1
@@ -406,8 +422,13 @@ class RayPool:
         self._deaths[example.id] += 1
         if self._deaths[example.id] >= self.options.max_deaths:
             self.stats.gave_up += 1
-            self._done(ExampleRow(id=example.id, error=f"ActorDiedError: the Ray actor running this example "
-                                  f"died {self._deaths[example.id]} times; last: {_first_line(exc)}"))
+            self._done(
+                ExampleRow(
+                    id=example.id,
+                    error=f"ActorDiedError: the Ray actor running this example "
+                    f"died {self._deaths[example.id]} times; last: {_first_line(exc)}",
+                )
+            )
         else:
             self.stats.requeued += 1
             self._queue.put_nowait(example)
@@ -418,8 +439,13 @@ class RayPool:
             self._empty_since = time.monotonic()
         self._ray.kill(handle, no_restart=True)
         replacement = self._spawn()
-        self.console.print(escape(f"Ray actor {number} died ({_first_line(exc)}); its examples run again "
-                                  f"elsewhere; actor {replacement} is starting in its place"), soft_wrap=True)
+        self.console.print(
+            escape(
+                f"Ray actor {number} died ({_first_line(exc)}); its examples run again "
+                f"elsewhere; actor {replacement} is starting in its place"
+            ),
+            soft_wrap=True,
+        )
 
     def _check_stalled(self) -> None:
         """No live actor: fail on start errors once no start is pending, or after the timeout."""
@@ -430,9 +456,12 @@ class RayPool:
             self._fail(BackendError(f"no Ray actor could start: {self._start_errors[0]}"))
         elif waited > self.options.start_timeout:
             free = self._ray.available_resources().get("CPU", 0.0)
-            self._fail(BackendError(
-                f"no Ray actor has run for {waited:.0f} s: each needs {self.stats.cpus_per_actor:g} CPU and the "
-                f"cluster has {free:g} free; lower --ray-cpus-per-actor or add nodes, then rerun to resume"))
+            self._fail(
+                BackendError(
+                    f"no Ray actor has run for {waited:.0f} s: each needs {self.stats.cpus_per_actor:g} CPU and the "
+                    f"cluster has {free:g} free; lower --ray-cpus-per-actor or add nodes, then rerun to resume"
+                )
+            )
 
 
 def _first_line(exc: BaseException, limit: int = 160) -> str:

@@ -18,8 +18,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..core.errors import StorageError, error_text
-from ..engine.loop import SelfRefine
 from ..core.records import RunResult, StopReason
+from ..engine.loop import SelfRefine
 from .datasets import Example
 from .judge import JudgeResult, PairwiseJudge, Preference, preference_rate
 from .stats import mean_known
@@ -127,8 +127,14 @@ async def evaluate_rows(
             else:
                 metrics, errors = await asyncio.to_thread(_metrics, engine, example, result)
                 # the loop already ran the answer hook on the returned output and kept its error
-                row = ExampleRow(id=example.id, result=result, metrics=metrics, metric_errors=errors,
-                                 error=result.error, answer_error=result.answer_error)
+                row = ExampleRow(
+                    id=example.id,
+                    result=result,
+                    metrics=metrics,
+                    metric_errors=errors,
+                    error=result.error,
+                    answer_error=result.answer_error,
+                )
                 if judge is not None:
                     row.judge, row.judge_error = await _judge(judge, result)
         if on_row is not None:
@@ -164,7 +170,9 @@ def summarize(task: str, rows: Sequence[ExampleRow], max_iterations: int) -> Eva
     failures and hook errors are counted apart."""
     ok = [r for r in rows if not r.failed]
     by_iteration = [mean_known([r.metric_at(t) for r in ok]) for t in range(max_iterations + 1)]
-    final = mean_known([r.metrics[r.result.selected] if r.result.selected is not None and r.metrics else None for r in ok])
+    final = mean_known(
+        [r.metrics[r.result.selected] if r.result.selected is not None and r.metrics else None for r in ok]
+    )
     known = [m for r in ok for m in r.metrics if m is not None]
     binary = bool(known) and all(m in (0.0, 1.0) for m in known)  # no metric: no solve rate
     cumulative = mean_known([float(any(m == 1.0 for m in r.metrics)) for r in ok if r.metrics]) if binary else None
@@ -212,7 +220,9 @@ def first_errors(rows: Sequence[ExampleRow]) -> dict[str, str]:
     return out
 
 
-def evaluate(engine: SelfRefine, examples: Sequence[Example], *, concurrency: int = 4) -> tuple[EvalSummary, list[ExampleRow]]:
+def evaluate(
+    engine: SelfRefine, examples: Sequence[Example], *, concurrency: int = 4
+) -> tuple[EvalSummary, list[ExampleRow]]:
     """Sync convenience: rows and their summary."""
     rows = asyncio.run(evaluate_rows(engine, examples, concurrency=concurrency))
     return summarize(engine.task.name, rows, engine.max_iterations), rows

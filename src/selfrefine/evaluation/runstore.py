@@ -50,7 +50,7 @@ class RunMeta(BaseModel):
     tests: str | None = None  # the --tests file of a codeopt eval, for people
     tests_sha256: str | None = None  # its content, which decides the metric
 
-    def same_job(self, other: "RunMeta") -> bool:
+    def same_job(self, other: RunMeta) -> bool:
         """Whether resuming ``other`` into this folder would mix different experiments."""
         keys = ("task", "model_ids", "config", "tests_sha256")
         return all(getattr(self, k) == getattr(other, k) for k in keys) and self.data == other.data
@@ -68,7 +68,9 @@ class RunStore:
         try:
             return RunMeta.model_validate_json(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise InputError(f"{self.folder} is not a run folder (no {META}); create it with `selfrefine eval`") from None
+            raise InputError(
+                f"{self.folder} is not a run folder (no {META}); create it with `selfrefine eval`"
+            ) from None
         except (ValidationError, ValueError) as exc:
             raise InputError(f"{path} is damaged: {exc}") from None
         except OSError as exc:
@@ -176,8 +178,11 @@ def _repair_tail(path: Path, good_bytes: int, newline: bool) -> None:
 
 def differences(old: RunMeta, new: RunMeta) -> list[str]:
     """What ``same_job`` compares, as "setting old → new" for each one that differs."""
-    out = [f"{key} {getattr(old, key)} → {getattr(new, key)}" for key in ("task", "data")
-           if getattr(old, key) != getattr(new, key)]
+    out = [
+        f"{key} {getattr(old, key)} → {getattr(new, key)}"
+        for key in ("task", "data")
+        if getattr(old, key) != getattr(new, key)
+    ]
     for role in sorted(set(old.model_ids) | set(new.model_ids)):
         if old.model_ids.get(role) != new.model_ids.get(role):
             before, after = old.models.get(role), new.models.get(role)
@@ -188,8 +193,11 @@ def differences(old: RunMeta, new: RunMeta) -> list[str]:
         if old.config.get(key) != new.config.get(key):
             out.append(f"{key} {old.config.get(key, '(unset)')} → {new.config.get(key, '(unset)')}")
     if old.tests_sha256 != new.tests_sha256:
-        out.append(f"tests {old.tests or 'none'} → {new.tests or 'none'}" if old.tests != new.tests
-                   else f"tests file {new.tests} changed")
+        out.append(
+            f"tests {old.tests or 'none'} → {new.tests or 'none'}"
+            if old.tests != new.tests
+            else f"tests file {new.tests} changed"
+        )
     return out
 
 

@@ -48,8 +48,10 @@ def run_folder_error(path: Path, exc: OSError) -> StorageError:
 
 def run_folder_read_error(path: Path, exc: OSError) -> StorageError:
     """A file of a run folder exists but cannot be read (a folder in its place, no permission)."""
-    return StorageError(f"cannot read {path}: {exc.strerror or exc}; a run folder holds the files meta.json, "
-                        "results.jsonl and summary.json written by `selfrefine eval`: restore that file or give another folder")
+    return StorageError(
+        f"cannot read {path}: {exc.strerror or exc}; a run folder holds the files meta.json, "
+        "results.jsonl and summary.json written by `selfrefine eval`: restore that file or give another folder"
+    )
 
 
 def report_error(out: Path, exc: OSError) -> StorageError:
@@ -77,7 +79,9 @@ def cache_error(path: Path, exc: OSError | sqlite3.Error) -> StorageError:
     elif full or (isinstance(exc, sqlite3.OperationalError) and disk_full(path)):
         fix = f"the disk is full; free space and {KEPT}, or run with --no-cache"
     elif isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-        fix = "the file is damaged; delete it (its answers are recomputed), give another --cache, or run with --no-cache"
+        fix = (
+            "the file is damaged; delete it (its answers are recomputed), give another --cache, or run with --no-cache"
+        )
     else:
         fix = "give another --cache, or run with --no-cache"
     return StorageError(f"{what}: {reason}; {fix}")

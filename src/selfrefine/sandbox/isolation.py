@@ -162,8 +162,11 @@ def _preexec(flags: int, load):
 
 def _id_maps() -> tuple[tuple[str, bytes], ...]:
     uid, gid = os.geteuid(), os.getegid()
-    return (("/proc/self/setgroups", b"deny"), ("/proc/self/uid_map", f"0 {uid} 1".encode()),
-            ("/proc/self/gid_map", f"0 {gid} 1".encode()))
+    return (
+        ("/proc/self/setgroups", b"deny"),
+        ("/proc/self/uid_map", f"0 {uid} 1".encode()),
+        ("/proc/self/gid_map", f"0 {gid} 1".encode()),
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -215,8 +218,7 @@ def _probe_seccomp() -> tuple[bool, str | None]:
 
 def _probe(preexec, code: str) -> int | None:
     try:
-        proc = subprocess.run([sys.executable, "-I", "-c", code], preexec_fn=preexec,
-                              capture_output=True, timeout=30)
+        proc = subprocess.run([sys.executable, "-I", "-c", code], preexec_fn=preexec, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.returncode

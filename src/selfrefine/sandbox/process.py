@@ -37,8 +37,7 @@ from dataclasses import dataclass
 
 from ..core.errors import SandboxUnavailableError
 from .confine import PID_MAX, Confinement, confinement, require_confinement, ruleset_fd
-from .isolation import Isolation, child_setup, network_isolation, require_isolation
-from .isolation import CLONE_NEWNS
+from .isolation import CLONE_NEWNS, Isolation, child_setup, network_isolation, require_isolation
 from .landlock import RESTRICT_SOURCE, shm_rights
 
 __all__ = ["Isolation", "SandboxResult", "network_isolation", "run_python"]
@@ -65,10 +64,14 @@ class SandboxResult:
 # thread's CPU clock is used because it is exact, while the process clock is tick-granular
 # (4 ms) on kernels once RLIMIT_CPU arms a CPU timer; when other threads or waited-for child
 # processes used clearly more CPU (work moved off the main thread), their total counts.
-_LAUNCHER = r"""
+_LAUNCHER = (
+    r"""
 import sys, time, os
 _CONFINE_FAILED = "__SELFREFINE_CONFINE_FAILED__"
-""" + RESTRICT_SOURCE + f"_PID_MAX = {PID_MAX}\n" + r"""
+"""
+    + RESTRICT_SOURCE
+    + f"_PID_MAX = {PID_MAX}\n"
+    + r"""
 def _confine_processes():
     # The launcher stays outside; the program becomes init of the new PID namespace, so
     # when it ends (or the launcher dies: PDEATHSIG) the kernel kills all it started.
@@ -130,6 +133,7 @@ finally:
         _own, _all = _clock() - _t0, _total() - _all0
         _write(_fd, repr(_all if _all > _own + 0.01 else _own).encode())
 """
+)
 
 
 def _limits(cpu_seconds: int, memory_mb: int, file_mb: int, isolation: Isolation, pid_flags: int = 0):
@@ -180,8 +184,9 @@ def run_python(
         timing = open(os.path.join(tmp, "timing"), "w+b") if measure else None
         try:
             fd = timing.fileno() if timing else -1
-            out, err, code_, timed_out = _execute(path, tmp, fd, stdin, timeout, memory_mb, max_output,
-                                                  isolation, confined)
+            out, err, code_, timed_out = _execute(
+                path, tmp, fd, stdin, timeout, memory_mb, max_output, isolation, confined
+            )
             seconds = _read_seconds(timing)
         finally:
             if timing:
@@ -199,11 +204,19 @@ def _read_seconds(timing) -> float | None:
         return None  # the program was killed before the launcher could report
 
 
-def _execute(path: str, cwd: str, fd: int, stdin: str, timeout: float, memory_mb: int, max_output: int,
-             isolation: Isolation, confined: Confinement):
+def _execute(
+    path: str,
+    cwd: str,
+    fd: int,
+    stdin: str,
+    timeout: float,
+    memory_mb: int,
+    max_output: int,
+    isolation: Isolation,
+    confined: Confinement,
+):
     """Start the launcher, feed stdin, read capped output; kill the group on timeout."""
-    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "HOME": cwd, "TMPDIR": cwd,
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "HOME": cwd, "TMPDIR": cwd, "PYTHONDONTWRITEBYTECODE": "1"}
     rules = ruleset_fd(cwd, confined)
     try:
         proc = _start(path, cwd, (fd, rules), env, timeout, memory_mb, isolation, confined)
@@ -233,17 +246,36 @@ def _execute(path: str, cwd: str, fd: int, stdin: str, timeout: float, memory_mb
     for thread in readers:
         thread.join(timeout=2.0)  # a process that left the group may hold a pipe: give up
     if proc.returncode == 97 and CONFINE_FAILED.encode() in err_buf:
-        raise SandboxUnavailableError(f"the sandboxed program could not be confined: {bytes(err_buf).decode(errors='replace').strip()}")
+        raise SandboxUnavailableError(
+            f"the sandboxed program could not be confined: {bytes(err_buf).decode(errors='replace').strip()}"
+        )
     return bytes(out_buf), bytes(err_buf), proc.returncode, timed_out
 
 
-def _start(path: str, cwd: str, fds: tuple[int, int], env: dict[str, str], timeout: float, memory_mb: int,
-           isolation: Isolation, confined: Confinement) -> subprocess.Popen:
+def _start(
+    path: str,
+    cwd: str,
+    fds: tuple[int, int],
+    env: dict[str, str],
+    timeout: float,
+    memory_mb: int,
+    isolation: Isolation,
+    confined: Confinement,
+) -> subprocess.Popen:
     fd, rules = fds
     pid_flags, landlock_abi = confined.pid_flags, confined.landlock_abi
     return subprocess.Popen(
-        [sys.executable, "-I", "-c", _LAUNCHER, path, str(fd), str(rules), "1" if pid_flags else "0",
-         str(shm_rights(landlock_abi) if pid_flags & CLONE_NEWNS else 0)],
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            _LAUNCHER,
+            path,
+            str(fd),
+            str(rules),
+            "1" if pid_flags else "0",
+            str(shm_rights(landlock_abi) if pid_flags & CLONE_NEWNS else 0),
+        ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -292,25 +324,38 @@ def _feed(stream, data: bytes) -> None:
             pass
 
 
-def _result(out: bytes, err: bytes, returncode: int | None, timed_out: bool, timeout: float,
-            call: str | None, seconds: float | None, max_output: int) -> SandboxResult:
+def _result(
+    out: bytes,
+    err: bytes,
+    returncode: int | None,
+    timed_out: bool,
+    timeout: float,
+    call: str | None,
+    seconds: float | None,
+    max_output: int,
+) -> SandboxResult:
     stdout = _cap(out.decode("utf-8", "replace"), max_output)
     stderr = _cap(err.decode("utf-8", "replace"), max_output)
     if timed_out:
-        return SandboxResult(ok=False, stdout=stdout, stderr=stderr, error=f"timed out after {timeout:g}s",
-                             timed_out=True, returncode=returncode)
+        return SandboxResult(
+            ok=False,
+            stdout=stdout,
+            stderr=stderr,
+            error=f"timed out after {timeout:g}s",
+            timed_out=True,
+            returncode=returncode,
+        )
     if returncode != 0:
         last = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {returncode}"
         if returncode is not None and returncode < 0:
             last = f"killed by signal {-returncode} (CPU or memory limit?)"
-        return SandboxResult(ok=False, stdout=stdout, stderr=stderr, error=last, seconds=seconds,
-                             returncode=returncode)
+        return SandboxResult(ok=False, stdout=stdout, stderr=stderr, error=last, seconds=seconds, returncode=returncode)
     value = None
     if call:
         lines = [ln for ln in stdout.splitlines() if ln.startswith(MARKER)]
         if not lines:
             return SandboxResult(ok=False, stdout=stdout, stderr=stderr, error="no result printed", returncode=0)
-        value = lines[-1][len(MARKER):]
+        value = lines[-1][len(MARKER) :]
         stdout = "\n".join(ln for ln in stdout.splitlines() if not ln.startswith(MARKER))
     return SandboxResult(ok=True, value=value, stdout=stdout, stderr=stderr, seconds=seconds, returncode=0)
 

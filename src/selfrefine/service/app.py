@@ -30,6 +30,7 @@ from ..tasks import BUILTIN_TASKS, get_task
 from ..tasks.chat import ChatMessage, conversation_text
 from .engines import Admission, Backends, Caps, EnginePool, QueueFullError, Reservation
 from .guards import BearerAuth, BodyLimit, HostCheck
+from .reasoning import ReasoningFormat
 from .refusals import refuse_unsupported
 from .runs import (
     ClientGone,
@@ -53,7 +54,6 @@ from .schemas import (
     ModelList,
     RefineRequest,
 )
-from .reasoning import ReasoningFormat
 from .tracing import Tracing, end
 from .upstream import UPSTREAM_SEPARATOR, Upstream, UpstreamModelError, split_model_id
 from .validation import describe
@@ -83,14 +83,26 @@ class ServeSettings:
 class ApiError(SelfRefineError):
     """An error the API reports with a status, OpenAI type and code."""
 
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 code: str | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type_: str = "invalid_request_error",
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.type, self.code, self.headers = status, type_, code, headers
 
 
-def error_response(status: int, message: str, type_: str, code: str | None = None,
-                   headers: dict[str, str] | None = None, param: str | None = None) -> JSONResponse:
+def error_response(
+    status: int,
+    message: str,
+    type_: str,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+    param: str | None = None,
+) -> JSONResponse:
     body = ErrorResponse(error=ErrorBody(message=message, type=type_, code=code, param=param))
     return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
@@ -140,8 +152,12 @@ class Service:
         model = split_model_id(model)[0]  # selfrefine/TASK@UPSTREAM: see options_of
         name = model.removeprefix(MODEL_PREFIX) if model.startswith(MODEL_PREFIX) else None
         if name in self.code_tasks and name not in self.tasks:
-            raise ApiError(404, f"model {model!r} runs model-written code and is not enabled on this server; "
-                                "start it with `selfrefine serve --allow-code-tasks`", code="model_not_found")
+            raise ApiError(
+                404,
+                f"model {model!r} runs model-written code and is not enabled on this server; "
+                "start it with `selfrefine serve --allow-code-tasks`",
+                code="model_not_found",
+            )
         if name not in self.tasks:
             known = ", ".join(MODEL_PREFIX + t for t in self.tasks)
             raise ApiError(404, f"model {model!r} does not exist; models here: {known}", code="model_not_found")
@@ -149,12 +165,19 @@ class Service:
 
     def models(self) -> ModelList:
         """A card per task, and per task and allowed upstream model (selfrefine/TASK@MODEL)."""
-        cards = [ModelCard(id=MODEL_PREFIX + name, created=self.started, description=task.description)
-                 for name, task in self.tasks.items()]
+        cards = [
+            ModelCard(id=MODEL_PREFIX + name, created=self.started, description=task.description)
+            for name, task in self.tasks.items()
+        ]
         for upstream in self.settings.upstream.allowed if self.settings.upstream else ():
-            cards += [ModelCard(id=f"{MODEL_PREFIX}{name}{UPSTREAM_SEPARATOR}{upstream}", created=self.started,
-                                description=f"{task.description} (on upstream model {upstream})")
-                      for name, task in self.tasks.items()]
+            cards += [
+                ModelCard(
+                    id=f"{MODEL_PREFIX}{name}{UPSTREAM_SEPARATOR}{upstream}",
+                    created=self.started,
+                    description=f"{task.description} (on upstream model {upstream})",
+                )
+                for name, task in self.tasks.items()
+            ]
         return ModelList(data=cards)
 
 
@@ -164,8 +187,11 @@ def options_of(model: str, options: LoopOptions) -> LoopOptions:
     if upstream is None:
         return options
     if options.model is not None and options.model != upstream:
-        raise ApiError(400, f"the model id asks for upstream model {upstream!r} and selfrefine.model for "
-                            f"{options.model!r}: give one", code="model_not_allowed")
+        raise ApiError(
+            400,
+            f"the model id asks for upstream model {upstream!r} and selfrefine.model for {options.model!r}: give one",
+            code="model_not_allowed",
+        )
     return options.model_copy(update={"model": upstream})
 
 
@@ -178,7 +204,11 @@ def traced_upstream(upstream: Upstream | None, tracing: Tracing) -> Upstream | N
 def chat_input(task: str, messages: list[ChatMessageIn]) -> str:
     """The run's input: the whole conversation for ``chat``, else the last user message."""
     if not messages:
-        raise ApiError(400, "messages is empty: send at least one user message", code="empty_messages", )
+        raise ApiError(
+            400,
+            "messages is empty: send at least one user message",
+            code="empty_messages",
+        )
     if task == "chat":
         turns = [ChatMessage(role=CHAT_ROLES[m.role], content=m.text()) for m in messages if m.role in CHAT_ROLES]
         return conversation_text(turns)
@@ -196,8 +226,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
         yield
         await service.pool.aclose()  # the backends: connections, model files
 
-    app = FastAPI(title="selfrefine", version=__version__, docs_url=None, redoc_url=None, openapi_url=None,
-                  lifespan=lifespan)
+    app = FastAPI(
+        title="selfrefine", version=__version__, docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+    )
     app.state.service = service
     # innermost first: the Host and the key are checked before the body is read, the size
     # before the text (BodyLimit), the text before parsing
@@ -258,8 +289,9 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         completion = Completion(body.model, body.reasoning_format or service.settings.reasoning_format)
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            events = _guarded(service, reservation, span, request, engine, text,
-                              lambda steps: completion.stream(steps, include_usage))
+            events = _guarded(
+                service, reservation, span, request, engine, text, lambda steps: completion.stream(steps, include_usage)
+            )
             return _stream_response(events, reservation, span)
         result, decisions = await _run(service, reservation, span, request, engine, text)
         if result.output is None:  # not even a first draft: nothing to return
@@ -293,8 +325,9 @@ def _reserve(service: Service, span: Any) -> Reservation:
         raise
 
 
-async def _run(service: Service, reservation: Reservation, span: Any, request: Request,
-               engine: SelfRefine, text: str) -> Any:
+async def _run(
+    service: Service, reservation: Reservation, span: Any, request: Request, engine: SelfRefine, text: str
+) -> Any:
     error = None
 
     async def run() -> Any:
@@ -310,8 +343,9 @@ async def _run(service: Service, reservation: Reservation, span: Any, request: R
         end(span, error)
 
 
-async def _guarded(service: Service, reservation: Reservation, span: Any, request: Request,
-                   engine: SelfRefine, text: str, render: Any) -> AsyncIterator[str]:
+async def _guarded(
+    service: Service, reservation: Reservation, span: Any, request: Request, engine: SelfRefine, text: str, render: Any
+) -> AsyncIterator[str]:
     """A streamed run: under a slot, cancelled when the client leaves; an error after the
     first byte is sent as an error event (the status line has gone already)."""
     error = None

@@ -79,7 +79,7 @@ class _Deadlines:
 
 
 def _address(client: Any) -> str:
-    return "%s:%d" % client if client else "?"
+    return f"{client[0]}:{client[1]}" if client else "?"
 
 
 def server_config(app: Any, host: str, port: int, client_timeout: float = 30.0, **kwargs: Any) -> Any:

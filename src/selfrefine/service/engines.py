@@ -39,7 +39,10 @@ class Caps:
     default), so no request can ask for 10**9 refinements."""
 
     LIMITS: ClassVar[dict[str, float]] = {
-        "max_iterations": 10, "max_total_tokens": 200_000, "max_seconds": 600.0, "max_tokens": 8192,
+        "max_iterations": 10,
+        "max_total_tokens": 200_000,
+        "max_seconds": 600.0,
+        "max_tokens": 8192,
     }
     MAX_TEMPERATURE: ClassVar[float] = 2.0  # OpenAI's range; a request above it is refused
 
@@ -51,8 +54,9 @@ class Caps:
         """The request's options with each budget at most the server's; unset ones get the
         server's own budget, where it has one. A temperature over 2 is a ConfigError."""
         if options.temperature is not None and options.temperature > self.MAX_TEMPERATURE:
-            raise ConfigError(f"temperature {options.temperature:g} is over the server's limit of "
-                              f"{self.MAX_TEMPERATURE:g}")
+            raise ConfigError(
+                f"temperature {options.temperature:g} is over the server's limit of {self.MAX_TEMPERATURE:g}"
+            )
         update: dict[str, float] = {}
         for name, limit in self.LIMITS.items():
             cap, asked = getattr(self, name, None), getattr(options, name)

@@ -15,15 +15,27 @@ from typing import Any
 Scope = dict[str, Any]
 
 
-async def send_error(send: Any, status: int, message: str, type_: str, code: str,
-                     headers: list[tuple[bytes, bytes]] | None = None, param: str | None = None) -> None:
+async def send_error(
+    send: Any,
+    status: int,
+    message: str,
+    type_: str,
+    code: str,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    param: str | None = None,
+) -> None:
     body = json.dumps({"error": {"message": message, "type": type_, "code": code, "param": param}}).encode()
-    await send({
-        "type": "http.response.start",
-        "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                    *(headers or [])],
-    })
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -44,17 +56,17 @@ class BearerAuth:
         if scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self.key):
             await self.app(scope, receive, send)
             return
-        message = ("missing API key: send 'Authorization: Bearer KEY'" if not given
-                   else "invalid API key")
-        await send_error(send, 401, message, "authentication_error", "invalid_api_key",
-                         [(b"www-authenticate", b"Bearer")])
+        message = "missing API key: send 'Authorization: Bearer KEY'" if not given else "invalid API key"
+        await send_error(
+            send, 401, message, "authentication_error", "invalid_api_key", [(b"www-authenticate", b"Bearer")]
+        )
 
 
 def host_name(header: str) -> str:
     """The name of a Host header, without its port: ``[::1]:8000`` -> ``::1``."""
     header = header.strip().lower()
     if header.startswith("["):
-        return header[1:header.find("]")] if "]" in header else header
+        return header[1 : header.find("]")] if "]" in header else header
     name, colon, port = header.rpartition(":")
     return name if colon and port.isdigit() else header
 
@@ -86,9 +98,15 @@ class HostCheck:
         if name and (is_loopback_name(name) or name in self.allowed):
             await self.app(scope, receive, send)
             return
-        await send_error(send, 400, f"Host {header!r} is not served here (only loopback names are, so that a web "
-                         f"page cannot reach this server by DNS rebinding); to serve it, start the server with "
-                         f"--allowed-host {name or 'NAME'}", "invalid_request_error", "invalid_host")
+        await send_error(
+            send,
+            400,
+            f"Host {header!r} is not served here (only loopback names are, so that a web "
+            f"page cannot reach this server by DNS rebinding); to serve it, start the server with "
+            f"--allowed-host {name or 'NAME'}",
+            "invalid_request_error",
+            "invalid_host",
+        )
 
 
 class BodyLimit:
@@ -115,8 +133,14 @@ class BodyLimit:
             async with asyncio.timeout(self.timeout):
                 body = await self._read(receive, send)
         except TimeoutError:  # a slow-loris body: the connection is not held open for it
-            await send_error(send, 408, f"the request body did not arrive within {self.timeout:g} s",
-                             "invalid_request_error", "request_timeout", [(b"connection", b"close")])
+            await send_error(
+                send,
+                408,
+                f"the request body did not arrive within {self.timeout:g} s",
+                "invalid_request_error",
+                "request_timeout",
+                [(b"connection", b"close")],
+            )
             return
         if body is None:
             return
@@ -144,8 +168,13 @@ class BodyLimit:
                 return b"".join(chunks)
 
     async def _refuse(self, send: Any, size: int) -> None:
-        await send_error(send, 413, f"request body is over the server's limit of {self.max_bytes:,} bytes "
-                         f"(got at least {size:,})", "invalid_request_error", "request_too_large")
+        await send_error(
+            send,
+            413,
+            f"request body is over the server's limit of {self.max_bytes:,} bytes (got at least {size:,})",
+            "invalid_request_error",
+            "request_too_large",
+        )
 
 
 def _replay(body: bytes, receive: Any) -> Any:
@@ -169,8 +198,10 @@ def text_problem(body: bytes) -> tuple[str | None, str] | None:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return None, (f"the request body is not UTF-8 text (byte 0x{body[exc.start]:02x} at offset {exc.start}); "
-                      "send JSON encoded as UTF-8")
+        return None, (
+            f"the request body is not UTF-8 text (byte 0x{body[exc.start]:02x} at offset {exc.start}); "
+            "send JSON encoded as UTF-8"
+        )
     if "\\ud" not in text.lower():  # a lone surrogate can only arrive as an escape
         return None
     try:
@@ -182,8 +213,10 @@ def text_problem(body: bytes) -> tuple[str | None, str] | None:
         return None
     path, value = found
     at = next(i for i, c in enumerate(value) if 0xD800 <= ord(c) <= 0xDFFF)
-    return path or None, (f"{path or 'body'}: a lone surrogate (\\u{ord(value[at]):04x} at character {at}) is "
-                          "not Unicode text; send valid UTF-8 text")
+    return path or None, (
+        f"{path or 'body'}: a lone surrogate (\\u{ord(value[at]):04x} at character {at}) is "
+        "not Unicode text; send valid UTF-8 text"
+    )
 
 
 def _surrogate_in(data: Any) -> tuple[str, str] | None:

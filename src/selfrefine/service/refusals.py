@@ -26,7 +26,10 @@ def _unsupported(body: ChatCompletionRequest) -> tuple[str, str] | None:
     extra: dict[str, Any] = body.model_extra or {}
     choice = extra.get("tool_choice")
     if extra.get("tools") and choice != "none":  # tools the model is told not to use change nothing
-        return "tools", "tools are not supported: Self-Refine returns text, never a tool call (or send tool_choice 'none')"
+        return (
+            "tools",
+            "tools are not supported: Self-Refine returns text, never a tool call (or send tool_choice 'none')",
+        )
     if extra.get("functions") and extra.get("function_call") != "none":
         return "functions", "functions are not supported: Self-Refine returns text, never a function call"
     if choice not in (None, "none", "auto"):
@@ -40,5 +43,6 @@ def _unsupported(body: ChatCompletionRequest) -> tuple[str, str] | None:
             for j, part in enumerate(message.content):
                 if part.get("type") != "text":
                     return f"messages.{i}.content.{j}.type", (
-                        f"content part type {part.get('type')!r} is not supported: only 'text' parts are")
+                        f"content part type {part.get('type')!r} is not supported: only 'text' parts are"
+                    )
     return None

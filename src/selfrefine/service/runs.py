@@ -192,7 +192,11 @@ class Completion:
         self.reasoning_format = reasoning_format
 
     def whole(self, result: RunResult, decisions: list[DecisionStep]) -> ChatCompletion:
-        trace = "" if self.reasoning_format == "none" else "".join(filter(None, map(reasoning_text, replay(result, decisions))))
+        trace = (
+            ""
+            if self.reasoning_format == "none"
+            else "".join(filter(None, map(reasoning_text, replay(result, decisions))))
+        )
         if self.reasoning_format == "think":
             message = AssistantMessage(content=f"{THINK_OPEN}{trace}{THINK_CLOSE}{result.output}")
         elif self.reasoning_format == "reasoning_content":

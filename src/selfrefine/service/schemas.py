@@ -35,8 +35,17 @@ class _LoopOptionsBase(BaseModel):
     # '@' suffix, selfrefine/<task>@<model>
     model: str | None = Field(default=None, min_length=1)
 
-    @field_validator("history", "select", "accept", "feedback_mode", "verifier_mode", "strategy", "preset", mode="before",
-                     check_fields=False)
+    @field_validator(
+        "history",
+        "select",
+        "accept",
+        "feedback_mode",
+        "verifier_mode",
+        "strategy",
+        "preset",
+        mode="before",
+        check_fields=False,
+    )
     @classmethod
     def _one_spelling(cls, value: Any) -> Any:
         return canonical(value)

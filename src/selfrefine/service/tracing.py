@@ -188,12 +188,16 @@ class TracedBackend(Backend):
 
     @contextmanager
     def _span(self, request: CompletionRequest) -> Iterator[Any]:
-        attrs = {"selfrefine.role": request.role, "selfrefine.model": self.inner.name,
-                 "selfrefine.max_tokens": request.max_tokens}
+        attrs = {
+            "selfrefine.role": request.role,
+            "selfrefine.model": self.inner.name,
+            "selfrefine.max_tokens": request.max_tokens,
+        }
         start = time.perf_counter()
         # record_exception/set_status_on_exception: a failed call shows as an error span
-        with self.tracer.start_as_current_span(f"{NAME}.call {request.role}", context=_current_round.get(),
-                                               attributes=attrs) as span:
+        with self.tracer.start_as_current_span(
+            f"{NAME}.call {request.role}", context=_current_round.get(), attributes=attrs
+        ) as span:
             try:
                 yield span
             finally:

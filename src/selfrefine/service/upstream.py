@@ -32,7 +32,8 @@ class Upstream:
         """The backend of an allowed model, built once and shared by every engine using it."""
         if name not in self.allowed:
             raise UpstreamModelError(
-                f"upstream model {name!r} is not allowed on this server; allowed: {', '.join(self.allowed)}")
+                f"upstream model {name!r} is not allowed on this server; allowed: {', '.join(self.allowed)}"
+            )
         if name not in self._made:
             self._made[name] = self.make(name)
         return self._made[name]
@@ -51,4 +52,5 @@ def split_model_id(model: str) -> tuple[str, str | None]:
 def no_upstream(name: str) -> UpstreamModelError:
     return UpstreamModelError(
         f"upstream model {name!r} was asked for, but this server has no upstream to choose on "
-        "(the operator allows models with 'selfrefine serve --model openai:NAME --upstream-model OTHER')")
+        "(the operator allows models with 'selfrefine serve --model openai:NAME --upstream-model OTHER')"
+    )

@@ -37,8 +37,9 @@ def get_task(spec: str | Task) -> Task:
     tasks are entry points too: :func:`selfrefine.engine.plugins.find_task`)."""
     if isinstance(spec, str) and spec not in task_entry_points() and not looks_like_path(spec):
         # the same error as find_task's, listing the built-ins in the paper's order
-        raise TaskError(f"unknown task {spec!r}; built-in tasks: {', '.join(task_names())}, "
-                        "or give the path of a YAML task file")
+        raise TaskError(
+            f"unknown task {spec!r}; built-in tasks: {', '.join(task_names())}, or give the path of a YAML task file"
+        )
     return find_task(spec)
 
 

@@ -30,8 +30,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
-from ..engine.parsing import json_aspect_ratings
 from ..core.records import Feedback, Verification
+from ..engine.parsing import json_aspect_ratings
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 # key → label. Alphabetical, like every other key in the feedback JSON: the embedded
@@ -298,9 +298,7 @@ def _parse_json(raw: str) -> dict[str, tuple[int, str]] | None:
 
 def _parse_text(raw: str) -> dict[str, tuple[int, str]]:
     """Aspect → (score, reason) from 'Label: … N/5 …' text; the first 1-5 after a label."""
-    hits = sorted(
-        (m.start(), m.end(), key) for key, rx in _LABEL_RX.items() for m in rx.finditer(raw)
-    )
+    hits = sorted((m.start(), m.end(), key) for key, rx in _LABEL_RX.items() for m in rx.finditer(raw))
     out: dict[str, tuple[int, str]] = {}
     for n, (_, end, key) in enumerate(hits):
         if key in out:

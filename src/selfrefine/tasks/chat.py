@@ -24,8 +24,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from ..core.errors import FeedbackParseError, InputError
-from ..engine.parsing import json_object
 from ..core.records import Feedback
+from ..engine.parsing import json_object
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 Role = Literal["system", "user", "assistant"]

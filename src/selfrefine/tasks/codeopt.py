@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
-from ..engine.parsing import FENCE, extract_program, parse_python, parses
 from ..core.records import Feedback, Verification
+from ..engine.parsing import FENCE, extract_program, parse_python, parses
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 from ..sandbox.process import run_python
 from ..sandbox.timing import TimingResult, compare_programs
@@ -31,8 +31,18 @@ _VERDICT = re.compile(
     r"(slow|fast|efficient|inefficient|optimal)\b",
     re.I,
 )
-_CODE_NODES = (ast.Assign, ast.AugAssign, ast.For, ast.While, ast.Import, ast.ImportFrom,
-               ast.FunctionDef, ast.If, ast.With, ast.ClassDef)
+_CODE_NODES = (
+    ast.Assign,
+    ast.AugAssign,
+    ast.For,
+    ast.While,
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.If,
+    ast.With,
+    ast.ClassDef,
+)
 
 
 def verdicts(text: str) -> list[str]:
@@ -43,7 +53,6 @@ def verdicts(text: str) -> list[str]:
         slow_word = word.lower() in ("slow", "inefficient")
         out.append("slow" if slow_word != negated else "not slow")
     return out
-
 
 
 def outputs_match(expected: str, got: str, tol: float = 1e-6) -> bool:
@@ -225,7 +234,9 @@ class CodeOpt(Task):
                 return bench.tests
         return []
 
-    def check_program(self, original: str, new: str, tests: Sequence[Any], *, repeats: int | None = None) -> ProgramCheck:
+    def check_program(
+        self, original: str, new: str, tests: Sequence[Any], *, repeats: int | None = None
+    ) -> ProgramCheck:
         """Run ``new`` on every test (checking outputs), then time it against ``original``."""
         cases = to_test_cases(tests)
         if not cases:
@@ -244,8 +255,11 @@ class CodeOpt(Task):
         timing = None
         if correct:
             timing = compare_programs(
-                original, new, [c.stdin for c in cases],
-                repeats=repeats or self.metric_repeats, timeout=self.timeout,
+                original,
+                new,
+                [c.stdin for c in cases],
+                repeats=repeats or self.metric_repeats,
+                timeout=self.timeout,
             )
         return ProgramCheck(correct, outcomes, timing, original_error)
 

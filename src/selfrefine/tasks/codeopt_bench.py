@@ -125,7 +125,7 @@ def _running_median(rng: random.Random) -> str:
 
 def _input_per_line(rng: random.Random) -> str:
     n = 100_000
-    return f"{n}\n" + "\n".join(str(rng.randint(-10**9, 10**9)) for _ in range(n)) + "\n"
+    return f"{n}\n" + "\n".join(str(rng.randint(-(10**9), 10**9)) for _ in range(n)) + "\n"
 
 
 def _primes(rng: random.Random) -> str:
@@ -136,8 +136,8 @@ def _range_sum(rng: random.Random) -> str:
     n, q = 3000, 1500
     lines = [f"{n} {q}", _ints(rng, n, -1000, 1000)]
     for _ in range(q):
-        l = rng.randint(1, n)
-        lines.append(f"{l} {rng.randint(l, n)}")
+        left = rng.randint(1, n)
+        lines.append(f"{left} {rng.randint(left, n)}")
     return "\n".join(lines) + "\n"
 
 
@@ -370,8 +370,10 @@ def load_tests_file(path: str | Path) -> dict[str, list[TestCase]]:
         if problem_id in out:
             raise InputError(f"{where}: problem id {problem_id!r} appears twice; give its tests once")
         if not isinstance(cases, list) or not cases:
-            raise InputError(f"{where}: the tests must be a non-empty list of test cases, e.g. "
-                             f'[{{"input": "3\\n", "output": "6\\n"}}]')
+            raise InputError(
+                f"{where}: the tests must be a non-empty list of test cases, e.g. "
+                f'[{{"input": "3\\n", "output": "6\\n"}}]'
+            )
         try:
             out[problem_id] = to_test_cases(cases)
         except InputError as exc:

@@ -15,8 +15,8 @@ import re
 from typing import Any
 
 from ..core.errors import FeedbackParseError, InputError
-from ..engine.parsing import json_object
 from ..core.records import Feedback, Verification
+from ..engine.parsing import json_object
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 FEEDBACK_SCHEMA: dict[str, Any] = {
@@ -159,7 +159,11 @@ class CommonGen(Task):
                 "text": json.dumps({"missing_concepts": missing, "commonsense": commonsense}),
                 "done": not missing and commonsense.lower() in _NONE,
                 "total": check.score,
-                "fields": {**critique.fields, "missing_concepts": missing, "critic_missing": critique.fields.get("missing_concepts", [])},
+                "fields": {
+                    **critique.fields,
+                    "missing_concepts": missing,
+                    "critic_missing": critique.fields.get("missing_concepts", []),
+                },
                 "source": "hybrid",
                 "verification": check,
             }

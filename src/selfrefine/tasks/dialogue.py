@@ -18,8 +18,8 @@ import re
 from typing import Any
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
-from ..engine.parsing import json_aspect_ratings, json_input
 from ..core.records import Feedback
+from ..engine.parsing import json_aspect_ratings, json_input
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 ASPECTS = (
@@ -56,7 +56,9 @@ _TOTAL = re.compile(r"\btotal(?:\s+score)?\s*[:=]?\s*(\d{1,2})(?:\s*/\s*30)?", r
 def _aspect_pattern(aspect: str) -> re.Pattern[str]:
     name = r"[\s_-]*".join(re.escape(w) for w in aspect.split())
     # "Relevant: 3 - reason", "- relevant (2/3): reason", "user_understanding = 1"
-    return re.compile(rf"^[\s*\-#\d.]*\"?{name}\"?\s*(?:\(|:|=|-)\s*(\d+)(?:\s*/\s*3)?\)?\s*[-:,.)]*\s*(.*)$", re.I | re.M)
+    return re.compile(
+        rf"^[\s*\-#\d.]*\"?{name}\"?\s*(?:\(|:|=|-)\s*(\d+)(?:\s*/\s*3)?\)?\s*[-:,.)]*\s*(.*)$", re.I | re.M
+    )
 
 
 _PATTERNS = {key: _aspect_pattern(aspect) for key, aspect in zip(KEYS, ASPECTS)}

@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 from ..core.errors import DraftParseError, FeedbackParseError
-from ..engine.parsing import fenced_blocks
 from ..core.records import Feedback, Verification
+from ..engine.parsing import fenced_blocks
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 from ..sandbox.process import run_python
 
@@ -114,8 +114,12 @@ class GSM8K(Task):
         if to_number(result.value) is None:
             text = f"# solution() returned {result.value}, which is not a number"
             return Verification(text=text, passed=False, score=0.0)
-        return Verification(text=f"# Running solution() returned {result.value}", passed=True, score=1.0,
-                            answer=number_text(to_number(result.value)))
+        return Verification(
+            text=f"# Running solution() returned {result.value}",
+            passed=True,
+            score=1.0,
+            answer=number_text(to_number(result.value)),
+        )
 
     def answer(self, output: str) -> str | None:
         """Run ``solution()`` and return its value, or None when it fails."""

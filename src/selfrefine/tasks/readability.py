@@ -31,16 +31,39 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..core.errors import DraftParseError, FeedbackParseError
-from ..engine.parsing import FENCE, extract_program, parse_python
 from ..core.records import Feedback, Verification
+from ..engine.parsing import FENCE, extract_program, parse_python
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 # Single letters that are conventional loop indices, and short words that are real words.
 SHORT_ALLOWED = frozenset({"i", "j", "k", "id", "ok", "db", "io", "os"})
 # Names that say nothing about what they hold, with or without a number (tmp, var1, foo2).
 PLACEHOLDERS = frozenset(
-    {"tmp", "temp", "foo", "bar", "baz", "qux", "var", "val", "res", "ret", "obj", "arr", "lst",
-     "ans", "dummy", "stuff", "thing", "data", "xxx", "aaa", "abc", "hoge", "fuga"}
+    {
+        "tmp",
+        "temp",
+        "foo",
+        "bar",
+        "baz",
+        "qux",
+        "var",
+        "val",
+        "res",
+        "ret",
+        "obj",
+        "arr",
+        "lst",
+        "ans",
+        "dummy",
+        "stuff",
+        "thing",
+        "data",
+        "xxx",
+        "aaa",
+        "abc",
+        "hoge",
+        "fuga",
+    }
 )
 MIN_LENGTH = 3
 _NUMBERED = re.compile(r"^([a-z]+?)_?\d+$")  # a1, x2, tmp3, var_1
@@ -117,8 +140,7 @@ def _line_counts(code: str) -> tuple[int, int]:
     """(lines holding a comment, lines holding code) from the token stream."""
     comment_lines: set[int] = set()
     code_lines: set[int] = set()
-    skip = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER,
-            tokenize.ENCODING}
+    skip = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER, tokenize.ENCODING}
     for tok in tokenize.generate_tokens(io.StringIO(code).readline):
         if tok.type == tokenize.COMMENT:
             comment_lines.add(tok.start[0])

@@ -22,8 +22,8 @@ import re
 from typing import Any
 
 from ..core.errors import FeedbackParseError, InputError
-from ..engine.parsing import json_input
 from ..core.records import Feedback, Verification
+from ..engine.parsing import json_input
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
 POLARITIES = ("positive", "negative")
@@ -169,7 +169,11 @@ class Sentiment(Task):
         """The binary metric plus the graded ones (see the module docstring)."""
         _, target = parse_sentiment_input(input)
         toward = oriented_score(output, target)
-        return {"reached": float(toward >= NEUTRAL_BAND), "toward_target": round(toward, 4), "very": float(toward >= VERY)}
+        return {
+            "reached": float(toward >= NEUTRAL_BAND),
+            "toward_target": round(toward, 4),
+            "very": float(toward >= VERY),
+        }
 
     def verify(self, input: str, draft: str) -> Verification:
         _, target = parse_sentiment_input(input)

@@ -21,12 +21,17 @@ from collections import Counter
 from typing import Any
 
 from ..core.errors import FeedbackParseError, InputError
-from ..engine.parsing import json_aspect_ratings, json_input
 from ..core.records import Feedback, Verification
+from ..engine.parsing import json_aspect_ratings, json_input
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 from .commongen import concept_coverage, missing_concepts
 
-ASPECTS = {"coherence": "coherence", "constraints": "constraints met", "interest": "interest", "premise": "premise followed"}
+ASPECTS = {
+    "coherence": "coherence",
+    "constraints": "constraints met",
+    "interest": "interest",
+    "premise": "premise followed",
+}
 MIN_WORDS, MAX_WORDS = 60, 200
 LOOP_NGRAM, LOOP_REPEATS = 4, 3
 FEEDBACK_SCHEMA: dict[str, Any] = {
@@ -34,8 +39,10 @@ FEEDBACK_SCHEMA: dict[str, Any] = {
     "properties": {
         key: {
             "type": "object",
-            "properties": {"reason": {"type": "string", "maxLength": 80},
-                           "score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}},
+            "properties": {
+                "reason": {"type": "string", "maxLength": 80},
+                "score": {"type": "integer", "enum": [1, 2, 3, 4, 5]},
+            },
             "required": ["reason", "score"],
         }
         for key in ASPECTS
@@ -62,8 +69,12 @@ def parse_story_input(text: str) -> dict[str, Any]:
     low, high = data.get("min_words", MIN_WORDS), data.get("max_words", MAX_WORDS)
     if not all(isinstance(n, int) and not isinstance(n, bool) for n in (low, high)) or not 1 <= low <= high <= 2000:
         raise InputError('story "min_words"/"max_words" must be whole numbers with 1 <= min_words <= max_words <= 2000')
-    return {"premise": " ".join(data["premise"].split()), "elements": [e.strip().lower() for e in elements],
-            "min_words": low, "max_words": high}
+    return {
+        "premise": " ".join(data["premise"].split()),
+        "elements": [e.strip().lower() for e in elements],
+        "min_words": low,
+        "max_words": high,
+    }
 
 
 def word_count(story: str) -> int:
@@ -73,7 +84,7 @@ def word_count(story: str) -> int:
 def repetition_loops(story: str) -> list[str]:
     """4-word sequences used three or more times, and sentences repeated word for word."""
     words = _WORD.findall(story.lower())
-    grams = Counter(" ".join(words[i:i + LOOP_NGRAM]) for i in range(len(words) - LOOP_NGRAM + 1))
+    grams = Counter(" ".join(words[i : i + LOOP_NGRAM]) for i in range(len(words) - LOOP_NGRAM + 1))
     sentences = Counter(" ".join(_WORD.findall(s.lower())) for s in _SENTENCE.findall(story))
     loops = [g for g, n in grams.items() if n >= LOOP_REPEATS]
     return loops + [s for s, n in sentences.items() if n >= 2 and len(s.split()) >= 3 and s not in loops]
@@ -83,10 +94,13 @@ def story_checks(spec: dict[str, Any], story: str) -> dict[str, Any]:
     """The code checks of one story: element coverage, length, repetition."""
     n = word_count(story)
     elements = spec["elements"]
-    return {"coverage": concept_coverage(elements, story) if elements else 1.0,
-            "missing": missing_concepts(elements, story) if elements else [],
-            "words": n, "length_ok": spec["min_words"] <= n <= spec["max_words"],
-            "loops": repetition_loops(story)}
+    return {
+        "coverage": concept_coverage(elements, story) if elements else 1.0,
+        "missing": missing_concepts(elements, story) if elements else [],
+        "words": n,
+        "length_ok": spec["min_words"] <= n <= spec["max_words"],
+        "loops": repetition_loops(story),
+    }
 
 
 def checks_score(checks: dict[str, Any]) -> float:
@@ -98,7 +112,9 @@ class Story(Task):
     description = "Story generation: a short story from a premise, with optional required elements and length"
     prompt_dir = "story"
     metric_name = "constraint checks: elements, length, no loops (code) + judge preference"
-    judge_criteria = "Which story follows the premise more faithfully and is more coherent, vivid and interesting to read?"
+    judge_criteria = (
+        "Which story follows the premise more faithfully and is more coherent, vivid and interesting to read?"
+    )
     stop_description = "every aspect rated 5"
     extra_variables = frozenset({"premise", "elements", "min_words", "max_words"})
     defaults = TaskDefaults(
@@ -140,10 +156,14 @@ class Story(Task):
             raise FeedbackParseError("the feedback holds no JSON rating object")
         ratings = {key: parsed[0][key] for key in ASPECTS if key in parsed[0]}
         if len(ratings) < len(ASPECTS):
-            raise FeedbackParseError(f"the feedback rates {len(ratings)} of {len(ASPECTS)} aspects: {', '.join(ratings) or 'none'}")
+            raise FeedbackParseError(
+                f"the feedback rates {len(ratings)} of {len(ASPECTS)} aspects: {', '.join(ratings) or 'none'}"
+            )
         scores = {key: float(score) for key, (score, _) in ratings.items()}
         fields = {f"{key}_reason": reason for key, (_, reason) in ratings.items() if reason}
-        return Feedback(text=raw, scores=scores, total=sum(scores.values()), done=min(scores.values()) >= 5, fields=fields)
+        return Feedback(
+            text=raw, scores=scores, total=sum(scores.values()), done=min(scores.values()) >= 5, fields=fields
+        )
 
     def metric(self, input: str, output: str, reference: Any = None) -> float:
         return checks_score(story_checks(parse_story_input(input), output))

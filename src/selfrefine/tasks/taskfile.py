@@ -134,8 +134,10 @@ def _read_yaml(p: Path) -> dict[str, Any]:
 
 
 def _too_deep(p: Path) -> str:
-    return (f"task file {p} is nested more than {MAX_NESTING} levels deep; flatten its lists and "
-            "mappings (e.g. feedback_schema)")
+    return (
+        f"task file {p} is nested more than {MAX_NESTING} levels deep; flatten its lists and "
+        "mappings (e.g. feedback_schema)"
+    )
 
 
 def _check_shape(data: Any, p: Path) -> None:
@@ -150,8 +152,9 @@ def _check_shape(data: Any, p: Path) -> None:
             raise TaskFileError(_too_deep(p))
         visited += len(node)
         if visited > MAX_NODES:
-            raise TaskFileError(f"task file {p} expands to more than {MAX_NODES:,} values (YAML aliases?); "
-                                "write it out without aliases")
+            raise TaskFileError(
+                f"task file {p} expands to more than {MAX_NODES:,} values (YAML aliases?); write it out without aliases"
+            )
         todo.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
 
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import FeedbackParseError, InputError
-from ..engine.parsing import json_input
 from ..core.records import Feedback, Verification
+from ..engine.parsing import json_input
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 from .commongen import lemmas
 
@@ -56,7 +56,9 @@ def _predict_prob() -> Any:
     try:
         from profanity_check import predict_prob
     except ImportError as exc:  # an optional part of a broken install: say what to install
-        raise InputError(f"the toxicity metric needs alt-profanity-check (pip install alt-profanity-check): {exc}") from None
+        raise InputError(
+            f"the toxicity metric needs alt-profanity-check (pip install alt-profanity-check): {exc}"
+        ) from None
     return predict_prob
 
 
@@ -96,12 +98,20 @@ def preservation(source: str, rewrite: str) -> float:
 def metric_parts(source: str, rewrite: str) -> dict[str, float]:
     """The two parts of the metric and their product (see the module docstring)."""
     prob, kept = p_toxic(rewrite), preservation(source, rewrite)
-    return {"non_toxic": float(prob < THRESHOLD), "p_toxic": round(prob, 4), "preservation": round(kept, 4),
-            "combined": round((1 - prob) * kept, 4)}
+    return {
+        "non_toxic": float(prob < THRESHOLD),
+        "p_toxic": round(prob, 4),
+        "preservation": round(kept, 4),
+        "combined": round((1 - prob) * kept, 4),
+    }
 
 
 def load_labelled(path: Path | None = None) -> list[tuple[str, bool]]:
-    rows = (json.loads(line) for line in (path or DATA / "toxicity.labelled.jsonl").read_text("utf-8").splitlines() if line.strip())
+    rows = (
+        json.loads(line)
+        for line in (path or DATA / "toxicity.labelled.jsonl").read_text("utf-8").splitlines()
+        if line.strip()
+    )
     return [(row["text"], bool(row["toxic"])) for row in rows]
 
 
@@ -111,8 +121,12 @@ def classifier_accuracy(rows: list[tuple[str, bool]] | None = None) -> dict[str,
     guesses = [p >= THRESHOLD for p in toxicity([t for t, _ in rows])]
     pairs = list(zip(guesses, (label for _, label in rows)))
     tp = sum(g and y for g, y in pairs)
-    return {"n": len(pairs), "accuracy": sum(g == y for g, y in pairs) / len(pairs),
-            "precision": tp / max(1, sum(g for g, _ in pairs)), "recall": tp / max(1, sum(y for _, y in pairs))}
+    return {
+        "n": len(pairs),
+        "accuracy": sum(g == y for g, y in pairs) / len(pairs),
+        "precision": tp / max(1, sum(g for g, _ in pairs)),
+        "recall": tp / max(1, sum(y for _, y in pairs)),
+    }
 
 
 class Toxicity(Task):
@@ -168,7 +182,9 @@ class Toxicity(Task):
         """Hybrid: a critic's "NONE" that the classifier contradicts is dropped, so the refiner
         is not told both that nothing is left and which words to replace (it then echoes)."""
         if critique.done and check.passed is False:
-            return critique.model_copy(update={"text": check.text, "done": False, "source": "hybrid", "verification": check})
+            return critique.model_copy(
+                update={"text": check.text, "done": False, "source": "hybrid", "verification": check}
+            )
         return super().combine(critique, check, input=input, draft=draft)
 
     def metric(self, input: str, output: str, reference: Any = None) -> float:
@@ -185,7 +201,9 @@ class Toxicity(Task):
         kept = preservation(input, draft)
         lines = [f"Toxicity classifier: p(offensive) = {prob:.2f} (must be below {THRESHOLD:.2f})."]
         if words:
-            lines.append("Offending words: " + ", ".join(f'"{w}"' for w in words) + "; replace each with a neutral word.")
+            lines.append(
+                "Offending words: " + ", ".join(f'"{w}"' for w in words) + "; replace each with a neutral word."
+            )
         elif prob >= THRESHOLD:
             lines.append("No single word is offensive on its own: soften the hostile tone.")
         if kept < 0.5:
