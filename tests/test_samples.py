@@ -62,8 +62,18 @@ def test_a_refinement_round_is_accepted_only_when_its_best_scores_strictly_highe
     # refinements from one prompt, tied, so the critic sees each; round 2: two more, the
     # winner is clear; then the critique of draft 2 (select verified reads it)
     roles = [r.role for r in backend.requests]
-    assert roles == ["generate", "generate", "feedback", "refine", "refine", "feedback", "feedback",
-                     "refine", "refine", "feedback"]
+    assert roles == [
+        "generate",
+        "generate",
+        "feedback",
+        "refine",
+        "refine",
+        "feedback",
+        "feedback",
+        "refine",
+        "refine",
+        "feedback",
+    ]
     assert len({r.prompt for r in backend.requests[3:5]}) == 1
 
 
@@ -173,8 +183,12 @@ def test_preset_best_sets_the_tasks_best_options_and_explicit_ones_win():
 def test_the_critic_breaks_a_tie_at_the_top_and_its_critique_is_the_steps_feedback():
     done = json.dumps({"missing_concepts": [], "commonsense": "NONE"})
     odd = json.dumps({"missing_concepts": [], "commonsense": "A knife cannot be cut."})
-    backend = FakeBackend({"generate": ["The chef cut the knife in the kitchen.", "In the kitchen the chef cut bread with a knife."],
-                           "feedback": [odd, done]})
+    backend = FakeBackend(
+        {
+            "generate": ["The chef cut the knife in the kitchen.", "In the kitchen the chef cut bread with a knife."],
+            "feedback": [odd, done],
+        }
+    )
     engine = SelfRefine("commongen", backend, samples=2, max_iterations=1, verifier_mode="hybrid")
     result = engine.run("kitchen, knife, cut")
     first = result.iterations[0]
