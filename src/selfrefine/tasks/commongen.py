@@ -100,6 +100,8 @@ class CommonGen(Task):
         ),
         generic_feedback="Improve the sentence.",
         temperature={"generate": 0.7, "feedback": 0.7, "refine": 0.7},  # the paper's text-task default
+        # several samples: as DSPy's BestOfN draws them (docs/peers.md), for more varied drafts
+        sampling_temperature=1.0,
         max_tokens={"generate": 160, "feedback": 200, "refine": 160},  # 20-30 concepts need room
         feedback_schema=FEEDBACK_SCHEMA,
         stop_sequences={role: ["\nConcepts:"] for role in ("generate", "feedback", "refine")},
