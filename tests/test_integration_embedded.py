@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import SMOLLM, require_embedded, require_smollm
 
-from selfrefine import SelfRefine, StopReason, load_task
+from selfrefine import RefineConfig, SelfRefine, StopReason, load_task
+from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.embedded import LlamaCppBackend, default_model_path
 from selfrefine.sandbox.process import run_python
 from selfrefine.tasks.commongen import concept_coverage, parse_concepts
@@ -165,3 +166,38 @@ def test_loading_the_default_model_prints_no_llama_cpp_warnings(capfd):
     backend._instance("generate")
     err = capfd.readouterr().err
     assert "control-looking" not in err and "load:" not in err, err
+
+
+@pytest.mark.timeout(600)
+def test_greedy_feedback_is_the_same_warm_and_cold_on_the_default_model():
+    """Issue 21: a grammar-constrained feedback call at temperature 0 gave one answer with the
+    prompt's prefix reused and another computed from scratch (5 of 9 calls matched). Reuse now
+    stops at a batch boundary, so the suffix is computed in the same batches as a cold run."""
+    require_embedded()
+    warm = LlamaCppBackend(model="embedded")
+    cold = LlamaCppBackend(model="embedded", prefix_reuse=False)
+    inputs = ["kitchen, knife, onion, cut, cry", "dog, frisbee, catch, throw, park", "sun, beach, towel, wave",
+              "river, boat, row, bridge"]  # fmt: skip
+    config = RefineConfig(max_iterations=2, temperature=0.0, final_feedback=True, stop_on_feedback=False,
+                          stop_on_no_change=False, record_prompts=True)  # fmt: skip
+
+    async def go():
+        engine = SelfRefine("commongen", warm, config=config)
+        runs = [await engine.arun(x) for x in inputs]
+        feedback = [(r, c) for r in runs for c in r.calls if c.role == "feedback"][:10]
+        task = engine.task
+        replays = []
+        for _, call in feedback:  # the identical request, on a context that reuses nothing
+            request = CompletionRequest(role="feedback", prompt=call.prompt, system=task.system, temperature=0.0,
+                                        max_tokens=task.max_tokens["feedback"], seed=0,
+                                        stop=task.stop_sequences["feedback"], json_schema=task.feedback_schema)  # fmt: skip
+            replays.append((await cold.complete(request)).text)
+        await warm.aclose()
+        await cold.aclose()
+        return runs, feedback, replays
+
+    runs, feedback, replays = asyncio.run(go())
+    assert len(feedback) == 10
+    assert [c.response for _, c in feedback] == replays
+    warm_calls = [c for r in runs for c in r.calls]
+    assert sum(c.cached_prompt_tokens or 0 for c in warm_calls) > 0  # the prefix was reused all the same

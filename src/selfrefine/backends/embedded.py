@@ -77,6 +77,11 @@ MIN_RESTORE_GAIN_TOKENS = 32
 MIN_SUFFIX_TOKENS = 2
 
 
+def aligned_prefix(tokens: int, batch: int) -> int:
+    """The longest reusable prefix of at most ``tokens`` that ends on a batch boundary."""
+    return max(tokens, 0) // batch * batch if batch > 0 else max(tokens, 0)
+
+
 def default_threads() -> int:
     # llama-cpp-python defaults to cpu_count()//2, which wastes half of a small machine
     return max(1, os.cpu_count() or 1)
@@ -294,11 +299,14 @@ class LlamaCppBackend(Backend):
         if snap is not None and shared >= live + MIN_RESTORE_GAIN_TOKENS and _restore(llm, snap):
             self.prefix_cache.record_hit(shared)
             live = shared
-        # Never leave a single prompt token to compute: llama.cpp's CPU kernels take another
-        # path for a 1-row batch (vec_dot instead of the tiled GEMM), so its logits differ
-        # in the last bits from a cold run and greedy decoding could pick another token.
-        # Recomputing two tokens keeps reused and cold runs bit-identical.
-        keep = min(live, len(tokens) - MIN_SUFFIX_TOKENS)
+        # Reuse only up to a multiple of n_batch. llama.cpp evaluates a prompt in batches of
+        # n_batch tokens from position 0, and its CPU kernels pick their tiling (and a 1-row
+        # batch another path altogether) by the batch's size, so a suffix evaluated from any
+        # other point gets logits that differ in the last bits from a cold run, and greedy
+        # decoding can then pick another token (issue 21: 5 of 9 feedback calls differed).
+        # Cut at a batch boundary, the suffix is split into the same batches as cold and
+        # every reused position was itself computed in such a batch: warm equals cold.
+        keep = aligned_prefix(min(live, len(tokens) - MIN_SUFFIX_TOKENS), self.n_batch)
         if keep < llm.n_tokens:
             llm._ctx.kv_cache_seq_rm(0, max(keep, 0), -1)
             llm.n_tokens = max(keep, 0)
