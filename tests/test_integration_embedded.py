@@ -131,7 +131,9 @@ def test_prefix_reuse_gives_the_outputs_of_cold_runs_within_its_memory_budget():
     for w, c in zip(warm_runs, cold_runs):
         assert [(k.role, k.prompt, k.response) for k in w.calls] == [(k.role, k.prompt, k.response) for k in c.calls]
     warm_calls = [k for r in warm_runs for k in r.calls]
-    assert sum(k.cached_prompt_tokens or 0 for k in warm_calls) > 0.4 * sum(k.prompt_tokens for k in warm_calls)
+    # reuse stops at 64-token boundaries, so that warm equals cold bit for bit (issue 21):
+    # on these short SmolLM prompts (about 100 tokens each) that keeps 34% of the prompt tokens
+    assert sum(k.cached_prompt_tokens or 0 for k in warm_calls) > 0.3 * sum(k.prompt_tokens for k in warm_calls)
     assert all(not k.cached_prompt_tokens for r in cold_runs for k in r.calls)
     stats = warm.prefix_cache.stats
     assert stats.hits > 0  # restored another example's history

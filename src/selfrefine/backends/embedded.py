@@ -75,6 +75,7 @@ def check_gguf(path: str | os.PathLike[str]) -> Path:
 # Restoring a snapshot costs a memcpy; below this many extra tokens recomputing is as cheap.
 MIN_RESTORE_GAIN_TOKENS = 32
 MIN_SUFFIX_TOKENS = 2
+UBATCH = 64  # the micro-batch, and so the unit of prefix reuse (n_batch must be a multiple)
 
 
 def aligned_prefix(tokens: int, batch: int) -> int:
@@ -125,6 +126,9 @@ class LlamaCppBackend(Backend):
         self.n_ctx = int(n_ctx)
         self.n_threads = int(n_threads or default_threads())
         self.n_batch = int(n_batch)
+        # llama.cpp computes a prompt in micro-batches of n_ubatch tokens; prefix reuse stops
+        # at a multiple of it (see _prepare_context), so a small one keeps most of the reuse
+        self.n_ubatch = UBATCH if self.n_batch % UBATCH == 0 else self.n_batch
         self.seed = int(seed)
         self.repeat_penalty = float(repeat_penalty)
         self.chat_format = chat_format
@@ -189,6 +193,7 @@ class LlamaCppBackend(Backend):
                 n_threads=self.n_threads,
                 n_threads_batch=self.n_threads,
                 n_batch=self.n_batch,
+                n_ubatch=self.n_ubatch,
                 seed=self.seed,
                 chat_format=self.chat_format,
                 verbose=False,
@@ -299,14 +304,14 @@ class LlamaCppBackend(Backend):
         if snap is not None and shared >= live + MIN_RESTORE_GAIN_TOKENS and _restore(llm, snap):
             self.prefix_cache.record_hit(shared)
             live = shared
-        # Reuse only up to a multiple of n_batch. llama.cpp evaluates a prompt in batches of
-        # n_batch tokens from position 0, and its CPU kernels pick their tiling (and a 1-row
-        # batch another path altogether) by the batch's size, so a suffix evaluated from any
-        # other point gets logits that differ in the last bits from a cold run, and greedy
-        # decoding can then pick another token (issue 21: 5 of 9 feedback calls differed).
-        # Cut at a batch boundary, the suffix is split into the same batches as cold and
-        # every reused position was itself computed in such a batch: warm equals cold.
-        keep = aligned_prefix(min(live, len(tokens) - MIN_SUFFIX_TOKENS), self.n_batch)
+        # Reuse only up to a multiple of n_ubatch. llama.cpp computes a prompt in micro-batches
+        # of n_ubatch tokens from position 0, and its CPU kernels pick their tiling (and a
+        # 1-row batch another path altogether) by the micro-batch's size, so a suffix computed
+        # from any other point gets logits that differ in the last bits from a cold run, and
+        # greedy decoding can then pick another token (issue 21: 5 of 9 feedback calls
+        # differed). Cut at a boundary, the suffix is split into the same micro-batches as
+        # cold, and every reused position was itself computed in one: warm equals cold.
+        keep = aligned_prefix(min(live, len(tokens) - MIN_SUFFIX_TOKENS), self.n_ubatch)
         if keep < llm.n_tokens:
             llm._ctx.kv_cache_seq_rm(0, max(keep, 0), -1)
             llm.n_tokens = max(keep, 0)
