@@ -249,3 +249,11 @@ def test_run_meta_names_final_feedback_only_when_asked():
     asked = SelfRefine("commongen", FakeBackend(default="x"), final_feedback=True)
     assert "final_feedback" not in run_meta("r", plain, "d.jsonl", None).config
     assert run_meta("r", asked, "d.jsonl", None).config["final_feedback"] is True
+
+
+def test_run_meta_names_the_sampling_options_only_when_they_are_not_the_defaults():
+    # folders made before samples/strategy/preset existed hold none of them and must resume
+    plain = run_meta("r", SelfRefine("commongen", FakeBackend(default="x")), "d.jsonl", None).config
+    assert not {"samples", "strategy", "preset"} & set(plain)
+    sampled = run_meta("r", SelfRefine("commongen", FakeBackend(default="x"), preset="best"), "d.jsonl", None).config
+    assert (sampled["samples"], sampled["preset"], sampled["verifier_mode"]) == (4, "best", "hybrid")

@@ -42,6 +42,9 @@ def run_meta(name: str, engine: SelfRefine, data: str, limit: int | None, tests:
         config.pop("accept")  # the default, left out so run folders made before it still resume
     if not config.get("final_feedback"):
         config.pop("final_feedback", None)  # skipping a critique changes no output: older folders resume
+    for key, default in (("samples", 1), ("strategy", "fixed"), ("preset", None)):
+        if config.get(key) == default:
+            config.pop(key, None)  # options added later, at their defaults: older folders resume
     return RunMeta(
         name=name,
         task=engine.task.name,
