@@ -20,6 +20,7 @@ import test_serve
 from click.testing import CliRunner
 from test_serve import COMMONGEN, error_of, user
 
+from selfrefine import FakeBackend
 from selfrefine.cli import cli
 
 serve = test_serve.serve  # the real-server fixture
@@ -325,3 +326,24 @@ def test_upstream_model_needs_an_openai_compatible_model():
     lines = [ln for ln in result.output.splitlines() if ln.strip()]
     assert result.exit_code != 0 and len(lines) == 1 and lines[0].startswith("Error:"), result.output
     assert "--upstream-model needs --model openai:NAME" in lines[0]
+
+
+# -- samples through the API ----------------------------------------------------------------
+
+
+def test_a_request_asks_for_samples_in_either_spelling_and_gets_every_candidate(serve):
+    served = serve(
+        FakeBackend(
+            {"generate": ["A dog.", "A dog and a ball."]}, default='{"missing_concepts": [], "commonsense": "NONE"}'
+        )
+    )
+    options = {"samples": 2, "max_iterations": 0, "accept": "not-worse", "strategy": "fixed"}
+    reply = httpx2.post(f"{served.url}/v1/refine", json={"task": "commongen", "input": "dog, ball", "options": options})
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body["config"]["samples"] == 2 and body["config"]["accept"] == "not_worse"
+    assert [c["chosen"] for c in body["iterations"][0]["candidates"]] == [False, True]
+    assert body["output"] == "A dog and a ball."
+    capped = httpx2.post(f"{served.url}/v1/refine",
+                         json={"task": "commongen", "input": "dog, ball", "options": {"samples": 16, "max_iterations": 0}})  # fmt: skip
+    assert capped.status_code == 200 and capped.json()["config"]["samples"] == 8  # the server's limit

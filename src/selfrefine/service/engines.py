@@ -43,6 +43,7 @@ class Caps:
         "max_total_tokens": 200_000,
         "max_seconds": 600.0,
         "max_tokens": 8192,
+        "samples": 8,  # each sample is a model call per step
     }
     MAX_TEMPERATURE: ClassVar[float] = 2.0  # OpenAI's range; a request above it is refused
 
