@@ -32,7 +32,9 @@ def test_the_first_draft_is_the_best_of_k_samples_and_the_losers_stay_in_the_rec
     assert result.output == "A dog runs in the park." and first.verification.score == 1.0
     # three generate requests, seeded apart, at the task's sampling temperature
     gens = [r for r in backend.requests if r.role == "generate"]
-    assert [r.seed for r in gens] == [0, 1, 2] and {r.temperature for r in gens} == {0.7}
+    assert [r.seed for r in gens] == [0, 1, 2] and {r.temperature for r in gens} == {
+        1.0
+    }  # commongen's sampling temperature
     assert [c.call.attempt for c in first.candidates] == [1, 2, 3]
 
 
