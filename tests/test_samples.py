@@ -104,7 +104,8 @@ PROGRAMS = {
 
 def test_votes_score_answers_by_agreement_and_return_the_majority():
     replies = [PROGRAMS["12"], PROGRAMS["18a"], PROGRAMS["crash"], PROGRAMS["18b"]]
-    engine = SelfRefine("gsm8k", FakeBackend({"generate": replies}), samples=4, max_iterations=0)
+    backend = FakeBackend({"generate": replies})
+    engine = SelfRefine("gsm8k", backend, samples=4, max_iterations=0)
     result = engine.run("Nine apples twice: how many?")
     cands = result.iterations[0].candidates
     assert [c.verification.answer for c in cands] == ["12", "18", None, "18"]
@@ -112,6 +113,8 @@ def test_votes_score_answers_by_agreement_and_return_the_majority():
     assert [c.chosen for c in cands] == [False, True, False, False]  # the first of the majority
     assert result.answer == "18" and result.output == PROGRAMS["18a"]
     assert "# Votes: 2 samples return 18, 1 sample returns 12, 1 gives no answer" in cands[1].verification.text
+    # samples tied at the top give the same answer: no critic is asked to choose among them
+    assert all(c.feedback is None for c in cands)
 
 
 def test_the_auto_strategy_widens_after_a_rejected_round_and_stops_within_its_budget():

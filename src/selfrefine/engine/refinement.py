@@ -290,7 +290,9 @@ class Refinement:
         the one the critic finds done (then scores higher), each distinct text critiqued once
         with the prompt it will have as step n's draft, so the kept one's critique is reused."""
         tied = ties(cands)
-        if len(tied) < 2 or self.config.feedback_mode != "actionable" or self.config.verifier_mode == "verifier":
+        no_critic = self.config.feedback_mode != "actionable" or self.config.verifier_mode == "verifier"
+        # with votes, samples tied at the top give the same answer: the first one will do
+        if len(tied) < 2 or no_critic or self.settings.votes:
             return best(cands)
         transcript = [*self.transcript, self.current] if n else []
         seen: dict[str, Feedback] = {}
