@@ -30,7 +30,12 @@ from selfrefine.tasks.gsm8k import to_number
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT.parent / "shared" / "datasets"
-FILES = {"commongen": "commongen_hard.dev.jsonl", "gsm8k": "gsm8k.dev.jsonl"}
+FILES = {
+    "commongen": "commongen_hard.dev.jsonl",
+    "gsm8k": "gsm8k.dev.jsonl",
+    "acronym": "acronyms.dev.tsv",  # ours only (benchmarks/frontier.py)
+    "sentiment": "yelp_extreme.dev.jsonl",
+}
 TASKS = ("commongen", "gsm8k")
 OURS = ("selfrefine-paper", "selfrefine-best", "selfrefine-best-notworse")
 THEIRS = ("dspy-predict", "dspy-bestofn", "dspy-refine")
@@ -38,8 +43,14 @@ SYSTEMS = OURS + THEIRS
 
 
 def select_examples(task: str, limit: int, data_dir: Path = DATA_DIR) -> list[Example]:
-    """The first ``limit`` rows of the task's dev file: fixed, never shuffled."""
-    return load_examples(task, data_dir / FILES[task], limit)
+    """The first ``limit`` rows of the task's dev file: fixed, never shuffled (sentiment: the
+    first half of them from its to-positive rows, the rest from its to-negative rows, as
+    benchmarks/quality.py takes them)."""
+    if task != "sentiment":
+        return load_examples(task, data_dir / FILES[task], limit)
+    rows = load_examples(task, data_dir / FILES[task])
+    half, first = len(rows) // 2, (limit + 1) // 2
+    return rows[:first] + rows[half : half + limit - first]
 
 
 # --- what every system's output is scored with ------------------------------------------

@@ -35,7 +35,17 @@ import sys
 import time
 from pathlib import Path
 
-from _peers import ROOT, Record, append_record, metric, read_records, records_path, select_examples, summarise
+from _peers import (
+    ROOT,
+    Record,
+    append_record,
+    first_sentence,
+    metric,
+    read_records,
+    records_path,
+    select_examples,
+    summarise,
+)
 from vs_peers import MODEL_NAME, log, peers_python, sampling, server
 
 from selfrefine.backends.openai_compat import OpenAIBackend
@@ -44,7 +54,8 @@ from selfrefine.engine.loop import SelfRefine
 from selfrefine.evaluation.datasets import Example
 from selfrefine.evaluation.stats import paired_bootstrap_diff
 
-TASKS = ("commongen", "gsm8k")
+TASKS = ("commongen", "gsm8k", "acronym", "sentiment")
+PEER_TASKS = ("commongen", "gsm8k")  # DSPy runs these (benchmarks/_peers_dspy.py has their signatures)
 HYBRID = {"verifier_mode": "hybrid", "select": "verified"}
 OURS: dict[str, dict] = {
     **{f"ours-k{k}-r{r}": {**HYBRID, "samples": k, "max_iterations": r} for k in (1, 2, 4) for r in (0, 1, 2)},
@@ -79,6 +90,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--limit-commongen", type=int, default=20)
     p.add_argument("--limit-gsm8k", type=int, default=30)
+    p.add_argument("--limit-acronym", type=int, default=16)
+    p.add_argument("--limit-sentiment", type=int, default=16)
     p.add_argument("--tasks", default=",".join(TASKS))
     p.add_argument("--points", default=",".join(DEFAULT_POINTS), help="comma-separated; see the module docstring")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "frontier")
@@ -87,7 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args(argv)
-    args.limits = {"commongen": args.limit_commongen, "gsm8k": args.limit_gsm8k}
+    args.limits = {task: getattr(args, f"limit_{task}") for task in TASKS}
     args.tasks, args.points = args.tasks.split(","), args.points.split(",")
     unknown = [x for x in args.points if x not in OURS and x not in THEIRS]
     if unknown:
@@ -197,25 +210,48 @@ def load(out: Path, task: str, limit: int) -> tuple[list[Example], dict[str, lis
     return examples, found
 
 
-def dominance(task: str, points: dict[str, list[Record]], summaries: dict) -> list[str]:
+def dominance(task: str, points: dict[str, list[Record]], summaries: dict, examples: list[Example]) -> list[str]:
     """For each DSPy point: our best point at no more tokens per example, and the paired
-    difference (ours − theirs) on the examples both finished."""
+    difference (ours − theirs) on the examples both finished; for commongen also on the
+    output's first sentence (a gain that comes only from writing more sentences does not count)."""
     rows = []
+    by_example = {e.id: e for e in examples}
     for theirs in [p for p in points if p in THEIRS]:
         budget = summaries[theirs].tokens
         ours = [p for p in points if p in OURS and summaries[p].tokens <= budget]
         if not ours:
-            rows.append(f"| {task} | {theirs} | {budget:.0f} | none at ≤ its tokens | – | – |")
+            rows.append(f"| {task} | {theirs} | {budget:.0f} | none at ≤ its tokens | – | – | – |")
             continue
         best = max(ours, key=lambda p: summaries[p].returned.estimate)
         by_id = {r.id: r for r in points[theirs]}
         pairs = [(by_id[r.id], r) for r in points[best] if r.id in by_id]
         diff = paired_bootstrap_diff([t.metric for t, _ in pairs], [o.metric for _, o in pairs])
+        first = "–"
+        if task == "commongen":
+
+            def strict(rec: Record) -> float:
+                return metric(task, by_example[rec.id], first_sentence(rec.output))
+
+            d1 = paired_bootstrap_diff([strict(t) for t, _ in pairs], [strict(o) for _, o in pairs])
+            first = f"{d1.estimate:+.3f} [{d1.low:+.3f}, {d1.high:+.3f}]"
         rows.append(
             f"| {task} | {theirs} | {budget:.0f} | {best} ({summaries[best].tokens:.0f}) | {len(pairs)} | "
-            f"{diff.estimate:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}] |"
+            f"{diff.estimate:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}] | {first} |"
         )
     return rows
+
+
+def frontier(summaries: dict) -> list[str]:
+    """Our points that no other point of ours beats: none has at most their tokens and a
+    higher returned metric (sorted by tokens)."""
+    ours = {p: s for p, s in summaries.items() if p in OURS}
+    return [
+        p
+        for p, s in sorted(ours.items(), key=lambda kv: kv[1].tokens)
+        if not any(
+            o.tokens <= s.tokens and o.returned.estimate > s.returned.estimate for q, o in ours.items() if q != p
+        )
+    ]
 
 
 def plot(task: str, summaries: dict, path: Path) -> None:
@@ -249,9 +285,11 @@ def report(args: argparse.Namespace) -> str:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     dom = [
-        "| task | DSPy point | its tokens/ex | our best at ≤ its tokens (tokens/ex) | n | ours − theirs [95%] |",
-        "|---|---|---|---|---|---|",
+        "| task | DSPy point | its tokens/ex | our best at ≤ its tokens (tokens/ex) | n | ours − theirs [95%] "
+        "| 1st sentence: ours − theirs [95%] |",
+        "|---|---|---|---|---|---|---|",
     ]
+    fronts = ["| task | our frontier (tokens/ex → returned) | `--preset best` on it? |", "|---|---|---|"]
     for task in args.tasks:
         examples, points = load(args.out, task, args.limits[task])
         summaries = {p: summarise(task, p, recs, examples) for p, recs in points.items()}
@@ -265,10 +303,18 @@ def report(args: argparse.Namespace) -> str:
                 f"| {task} | {p} | {s.n} | {s.returned.estimate:.3f} [{s.returned.low:.3f}, {s.returned.high:.3f}] "
                 f"| {first} | {s.one_step.estimate:.3f} | {s.tokens:.0f} | {s.calls:.2f} | {s.seconds:.1f} |"
             )
-        dom += dominance(task, points, summaries)
+        dom += dominance(task, points, summaries, examples)
+        front = frontier(summaries)
+        if front:
+            best = "ours-best" in summaries and ("yes" if "ours-best" in front else "no")
+            fronts.append(
+                f"| {task} | "
+                + ", ".join(f"{p} ({summaries[p].tokens:.0f} → {summaries[p].returned.estimate:.3f})" for p in front)
+                + f" | {best or 'not run'} |"
+            )
         if summaries:
             plot(task, summaries, args.doc.parent / f"frontier-{task}.png")
-    text = "\n".join(table) + "\n\n" + "\n".join(dom)
+    text = "\n".join(table) + "\n\n" + "\n".join(dom) + "\n\n" + "\n".join(fronts)
     if args.doc.exists():
         doc = args.doc.read_text(encoding="utf-8")
         head, _, rest = doc.partition(TABLE_START)
@@ -286,7 +332,7 @@ def main(argv: list[str] | None = None) -> None:
                 for task in args.tasks:
                     if point in OURS:
                         run_ours(point, task, select_examples(task, args.limits[task]), base_url, args.out)
-                    else:
+                    elif task in PEER_TASKS:
                         run_theirs(point, task, args.limits[task], base_url, args.out)
                 report(args)  # after each point: the doc is current whenever the run stops
     report(args)

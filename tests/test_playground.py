@@ -156,6 +156,7 @@ def test_run_streams_drafts_diffs_and_marks_the_output(browser):
         assert page.locator("#trace img, #trace b").count() == 0
         assert "refine" in drafts.nth(0).locator(".decision").text_content()
         assert "stop" in drafts.nth(1).locator(".decision").text_content()
+        assert page.locator("#trace .samples").count() == 0  # one sample per step: no samples list
 
         # the returned output, marked on its draft and in #final
         assert page.locator("#final-text").text_content() == REFINED
@@ -278,3 +279,48 @@ def test_typed_feedback_shows_its_fields_and_keeps_the_raw_text_folded(browser):
         assert "missing concepts" in last.locator("dt").all_text_contents()
         assert last.locator("dd").first.text_content() == "none"  # an empty list
         assert page.locator("#trace img").count() == 0
+
+
+HOSTILE = "A dog and a frisbee <img src=x onerror=alert(1)></script><script>alert(2)</script>"
+
+
+def test_every_sample_of_a_step_is_listed_with_its_score_and_mark(browser):
+    """Samples per step = 3: each draft card folds its three samples, each with its text,
+    verifier score, pass/fail and chosen/lost; a hostile sample stays text."""
+    backend = FakeBackend(
+        {
+            "generate": ["A boy throws a frisbee and the dog runs.", HOSTILE, "A dog."],
+            "refine": ["A dog catches a frisbee.", REFINED, "A dog."],
+        },
+        default=fake_reply,
+    )
+    with serving(backend) as url, browser_page(browser, url) as page:
+        tasks_loaded(page)
+        page.locator("#task").select_option("commongen")
+        page.locator("#input").fill(CONCEPTS)
+        page.locator("#max-iterations").fill("1")
+        page.locator("#samples").fill("3")
+        page.locator("#run").click()
+        page.locator("#final").wait_for()
+        drafts = page.locator(".draft")
+        assert drafts.count() == 2
+        assert drafts.nth(0).locator(".text").text_content() == "A boy throws a frisbee and the dog runs."
+        first = drafts.nth(0).locator("details.samples")
+        assert first.locator("summary").text_content() == "3 samples: ✓ chosen 0.75 · lost 0.50 · lost 0.25"
+        assert first.locator(".sample-text").first.is_hidden()  # folded until opened
+        first.locator("summary").click()
+        samples = first.locator(".sample")
+        assert samples.evaluate_all("xs => xs.map(x => x.className)") == ["sample chosen", "sample lost", "sample lost"]
+        assert samples.locator("h4").all_text_contents() == [
+            "✓ chosen · sample 1 · score 0.75 · fail",
+            "lost · sample 2 · score 0.50 · fail",
+            "lost · sample 3 · score 0.25 · fail",
+        ]
+        texts = samples.locator(".sample-text").all_text_contents()
+        assert texts == ["A boy throws a frisbee and the dog runs.", HOSTILE, "A dog."]  # markup as text
+        second = drafts.nth(1).locator("details.samples summary")
+        assert second.text_content() == "3 samples: lost 0.75 · ✓ chosen 1.00 · lost 0.25"
+        assert drafts.nth(1).locator(".sample.chosen .sample-text").text_content() == REFINED
+        assert page.locator("#final-text").text_content() == REFINED
+        assert page.locator("#trace img, #trace script, #trace b").count() == 0
+        page.wait_for_timeout(200)  # an onerror handler would have fired by now (browser_page checks)

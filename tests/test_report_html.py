@@ -70,6 +70,7 @@ def test_picker_shows_drafts_with_word_diffs(page, tmp_path):
     assert "refine / c" in viewer.locator(".example-title").inner_text()
     cards = viewer.locator(".draft")
     assert cards.count() == 2
+    assert viewer.locator(".samples").count() == 0  # one sample per step: no samples list
     assert cards.nth(0).locator(".text").inner_text() == "A cat sleeps on the mat."
     second = cards.nth(1)
     assert second.locator("ins").all_inner_texts() == [" dog"]
@@ -184,5 +185,72 @@ def test_best_badge_needs_a_score_and_unparsed_feedback_is_marked(tmp_path):
             assert "not valid JSON" in first.locator(".feedback-error").inner_text()
             assert first.locator(".feedback-text").inner_text() == '{"missing_concepts": ['
             assert viewer.locator(".draft").nth(1).locator(".feedback-error").count() == 0
+        finally:
+            browser.close()
+
+
+HOSTILE = "dog and ball <img src=x onerror=alert(1)></script><script>alert(2)</script>"
+
+
+def test_every_sample_of_a_step_shows_with_its_score_and_mark(tmp_path):
+    """A run with --samples 3 on the fake model: under the draft, a folded list of the three
+    samples, each with its text, verifier score, pass/fail and chosen/lost; a hostile sample
+    is text, never markup."""
+    import json
+
+    from click.testing import CliRunner
+
+    from selfrefine.cli.commands import cli
+
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"concepts": ["dog", "ball", "park"]}) + "\n")
+    replies = tmp_path / "r.json"
+    done = json.dumps({"missing_concepts": [], "commonsense": "NONE"})
+    replies.write_text(
+        json.dumps({"generate": ["A dog.", "A dog plays with a ball in the park.", HOSTILE], "default": done})
+    )
+    run = tmp_path / "run"
+    args = ["eval", "commongen", "--data", str(data), "--out", str(run), "-m", f"fake:{replies}", "--no-cache"]
+    out = CliRunner().invoke(cli, [*args, "--samples", "3", "--max-iters", "0"])
+    assert out.exit_code == 0, out.output
+    write_report([run], tmp_path / "report")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+            def on_dialog(dialog) -> None:  # an injected alert(): record it, never block the page
+                errors.append(f"dialog opened: {dialog.message}")
+                dialog.dismiss()
+
+            page.on("dialog", on_dialog)
+            page.goto((tmp_path / "report" / "report.html").as_uri())
+            card = page.locator("#viewer .draft").first
+            assert card.locator(".text").inner_text() == "A dog plays with a ball in the park."
+            box = card.locator("details.samples")
+            assert box.locator("summary").inner_text() == "3 samples: lost 0.33 · ✓ chosen 1.00 · lost 0.67"
+            assert box.locator(".sample-text").first.is_hidden()  # folded until opened
+            box.locator("summary").click()
+            samples = box.locator(".sample")
+            assert samples.evaluate_all("xs => xs.map(x => x.className)") == [
+                "sample lost",
+                "sample chosen",
+                "sample lost",
+            ]
+            assert samples.locator("h5").all_inner_texts() == [
+                "lost · sample 1 · score 0.33 · fail",
+                "✓ chosen · sample 2 · score 1.00 · pass",
+                "lost · sample 3 · score 0.67 · fail",
+            ]
+            texts = samples.locator(".sample-text").all_inner_texts()
+            assert texts == ["A dog.", "A dog plays with a ball in the park.", HOSTILE]  # shown as text
+            assert page.locator("#viewer img, #viewer script").count() == 0
+            page.wait_for_timeout(200)  # an onerror handler would have fired by now
+            assert errors == [], errors
         finally:
             browser.close()

@@ -62,20 +62,10 @@ def test_a_refinement_round_is_accepted_only_when_its_best_scores_strictly_highe
     assert result.iterations[1].feedback.source == "verifier"  # the rejected round's findings, no critic call
     # draft 0: two identical samples, one critique (kept as its feedback); round 1: two
     # refinements from one prompt, tied, so the critic sees each; round 2: two more, the
-    # winner is clear; then the critique of draft 2 (select verified reads it)
+    # winner is clear; no critique of draft 2: at the cap, with no draft tied with it on the
+    # verifier, it could change nothing
     roles = [r.role for r in backend.requests]
-    assert roles == [
-        "generate",
-        "generate",
-        "feedback",
-        "refine",
-        "refine",
-        "feedback",
-        "feedback",
-        "refine",
-        "refine",
-        "feedback",
-    ]
+    assert roles == ["generate", "generate", "feedback", "refine", "refine", "feedback", "feedback", "refine", "refine"]
     assert len({r.prompt for r in backend.requests[3:5]}) == 1
 
 
@@ -202,3 +192,64 @@ def test_the_critic_breaks_a_tie_at_the_top_and_its_critique_is_the_steps_feedba
     assert result.output == "In the kitchen the chef cut bread with a knife."
     assert result.stop_reason is StopReason.FEEDBACK  # its critique, reused: done, so no refinement
     assert [r.role for r in backend.requests] == ["generate", "generate", "feedback", "feedback"]
+
+
+def test_at_the_cap_no_critique_is_paid_for_that_cannot_change_the_returned_draft():
+    # best of 4 programs and no round: the critique of the chosen one changed nothing (a
+    # gsm8k best-of-5 paid ~250 tokens an example for it)
+    backend = FakeBackend({"generate": [PROGRAMS["18a"], PROGRAMS["12"], PROGRAMS["18b"], PROGRAMS["18a"]]})
+    result = SelfRefine("gsm8k", backend, samples=4, max_iterations=0, verifier_mode="hybrid").run("Twice nine?")
+    assert [r.role for r in backend.requests] == ["generate"] * 4
+    assert result.answer == "18" and result.stop_reason is StopReason.MAX_ITERATIONS
+    assert result.iterations[0].feedback is None
+    # samples tied at the top of the last step go to the first, not to the critic
+    engine, backend = commongen(["A dog runs in a park.", "In the park a dog runs."], samples=2, max_iterations=0)
+    result = engine.run("dog, run, park")
+    assert [c.chosen for c in result.iterations[0].candidates] == [True, False]
+    assert [r.role for r in backend.requests] == ["generate", "generate"]
+
+
+def test_final_feedback_asks_for_the_critiques_at_the_cap():
+    engine, backend = commongen(
+        ["A dog runs in a park.", "In the park a dog runs."], samples=2, max_iterations=0, final_feedback=True
+    )
+    result = engine.run("dog, run, park")
+    # the critic breaks the tie, and the chosen sample's critique is the step's feedback
+    assert [r.role for r in backend.requests] == ["generate", "generate", "feedback", "feedback"]
+    assert result.iterations[0].feedback is not None
+
+
+def test_a_tie_with_another_draft_at_the_cap_still_gets_the_critique_that_breaks_it():
+    # draft 1 ties draft 0 on the verifier: select verified reads the critic's score of both
+    backend = FakeBackend({"generate": ["A dog runs."], "feedback": [FB] * 4, "refine": ["A dog is running."]})
+    engine = SelfRefine("commongen", backend, max_iterations=1, select="verified", verifier_mode="hybrid")
+    result = engine.run("dog, run, park")
+    assert [r.role for r in backend.requests] == ["generate", "feedback", "refine", "feedback"]
+    assert result.iterations[1].feedback is not None
+
+
+def gsm8k_auto(programs: list[str], budget: int = 100_000) -> tuple:
+    backend = FakeBackend({"generate": programs})
+    engine = SelfRefine("gsm8k", backend, strategy="auto", max_total_tokens=budget, max_iterations=2)
+    return engine.run("Nine apples twice: how many?"), backend
+
+
+def test_auto_on_an_answer_task_stops_at_two_agreeing_votes():
+    result, backend = gsm8k_auto([PROGRAMS["18a"], PROGRAMS["18b"], PROGRAMS["12"]])
+    assert [r.role for r in backend.requests] == ["generate", "generate"]
+    assert result.stop_reason is StopReason.VERIFIED and result.answer == "18"
+
+
+def test_auto_on_an_answer_task_samples_more_votes_while_they_disagree():
+    # 18 / 12 -> two more; 18, 12, 18, crash: 2-1 -> one more; 18: 3-1, settled
+    programs = [PROGRAMS["18a"], PROGRAMS["12"], PROGRAMS["18b"], PROGRAMS["crash"], PROGRAMS["18a"], PROGRAMS["12"]]
+    result, backend = gsm8k_auto(programs)
+    first = result.iterations[0]
+    assert [c.verification.answer for c in first.candidates] == ["18", "12", "18", None, "18"]
+    assert [r.seed for r in backend.requests] == [0, 1, 2, 3, 4]  # each wave seeded on from the last
+    assert result.stop_reason is StopReason.VERIFIED and result.answer == "18" and len(result.iterations) == 1
+    # a budget that pays for three samples stops the waves there, and no critique follows
+    per_sample = max(c.prompt_tokens + c.completion_tokens for c in result.calls)
+    result, backend = gsm8k_auto(programs, budget=int(3.5 * per_sample))
+    assert len(result.iterations[0].candidates) == 3 and [r.role for r in backend.requests] == ["generate"] * 3
+    assert result.stop_reason is StopReason.TOKEN_BUDGET and result.answer == "18"

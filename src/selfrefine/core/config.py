@@ -69,8 +69,10 @@ class RefineConfig(BaseModel):
     retry_base_delay: float = Field(default=1.0, ge=0)
     retry_max_delay: float = Field(default=30.0, ge=0)
     record_prompts: bool = False
-    # the critique of the last draft is skipped when it cannot change the returned draft or
-    # when the run stops (select "last" at the refinement cap); True asks for it anyway
+    # at the refinement cap, a critique that cannot change the returned draft is skipped
+    # (select "last"; select "verified" when no other draft ties with the last on the
+    # verifier), and samples tied at the top go to the first instead of the critic; True
+    # asks for those critiques anyway
     final_feedback: bool = False
     # drafts sampled per step: the first draft and each round's refinement are the best of
     # this many by the task's verifier (1: the paper's loop)

@@ -38,16 +38,17 @@ from ..core.records import (
     Verification,
 )
 from .calls import BudgetExceeded, Caller, CallLog
-from .candidates import Pool, best, critic_rank, earns_place, ties
-from .selection import rejection, score_text, select_index
+from .candidates import Pool
+from .sampled import SampledSteps, chosen, same_text
+from .selection import rejection, select_index
 from .settings import Settings
-from .strategy import START_WIDTH, Costs, RoundOutcome, plan_round
+from .strategy import START_WIDTH, RoundOutcome
 from .task import Task
 
 T = TypeVar("T")
 
 
-class Refinement:
+class Refinement(SampledSteps):
     """One input's run: its state and its steps."""
 
     def __init__(
@@ -68,6 +69,7 @@ class Refinement:
         self.pool = Pool(votes=settings.votes)  # every sample, when a step samples several
         self.width = START_WIDTH if self.config.strategy == "auto" else self.config.samples
         self.outcome: RoundOutcome | None = None  # what the verifier saw in the last sampled round
+        self.planned: tuple[int, str] | None = None  # the auto strategy's width for the round begun
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -101,7 +103,7 @@ class Refinement:
         if self.settings.sampling:
             it = await self._sampled("generate", 0, prompt, self.width)
             self.iterations.append(it)
-            for step in self._drafted(0, it.draft, _chosen(it).call, it.candidates):
+            for step in self._drafted(0, it.draft, chosen(it).call, it.candidates):
                 yield step
             return
         draft, call = await self._draft("generate", 0, prompt)
@@ -121,6 +123,13 @@ class Refinement:
         if satisfied is not None:
             yield self._stop(satisfied)
             return
+        if self.config.strategy == "auto":  # a round the budget cannot pay for starts no critique
+            self.planned = self._next_width(critique=True)
+            if self.planned[0] == 0:
+                yield self._stop(
+                    DecisionStep(iteration=t, stop=True, reason=StopReason.TOKEN_BUDGET, detail=self.planned[1])
+                )
+                return
         feedback = await self._feedback(t)
         self.iterations[t].feedback = feedback
         for call in self.log.drain():
@@ -143,7 +152,7 @@ class Refinement:
             rejected = await self._rejected(t, n)
             if rejected:
                 yield FeedbackStep(iteration=n, feedback=self.iterations[n].feedback)
-            unchanged = _same(draft, self.iterations[t].draft)
+            unchanged = same_text(draft, self.iterations[t].draft)
             if self.config.stop_on_no_change and unchanged and not rejected:
                 yield self._stop(
                     DecisionStep(
@@ -177,7 +186,7 @@ class Refinement:
             return ""
         check = await self._verify(n)
         refined, it = self.iterations[t], self.iterations[n]
-        unchanged = _same(it.draft, refined.draft)
+        unchanged = same_text(it.draft, refined.draft)
         why = rejection(self.config.accept, unchanged, self.settings.refine_samples, check, refined.verification)
         if why is None:
             return ""
@@ -188,134 +197,6 @@ class Refinement:
     def _stop(self, decision: DecisionStep) -> DecisionStep:
         self.stopped = self.stopped or decision.stop
         return decision
-
-    # -- several samples per step ------------------------------------------------------------
-
-    async def _refine_sampled(self, t: int) -> AsyncIterator[Step]:
-        """Refine draft t with several samples a round until the best earns its place (a
-        higher verifier score than draft t) or a stop rule holds; ties keep draft t."""
-        while not self.stopped:
-            n, width, why = len(self.iterations), *self._next_width()
-            if width == 0:
-                yield self._stop(DecisionStep(iteration=t, stop=True, reason=StopReason.TOKEN_BUDGET, detail=why))
-                return
-            it = await self._sampled("refine", n, self._refine_prompt(), width)
-            self.iterations.append(it)
-            self.pool.rescore(self.iterations)
-            for step in self._drafted(n, it.draft, _chosen(it).call, it.candidates):
-                yield step
-            rejected = self._judge_round(t, it)
-            if not rejected:
-                self.transcript.append(t)
-                self.current = n
-                return
-            yield FeedbackStep(iteration=n, feedback=it.feedback)
-            self.transcript += [t, n]
-            decision = self._stop(self._decide(n, None))
-            yield decision.model_copy(
-                update={"detail": f"{rejected}; {decision.detail}" if decision.stop else rejected}
-            )
-
-    def _judge_round(self, t: int, it: Iteration) -> str:
-        """Whether round ``it`` replaces draft t ("" ) or why not; a rejected round gets the
-        verifier's findings as its feedback, and the outcome steers the auto strategy."""
-        parent = self.iterations[t]
-        echoed = all(_same(c.draft, parent.draft) for c in it.candidates)
-        accepted = not echoed and earns_place(it.verification, _chosen(it).feedback, parent)
-        self.outcome = RoundOutcome(accepted=accepted, echoed=echoed)
-        if accepted:
-            return ""
-        it.accepted = False
-        check = it.verification
-        it.feedback = Feedback(text=check.text if check else "", source="verifier", verification=check)
-        why = (
-            f"all {len(it.candidates)} samples repeated draft {t}"
-            if echoed
-            else f"no sample scored higher than draft {t} ({score_text(check)} vs {score_text(parent.verification)}; "
-            "a tie keeps the parent)"
-        )
-        return f"rejected: {why}; draft {t} is refined again"
-
-    def _next_width(self) -> tuple[int, str]:
-        """The samples of the next round: fixed, or the auto strategy's choice."""
-        if self.config.strategy != "auto":
-            return self.config.samples, ""
-        remaining = (self.config.max_total_tokens or 0) - self.log.tokens()
-        width, why = plan_round(self.width, self.outcome, remaining, self._costs())
-        self.width = width or self.width
-        return width, why
-
-    def _costs(self) -> Costs:
-        """Tokens per call so far, by kind (a critique not yet made costs as a sample)."""
-
-        def mean(roles: tuple[str, ...]) -> float | None:
-            spent = [c.prompt_tokens + c.completion_tokens for c in self.log.calls if c.role in roles and c.ok]
-            return sum(spent) / len(spent) if spent else None
-
-        sample = mean(("generate", "refine")) or 0.0
-        return Costs(sample=sample, critique=mean(("feedback",)) or sample)
-
-    def _satisfied(self, t: int) -> DecisionStep | None:
-        """The auto strategy stops once the verifier passes the current draft."""
-        check = self.iterations[t].verification
-        if self.config.strategy != "auto" or check is None or not check.passed:
-            return None
-        return DecisionStep(
-            iteration=t,
-            stop=True,
-            reason=StopReason.VERIFIED,
-            detail=f"the task's verifier is satisfied with draft {t}",
-        )
-
-    async def _sampled(self, role: Role, n: int, prompt: str, k: int) -> Iteration:
-        """Iteration n from k samples of one prompt: each checked, the best chosen."""
-        request = self._request(role, prompt, None, 1).model_copy(
-            update={"temperature": self.settings.sample_temperature, "seed": (self.config.seed or 0) + 1000 * n}
-        )
-        pairs = await self.caller.call(role, n, request, n=k)
-        cands = [c for c in (self._candidate(r.text, call) for r, call in pairs) if c is not None]
-        if not cands:  # every sample empty: the step repeats the draft it refines (an echo)
-            cands = [Candidate(draft=self.iterations[self.current].draft if self.iterations else "", call=pairs[0][1])]
-        checks = await asyncio.gather(*(asyncio.to_thread(self.task.verify, self.input, c.draft) for c in cands))
-        for cand, check in zip(cands, checks):
-            self.pool.add(cand, check)
-        cands[await self._break_ties(n, cands)].chosen = True
-        self.verified.add(n)
-        return Iteration(
-            index=n, draft=_chosen_of(cands).draft, verification=_chosen_of(cands).verification, candidates=cands
-        )
-
-    async def _break_ties(self, n: int, cands: list[Candidate]) -> int:
-        """The sample kept for step n: the verifier's best; among samples it ties at the top,
-        the one the critic finds done (then scores higher), each distinct text critiqued once
-        with the prompt it will have as step n's draft, so the kept one's critique is reused."""
-        tied = ties(cands)
-        no_critic = self.config.feedback_mode != "actionable" or self.config.verifier_mode == "verifier"
-        # with votes, samples tied at the top give the same answer: the first one will do
-        if len(tied) < 2 or no_critic or self.settings.votes:
-            return best(cands)
-        transcript = [*self.transcript, self.current] if n else []
-        seen: dict[str, Feedback] = {}
-        try:
-            for i in tied:
-                text = " ".join(cands[i].draft.split())
-                if text not in seen:
-                    seen[text] = await self._critique(n, cands[i].draft, transcript)
-                cands[i].feedback = seen[text]
-        except (BudgetExceeded, BackendError):
-            # the samples are finished work: keep the verifier's choice, and let the run's
-            # next call meet the spent budget or the failing backend and stop there
-            return best(cands)
-        return max(tied, key=lambda i: (*critic_rank(cands[i].feedback), -i))
-
-    def _candidate(self, text: str, call: CallRecord) -> Candidate | None:
-        """A sample as a candidate: parsed, or its raw text with the call marked failed."""
-        try:
-            return Candidate(draft=self.task.parse_draft(text), call=call)
-        except ParseError as exc:
-            self.log.failed(call, f"parse: {exc}")
-            raw = text.strip()
-            return Candidate(draft=raw, call=call) if raw else None
 
     # -- decisions -------------------------------------------------------------------------
 
@@ -346,12 +227,25 @@ class Refinement:
 
     def _final_feedback_wasted(self) -> bool:
         """Whether the next critique can change neither the returned draft nor when the run
-        stops: select "last" ignores scores, and at the refinement cap the run stops whatever
-        the critique says (on the default model it was 70 s of a 241 s run)."""
-        at_cap = len(self.iterations) - 1 >= self.settings.max_iterations
+        stops: at the refinement cap the run stops whatever the critique says (on the default
+        model it was 70 s of a 241 s run), and the returned draft ignores it under select
+        "last", and under "verified" unless another draft ties with it on the verifier (the
+        critic's score breaks that tie; a gsm8k best-of-5 paid ~250 tokens for nothing)."""
         cfg = self.config
-        return (
-            at_cap and self.settings.select == "last" and cfg.feedback_mode == "actionable" and not cfg.final_feedback
+        if not self._at_cap(len(self.iterations) - 1) or cfg.feedback_mode != "actionable" or cfg.final_feedback:
+            return False
+        select = self.settings.select
+        return select == "last" or (select == "verified" and not self._tied_on_verifier(self.current))
+
+    def _at_cap(self, refinements: int) -> bool:
+        return refinements >= self.settings.max_iterations
+
+    def _tied_on_verifier(self, t: int) -> bool:
+        """Whether another returnable draft has draft t's verifier score."""
+        mine = self.iterations[t].verification
+        return mine is None or any(
+            it.index != t and it.accepted and it.verification is not None and it.verification.score == mine.score
+            for it in self.iterations
         )
 
     def _skip_final_feedback(self, t: int) -> DecisionStep:
@@ -529,17 +423,5 @@ def _hook(fn: Callable[..., Any], *args: Any) -> tuple[Any, str | None]:
         return None, error_text(exc)
 
 
-def _chosen_of(candidates: list[Candidate]) -> Candidate:
-    return next(c for c in candidates if c.chosen)
-
-
-def _chosen(it: Iteration) -> Candidate:
-    return _chosen_of(it.candidates)
-
-
 def _raw(call: CallRecord) -> str:
     return (call.response or "").strip()
-
-
-def _same(a: str, b: str) -> bool:
-    return " ".join(a.split()) == " ".join(b.split())

@@ -14,14 +14,24 @@ The rule, one round at a time (pure functions; the loop applies them):
 4. never start a round the budget cannot pay for: a round costs one critique plus
    ``width`` samples, each estimated from the calls of this run so far; the width shrinks
    to what the remaining budget affords, and the run stops when not even one sample fits.
+
+On an answer task (votes: gsm8k), the first draft is sampled in waves before any round:
+while the answers are not settled (the most common answer leads the next by fewer than
+``SETTLE_MARGIN`` votes; a program that fails gives none), the next wave is the fewest
+samples that could settle them, up to ``MAX_WIDTH`` first drafts and what the budget pays
+for. Easy inputs stop at two agreeing samples; disputed ones get more independent votes,
+which a small model's critique cannot replace (adaptive self-consistency).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 START_WIDTH = 2
 MAX_WIDTH = 8
+SETTLE_MARGIN = 2
 
 
 @dataclass(frozen=True)
@@ -55,8 +65,11 @@ def affordable_width(wanted: int, remaining: float, costs: Costs, critique: bool
     return max(0, min(wanted, int(left // costs.sample)))
 
 
-def plan_round(width: int, outcome: RoundOutcome | None, remaining: float, costs: Costs) -> tuple[int, str]:
-    """The next round's width and why, in words for the run's decision record (0: stop)."""
+def plan_round(
+    width: int, outcome: RoundOutcome | None, remaining: float, costs: Costs, critique: bool = True
+) -> tuple[int, str]:
+    """The next round's width and why, in words for the run's decision record (0: stop);
+    ``critique``: the round begins with a critique (a retry after a rejected round does not)."""
     wanted = width if outcome is None else next_width(width, outcome)
     why = (
         "the first round"
@@ -67,9 +80,31 @@ def plan_round(width: int, outcome: RoundOutcome | None, remaining: float, costs
         if outcome.echoed
         else "no refinement scored higher: wider"
     )
-    fits = affordable_width(wanted, remaining, costs)
+    fits = affordable_width(wanted, remaining, costs, critique)
     if fits == 0:
-        return 0, f"the budget left ({remaining:.0f} tokens) pays for no critique and sample"
+        what = "critique and sample" if critique else "sample"
+        return 0, f"the budget left ({remaining:.0f} tokens) pays for no {what}"
     if fits < wanted:
         why += f"; {fits} of {wanted} samples fit in the budget left"
     return fits, why
+
+
+def lead(answers: Sequence[str | None]) -> int:
+    """How many votes the most common answer has over the next (no answer: no vote)."""
+    counts = [n for _, n in Counter(a for a in answers if a is not None).most_common(2)]
+    counts += [0] * (2 - len(counts))
+    return counts[0] - counts[1]
+
+
+def settled(answers: Sequence[str | None]) -> bool:
+    """Whether the votes so far decide the answer: its lead is at least ``SETTLE_MARGIN``."""
+    return lead(answers) >= SETTLE_MARGIN
+
+
+def next_wave(answers: Sequence[str | None], have: int, remaining: float, costs: Costs) -> int:
+    """How many more first drafts to sample on an answer task (0: the votes are settled, the
+    width is at ``MAX_WIDTH``, or the budget pays for none): the fewest that could settle it."""
+    if settled(answers) or have >= MAX_WIDTH:
+        return 0
+    wanted = min(SETTLE_MARGIN - lead(answers), MAX_WIDTH - have)
+    return affordable_width(wanted, remaining, costs, critique=False)

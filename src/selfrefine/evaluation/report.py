@@ -28,7 +28,7 @@ from typing import Any
 import click
 
 from ..core.errors import InputError
-from ..core.records import RunResult
+from ..core.records import Iteration, RunResult
 from ..engine.selection import select_index
 from .report_tables import (
     Cost,
@@ -221,6 +221,7 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
                 "feedback": it.feedback.text if it.feedback else None,
                 "feedback_source": it.feedback.source if it.feedback else None,
                 "feedback_error": it.feedback.parse_error if it.feedback else None,
+                **_samples(it),
             }
         )
         previous = it.draft
@@ -234,6 +235,26 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
         "drafts": drafts,
         "judge_error": row.judge_error,
         "answer_error": row.answer_error,
+    }
+
+
+def _samples(it: Iteration) -> dict[str, Any]:
+    """``{"samples": [...]}``: every sample of a step (text, verifier score, passed, chosen,
+    the critic's text when it saw one), when the step sampled more than one; else nothing,
+    so a one-sample step's data and view are as before samples existed."""
+    if len(it.candidates) < 2:
+        return {}
+    return {
+        "samples": [
+            {
+                "text": c.draft,
+                "score": c.verification.score if c.verification else None,
+                "passed": c.verification.passed if c.verification else None,
+                "chosen": c.chosen,
+                "feedback": c.feedback.text if c.feedback else None,
+            }
+            for c in it.candidates
+        ]
     }
 
 

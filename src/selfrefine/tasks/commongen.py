@@ -87,6 +87,54 @@ def missing_concepts(concepts: list[str], sentence: str) -> list[str]:
     return [c for c in concepts if concept_coverage([c], sentence) == 0.0]
 
 
+_QUOTED = re.compile(r'"([a-z]+)"')
+
+
+def example_words(sources: list[str]) -> frozenset[str]:
+    """The words a prompt's own examples show the model: the concepts of its example cases
+    ("Concepts: ski, mountain, …" in the fixed text) and the words its instructions quote
+    ("cut"); the names of the feedback's JSON fields are not examples."""
+    words: set[str] = set()
+    for source in sources:
+        for line in source.splitlines():
+            if "{{" in line or "{%" in line:
+                continue  # the case at hand, not an example
+            if line.startswith("Concepts:"):
+                words.update(parse_concepts(line.removeprefix("Concepts:")))
+            elif "{" not in line:  # a JSON example line names fields, not words
+                words.update(_QUOTED.findall(line))
+    return frozenset(words - set(FEEDBACK_SCHEMA["properties"]))
+
+
+def leaked_words(
+    asked: list[str], commonsense: str, concepts: list[str], draft: str, examples: frozenset[str]
+) -> list[str]:
+    """What a critique asks for that is neither in the input nor in the draft: a "missing
+    concept" that is not one of the input's, and a word of the prompt's own examples in its
+    commonsense verdict (the "goggles" and "cut" failures: the critic copies its examples)."""
+
+    def used(word: str, text: str) -> bool:
+        return mentions(text, word)
+
+    given = " ".join(concepts)
+    leaks = [m for m in asked if m.strip().lower() not in _NONE and not any(used(c, m) for c in concepts)]
+    for word in sorted(examples):  # "cut", "cuts" and "cutting" name one word: counted once
+        if used(word, commonsense) and not used(word, given + " " + draft) and not any(used(k, word) for k in leaks):
+            leaks.append(word)
+    return leaks
+
+
+def verdict_leaks(
+    asked: list[str], commonsense: str, concepts: list[str], draft: str, examples: frozenset[str]
+) -> list[str]:
+    """The leaked words (:func:`leaked_words`) that the commonsense verdict itself names."""
+    return [w for w in leaked_words(asked, commonsense, concepts, draft, examples) if mentions(commonsense, w)]
+
+
+def mentions(text: str, word: str) -> bool:
+    return concept_coverage([word], text) > 0
+
+
 class CommonGen(Task):
     name = "commongen"
     description = "Constrained generation: one sentence that uses every concept (CommonGen-Hard)"
@@ -135,6 +183,12 @@ class CommonGen(Task):
         known = [c for c in concepts if any(concept_coverage([c], m) for m in named)]
         others = [m for m in named if not any(concept_coverage([c], m) for c in concepts)]
         commonsense = " ".join(commonsense.split()) or "NONE"
+        # a verdict that names a word of the prompt's examples, or a "missing concept" the
+        # input does not have, absent from the draft too, is not about this sentence: the
+        # refiner would write it in ("a cut of the towel")
+        copied = verdict_leaks(named, commonsense, concepts, draft, self.example_words)
+        dropped = commonsense if copied else None
+        commonsense = "NONE" if copied else commonsense
         sensible = commonsense.lower() in _NONE
         return Feedback(
             # the refiner sees the cleaned critique; the raw reply stays in the call record
@@ -142,8 +196,32 @@ class CommonGen(Task):
             done=not known and sensible,
             # the critic's own view of coverage: drives "best" selection, not the metric
             total=round(1 - len(known) / len(concepts), 4) if concepts else None,
-            fields={"missing_concepts": known, "not_concepts": others, "commonsense": commonsense},
+            fields={
+                "missing_concepts": known,
+                "not_concepts": others,
+                "commonsense": commonsense,
+                **({"copied_from_examples": copied, "dropped_commonsense": dropped} if copied else {}),
+            },
         )
+
+    @functools.cached_property
+    def example_words(self) -> frozenset[str]:
+        """The words of this task's own prompt examples (see :func:`example_words`)."""
+        return example_words([t.source for t in self.templates.values()])
+
+    def critique_parts(self, raw: str) -> tuple[list[str], str]:
+        """A critic's raw reply as (the concepts it calls missing, its commonsense verdict);
+        ([], "") when it does not parse."""
+        try:
+            return _parse_json(raw) or _parse_lines(raw)
+        except FeedbackParseError:
+            return [], ""
+
+    def critique_leaks(self, raw: str, *, input: str, draft: str) -> list[str]:
+        """What a critic's raw reply asks for that is neither in the input nor in the draft
+        (the count benchmarks/critique_leaks.py keeps; [] when the reply does not parse)."""
+        asked, commonsense = self.critique_parts(raw)
+        return leaked_words(asked, commonsense, parse_concepts(input), draft, self.example_words)
 
     def metric(self, input: str, output: str, reference: Any = None) -> float:
         return concept_coverage(parse_concepts(input), output)

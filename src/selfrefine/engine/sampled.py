@@ -1,0 +1,233 @@
+"""Several samples per step (``RefineConfig.samples`` > 1, or ``strategy="auto"``): the
+steps of a :class:`~.refinement.Refinement` that sample K drafts of one prompt, check each,
+keep the best (ties: the earlier, or the critic's choice when a round follows), judge
+whether a round's best earns its place over its parent, and let the auto strategy
+(:mod:`.strategy`) choose each round's width and when the votes are settled.
+
+A mixin: it reads the run's state (iterations, pool, log, caller) and calls the
+refinement's prompt, critique and decision steps; the rules themselves are pure functions
+in :mod:`.candidates`, :mod:`.strategy` and :mod:`.votes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..core.errors import BackendError, ParseError
+from ..core.records import (
+    CallRecord,
+    Candidate,
+    DecisionStep,
+    Feedback,
+    FeedbackStep,
+    Iteration,
+    Role,
+    Step,
+    StopReason,
+)
+from .calls import BudgetExceeded
+from .candidates import best, critic_rank, earns_place, ties
+from .selection import score_text
+from .strategy import Costs, RoundOutcome, lead, next_wave, plan_round, settled
+from .votes import majority_answer, tally
+
+
+class SampledSteps:
+    """The sampling steps of one run, mixed into Refinement, whose state they read."""
+
+    iterations: list[Iteration]
+    current: int
+    transcript: list[int]
+    verified: set[int]
+    stopped: bool
+    width: int
+    outcome: RoundOutcome | None
+    planned: tuple[int, str] | None
+    pool: Any  # candidates.Pool
+    log: Any  # calls.CallLog
+    caller: Any  # calls.Caller
+    config: Any  # core.config.RefineConfig
+    settings: Any  # settings.Settings
+    task: Any  # task.Task
+    input: str
+
+    async def _refine_sampled(self, t: int) -> AsyncIterator[Step]:
+        """Refine draft t with several samples a round until the best earns its place (a
+        higher verifier score than draft t) or a stop rule holds; ties keep draft t."""
+        while not self.stopped:
+            n, width, why = len(self.iterations), *self._next_width()
+            if width == 0:
+                yield self._stop(DecisionStep(iteration=t, stop=True, reason=StopReason.TOKEN_BUDGET, detail=why))
+                return
+            it = await self._sampled("refine", n, self._refine_prompt(), width)
+            self.iterations.append(it)
+            self.pool.rescore(self.iterations)
+            for step in self._drafted(n, it.draft, chosen(it).call, it.candidates):
+                yield step
+            rejected = self._judge_round(t, it)
+            if not rejected:
+                self.transcript.append(t)
+                self.current = n
+                return
+            yield FeedbackStep(iteration=n, feedback=it.feedback)
+            self.transcript += [t, n]
+            decision = self._stop(self._decide(n, None))
+            yield decision.model_copy(
+                update={"detail": f"{rejected}; {decision.detail}" if decision.stop else rejected}
+            )
+
+    def _judge_round(self, t: int, it: Iteration) -> str:
+        """Whether round ``it`` replaces draft t ("" ) or why not; a rejected round gets the
+        verifier's findings as its feedback, and the outcome steers the auto strategy."""
+        parent = self.iterations[t]
+        echoed = all(same_text(c.draft, parent.draft) for c in it.candidates)
+        accepted = not echoed and earns_place(it.verification, chosen(it).feedback, parent)
+        self.outcome = RoundOutcome(accepted=accepted, echoed=echoed)
+        if accepted:
+            return ""
+        it.accepted = False
+        check = it.verification
+        it.feedback = Feedback(text=check.text if check else "", source="verifier", verification=check)
+        why = (
+            f"all {len(it.candidates)} samples repeated draft {t}"
+            if echoed
+            else f"no sample scored higher than draft {t} ({score_text(check)} vs {score_text(parent.verification)}; "
+            "a tie keeps the parent)"
+        )
+        return f"rejected: {why}; draft {t} is refined again"
+
+    def _next_width(self, critique: bool = False) -> tuple[int, str]:
+        """The samples of the next round: fixed, or the auto strategy's choice (planned with
+        the critique before it is made; a retry after a rejected round makes none)."""
+        if self.config.strategy != "auto":
+            return self.config.samples, ""
+        if self.planned is not None:
+            planned, self.planned = self.planned, None
+            return planned
+        remaining = (self.config.max_total_tokens or 0) - self.log.tokens()
+        width, why = plan_round(self.width, self.outcome, remaining, self._costs(), critique=critique)
+        self.width = width or self.width
+        return width, why
+
+    def _costs(self) -> Costs:
+        """Tokens per call so far, by kind (a critique not yet made costs as a sample)."""
+
+        def mean(roles: tuple[str, ...]) -> float | None:
+            spent = [c.prompt_tokens + c.completion_tokens for c in self.log.calls if c.role in roles and c.ok]
+            return sum(spent) / len(spent) if spent else None
+
+        sample = mean(("generate", "refine")) or 0.0
+        return Costs(sample=sample, critique=mean(("feedback",)) or sample)
+
+    def _satisfied(self, t: int) -> DecisionStep | None:
+        """The auto strategy stops once the verifier passes the current draft (on an answer
+        task: once the votes are settled and the draft carries the leading answer)."""
+        check = self.iterations[t].verification
+        if self.config.strategy != "auto" or check is None:
+            return None
+        if self.settings.votes:
+            answers = [e.answer for e in self.pool.entries]
+            if not (settled(answers) and check.passed is not False and check.answer == majority_answer(tally(answers))):
+                return None
+            detail = f"the votes are settled on draft {t}'s answer ({lead(answers)} ahead)"
+        elif check.passed:
+            detail = f"the task's verifier is satisfied with draft {t}"
+        else:
+            return None
+        return DecisionStep(iteration=t, stop=True, reason=StopReason.VERIFIED, detail=detail)
+
+    async def _sampled(self, role: Role, n: int, prompt: str, k: int) -> Iteration:
+        """Iteration n from k samples of one prompt: each checked, the best chosen."""
+        cands, last_call = await self._samples(role, n, prompt, k)
+        if n == 0:
+            cands += await self._more_votes(prompt, len(cands))
+        if not cands:  # every sample empty: the step repeats the draft it refines (an echo)
+            cands = [Candidate(draft=self.iterations[self.current].draft if self.iterations else "", call=last_call)]
+            self.pool.add(cands[0], await asyncio.to_thread(self.task.verify, self.input, cands[0].draft))
+        cands[await self._break_ties(n, cands)].chosen = True
+        self.verified.add(n)
+        return Iteration(
+            index=n, draft=chosen_of(cands).draft, verification=chosen_of(cands).verification, candidates=cands
+        )
+
+    async def _samples(
+        self, role: Role, n: int, prompt: str, k: int, start: int = 0
+    ) -> tuple[list[Candidate], CallRecord]:
+        """k samples of one prompt for step n (seeded from ``start`` on), each checked and
+        added to the pool; an empty reply is no candidate."""
+        seed = (self.config.seed or 0) + 1000 * n + start
+        request = self._request(role, prompt, None, 1).model_copy(
+            update={"temperature": self.settings.sample_temperature, "seed": seed}
+        )
+        pairs = await self.caller.call(role, n, request, n=k)
+        cands = [c for c in (self._candidate(r.text, call) for r, call in pairs) if c is not None]
+        checks = await asyncio.gather(*(asyncio.to_thread(self.task.verify, self.input, c.draft) for c in cands))
+        for cand, check in zip(cands, checks):
+            self.pool.add(cand, check)
+        return cands, pairs[-1][1]
+
+    async def _more_votes(self, prompt: str, have: int) -> list[Candidate]:
+        """The auto strategy on an answer task: first drafts are sampled in waves while their
+        answers are not settled (strategy.settled), up to MAX_WIDTH and what the budget pays
+        for: disagreement among votes is answered by more independent votes before any
+        critique (self-consistency, adaptively; the 1.5B critic approves wrong programs)."""
+        more: list[Candidate] = []
+        while self.config.strategy == "auto" and self.settings.votes:
+            answers = [e.answer for e in self.pool.entries]
+            remaining = (self.config.max_total_tokens or 0) - self.log.tokens()
+            wave = next_wave(answers, have + len(more), remaining, self._costs())
+            if wave == 0:
+                return more
+            cands, _ = await self._samples("generate", 0, prompt, wave, start=have + len(more))
+            more += cands
+        return more
+
+    async def _break_ties(self, n: int, cands: list[Candidate]) -> int:
+        """The sample kept for step n: the verifier's best; among samples it ties at the top,
+        the one the critic finds done (then scores higher), each distinct text critiqued once
+        with the prompt it will have as step n's draft, so the kept one's critique is reused
+        (at the refinement cap, only with ``final_feedback``: otherwise the first of the tie)."""
+        tied = ties(cands)
+        cfg = self.config
+        no_critic = cfg.feedback_mode != "actionable" or cfg.verifier_mode == "verifier"
+        # with votes, samples tied at the top give the same answer: the first one will do; at
+        # the refinement cap no round reuses the critique, so it is paid for only on request
+        last = self._at_cap(n) and not cfg.final_feedback
+        if len(tied) < 2 or no_critic or self.settings.votes or last:
+            return best(cands)
+        transcript = [*self.transcript, self.current] if n else []
+        seen: dict[str, Feedback] = {}
+        try:
+            for i in tied:
+                text = " ".join(cands[i].draft.split())
+                if text not in seen:
+                    seen[text] = await self._critique(n, cands[i].draft, transcript)
+                cands[i].feedback = seen[text]
+        except (BudgetExceeded, BackendError):
+            # the samples are finished work: keep the verifier's choice, and let the run's
+            # next call meet the spent budget or the failing backend and stop there
+            return best(cands)
+        return max(tied, key=lambda i: (*critic_rank(cands[i].feedback), -i))
+
+    def _candidate(self, text: str, call: CallRecord) -> Candidate | None:
+        """A sample as a candidate: parsed, or its raw text with the call marked failed."""
+        try:
+            return Candidate(draft=self.task.parse_draft(text), call=call)
+        except ParseError as exc:
+            self.log.failed(call, f"parse: {exc}")
+            raw = text.strip()
+            return Candidate(draft=raw, call=call) if raw else None
+
+
+def chosen_of(candidates: list[Candidate]) -> Candidate:
+    return next(c for c in candidates if c.chosen)
+
+
+def chosen(it: Iteration) -> Candidate:
+    return chosen_of(it.candidates)
+
+
+def same_text(a: str, b: str) -> bool:
+    return " ".join(a.split()) == " ".join(b.split())
