@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -51,6 +52,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--base-url", help="an OpenAI-compatible server (e.g. the frontier's llama-server)")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "leaks")
     p.add_argument("--doc", type=Path, default=ROOT / "docs" / "quality.md")
+    p.add_argument(
+        "--prompts-from", metavar="REV", help="the commongen prompts of this git revision (default: the tree's)"
+    )
     p.add_argument("--report-only", action="store_true")
     return p.parse_args(argv)
 
@@ -65,12 +69,26 @@ def backend_of(args: argparse.Namespace):
     return get_backend(args.model)
 
 
+def task_of(rev: str | None) -> CommonGen:
+    """The commongen task, with the prompts of git revision ``rev`` when one is given."""
+    if rev is None:
+        return CommonGen()
+    prompts = {}
+    for role in ("generate", "feedback", "refine", "refine_nofeedback"):
+        path = f"src/selfrefine/tasks/prompts/commongen/{role}.j2"
+        shown = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, capture_output=True, text=True, check=True)
+        prompts[role] = shown.stdout
+    return CommonGen(**prompts)
+
+
 async def run(args: argparse.Namespace) -> None:
     path = args.out / f"{args.label}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     done = {json.loads(line)["id"] for line in path.read_text().splitlines()} if path.exists() else set()
     engine = SelfRefine(
-        "commongen", backend_of(args), config=RefineConfig(max_iterations=0, final_feedback=True, select="last")
+        task_of(args.prompts_from),
+        backend_of(args),
+        config=RefineConfig(max_iterations=0, final_feedback=True, select="last"),
     )
     try:
         for example in select_examples("commongen", args.limit):

@@ -11,6 +11,7 @@ property rather than a hope. These are slow (~20-90 s each) and marked ``integra
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from conftest import require_embedded
 
 from selfrefine import SelfRefine, StopReason
 from selfrefine.cli.commands import cli
+from selfrefine.engine.strategy import settled
 from selfrefine.sandbox.process import run_python
 from selfrefine.tasks.acronym import ASPECTS, acronym_checks
 from selfrefine.tasks.codeopt_bench import load_benchmark
@@ -90,6 +92,29 @@ def test_gsm8k_solves_a_two_step_problem(embedded):
     assert "def solution" in result.iterations[0].draft
     assert result.iterations[0].verification.passed  # it runs and returns a number
     assert result.metric == 1.0 and float(result.answer) == 22
+
+
+def test_gsm8k_votes_return_the_majority_answer(embedded):
+    """Votes on real programs: three samples at the task's sampling temperature, each run in
+    the sandbox, scored by the share of samples that agree; the reference is never used."""
+    question = "A bus has 40 seats. 25 people get on, then 7 get off. How many seats are empty?"
+    result = SelfRefine("gsm8k", embedded, samples=3, max_iterations=0).run(question, reference=22)
+    cands = result.iterations[0].candidates
+    assert len(cands) == 3 and all("def solution" in c.draft for c in cands), [c.draft for c in cands]
+    answers = [c.verification.answer for c in cands]
+    top, votes = Counter(a for a in answers if a is not None).most_common(1)[0]
+    assert result.answer == top and result.iterations[0].verification.score == round(votes / 3, 6)
+    assert "# Votes: " in result.iterations[0].verification.text
+    assert float(result.answer) == 22, answers
+
+
+def test_gsm8k_auto_stops_when_the_votes_are_settled(embedded):
+    question = "Tom has 3 boxes of 6 eggs and breaks 2. How many eggs are left?"
+    result = SelfRefine("gsm8k", embedded, strategy="auto", max_total_tokens=4000).run(question, reference=16)
+    answers = [c.verification.answer for c in result.iterations[0].candidates]
+    assert result.stop_reason is StopReason.VERIFIED and len(result.iterations) == 1, (result.stop_reason, answers)
+    assert settled(answers) and 2 <= len(answers) <= 8 and result.usage.total_tokens <= 4000
+    assert float(result.answer) == 16, answers
 
 
 def test_sentiment_reaches_the_target(embedded):

@@ -88,6 +88,40 @@ def missing_concepts(concepts: list[str], sentence: str) -> list[str]:
 
 
 _QUOTED = re.compile(r'"([a-z]+)"')
+# words an instruction may quote that are no example ("joined by commas, "while" or "and"")
+_FUNCTION_WORDS = frozenset(
+    "a an and as at but by for from in into is it of on or so the then to when where while with".split()
+)
+_APPROVAL = re.compile(
+    r"\b(correct|makes? (perfect )?sense|sensible|fine|coherent|logical|no (commonsense )?(problems?|issues?)|"
+    r"nothing to fix|does not (need|require)|doesn'?t (need|require))\b",
+    re.I,
+)
+_OBJECTION = re.compile(
+    r"\b(but|however|although|though|should|instead|cannot|can'?t|could|would|incorrect|illogical|unclear|"
+    r"wrong|odd|strange|awkward|unrealistic|impossible|not (make sense|correct|logical|sensible|coherent)|"
+    r"doesn'?t make sense|fix|replace|change|rewrite|remove|add|missing|lacks?)\b",
+    re.I,
+)
+
+
+def repeats(verdict: str, draft: str) -> bool:
+    """Whether a verdict only repeats the sentence (a small critic echoes its input): it names
+    no problem, and passed on it tells the refiner nothing."""
+
+    def norm(text: str) -> str:
+        return " ".join(_WORD.findall(text.lower()))
+
+    v, d = norm(verdict), norm(draft)
+    return bool(v) and bool(d) and (v in d or (d in v and len(v) <= len(d) + 20))
+
+
+def approves(verdict: str) -> bool:
+    """Whether a commonsense verdict says in prose that the sentence is fine ("The sentence
+    is correct and does not require any improvement."): a small critic writes that instead of
+    "NONE", and read as a problem it sends a sound sentence to the refiner. A verdict with
+    any objection or fix in it is not an approval."""
+    return bool(_APPROVAL.search(verdict)) and not _OBJECTION.search(verdict)
 
 
 def example_words(sources: list[str]) -> frozenset[str]:
@@ -103,7 +137,7 @@ def example_words(sources: list[str]) -> frozenset[str]:
                 words.update(parse_concepts(line.removeprefix("Concepts:")))
             elif "{" not in line:  # a JSON example line names fields, not words
                 words.update(_QUOTED.findall(line))
-    return frozenset(words - set(FEEDBACK_SCHEMA["properties"]))
+    return frozenset(words - set(FEEDBACK_SCHEMA["properties"]) - _FUNCTION_WORDS)
 
 
 def leaked_words(
@@ -188,7 +222,7 @@ class CommonGen(Task):
         # refiner would write it in ("a cut of the towel")
         copied = verdict_leaks(named, commonsense, concepts, draft, self.example_words)
         dropped = commonsense if copied else None
-        commonsense = "NONE" if copied else commonsense
+        commonsense = "NONE" if copied or approves(commonsense) or repeats(commonsense, draft) else commonsense
         sensible = commonsense.lower() in _NONE
         return Feedback(
             # the refiner sees the cleaned critique; the raw reply stays in the call record
