@@ -253,3 +253,21 @@ def test_auto_on_an_answer_task_samples_more_votes_while_they_disagree():
     result, backend = gsm8k_auto(programs, budget=int(3.5 * per_sample))
     assert len(result.iterations[0].candidates) == 3 and [r.role for r in backend.requests] == ["generate"] * 3
     assert result.stop_reason is StopReason.TOKEN_BUDGET and result.answer == "18"
+
+
+def test_at_the_cap_a_refinement_that_ties_its_parent_is_judged_by_the_critic():
+    # "equal with a higher critic score": only a critique of the refinement can let it in
+    done = json.dumps({"missing_concepts": [], "commonsense": "NONE"})
+    odd = json.dumps({"missing_concepts": [], "commonsense": "A park cannot run."})
+    backend = FakeBackend(
+        {
+            "generate": ["The park runs a dog.", "A dog."],
+            "feedback": [odd, done],
+            "refine": ["In the park a dog runs.", "A dog."],
+        }
+    )
+    engine = SelfRefine("commongen", backend, samples=2, max_iterations=1, verifier_mode="hybrid")
+    result = engine.run("dog, run, park")
+    assert [it.accepted for it in result.iterations] == [True, True]
+    assert result.output == "In the park a dog runs." and result.iterations[1].feedback.done is True
+    assert [r.role for r in backend.requests] == ["generate", "generate", "feedback", "refine", "refine", "feedback"]

@@ -28,7 +28,8 @@ class RefineConfig(BaseModel):
     select: ``last`` returns the final (accepted) draft (paper default); ``best`` the draft
       with the highest feedback score, ties going to the later draft; ``verified`` the draft
       with the highest score of the task's own reference-free verifier (``Task.verify``),
-      ties broken by the feedback score (none ranks lowest), then by the earlier draft.
+      ties broken by the critic's done signal, then the feedback score (none ranks lowest),
+      then by the earlier draft.
       Needs a task with a verifier. Rejected refinements (see ``accept``) are never returned.
     accept: ``any`` keeps every refinement (paper); ``not_worse`` rejects a refinement whose
       verifier score is lower than that of the draft it refined, or that repeats that draft

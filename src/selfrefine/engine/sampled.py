@@ -28,7 +28,7 @@ from ..core.records import (
     StopReason,
 )
 from .calls import BudgetExceeded
-from .candidates import best, critic_rank, earns_place, ties
+from .candidates import best, critic_rank, earns_place, score, ties
 from .selection import score_text
 from .strategy import Costs, RoundOutcome, lead, next_wave, plan_round, settled
 from .votes import majority_answer, tally
@@ -188,14 +188,11 @@ class SampledSteps:
         """The sample kept for step n: the verifier's best; among samples it ties at the top,
         the one the critic finds done (then scores higher), each distinct text critiqued once
         with the prompt it will have as step n's draft, so the kept one's critique is reused
-        (at the refinement cap, only with ``final_feedback``: otherwise the first of the tie)."""
+        (at the refinement cap, only with ``final_feedback``: otherwise the first of the tie),
+        and always when a refinement ties its parent on the verifier: then only the critic
+        can let it earn its place (:func:`.candidates.earns_place`)."""
         tied = ties(cands)
-        cfg = self.config
-        no_critic = cfg.feedback_mode != "actionable" or cfg.verifier_mode == "verifier"
-        # with votes, samples tied at the top give the same answer: the first one will do; at
-        # the refinement cap no round reuses the critique, so it is paid for only on request
-        last = self._at_cap(n) and not cfg.final_feedback
-        if len(tied) < 2 or no_critic or self.settings.votes or last:
+        if not self._critic_decides(n, cands, tied):
             return best(cands)
         transcript = [*self.transcript, self.current] if n else []
         seen: dict[str, Feedback] = {}
@@ -210,6 +207,18 @@ class SampledSteps:
             # next call meet the spent budget or the failing backend and stop there
             return best(cands)
         return max(tied, key=lambda i: (*critic_rank(cands[i].feedback), -i))
+
+    def _critic_decides(self, n: int, cands: list[Candidate], tied: list[int]) -> bool:
+        """Whether the critic sees step n's samples tied at the top: to break the tie while a
+        round follows (it reuses the critique), or to judge a refinement that ties its parent."""
+        cfg = self.config
+        if cfg.feedback_mode != "actionable" or cfg.verifier_mode == "verifier" or self.settings.votes:
+            return False  # no critic; or, with votes, samples tied at the top share one answer
+        parent = self.iterations[self.current] if n else None
+        if parent is not None and not (parent.feedback is not None and parent.feedback.done is True):
+            if score(cands[tied[0]].verification) == score(parent.verification):
+                return True
+        return len(tied) >= 2 and (not self._at_cap(n) or cfg.final_feedback)
 
     def _candidate(self, text: str, call: CallRecord) -> Candidate | None:
         """A sample as a candidate: parsed, or its raw text with the call marked failed."""

@@ -15,9 +15,9 @@ def select_index(iterations: list[Iteration], policy: str) -> int | None:
 
     - ``last``: the last accepted draft;
     - ``best``: the highest feedback score, ties → later (no scores: the last);
-    - ``verified``: the highest verifier score, ties → the higher feedback score, then the
-      earlier draft (a refinement that adds nothing measurable never replaces what it
-      refined); a missing score of either kind ranks lowest.
+    - ``verified``: the highest verifier score, ties → the draft the critic found done, then
+      the higher feedback score, then the earlier draft (a refinement that adds nothing
+      measurable never replaces what it refined); a missing score of either kind ranks lowest.
     """
     candidates = [it for it in iterations if it.accepted]
     if not candidates:
@@ -31,10 +31,11 @@ def select_index(iterations: list[Iteration], policy: str) -> int | None:
     return candidates[-1].index
 
 
-def _verified_rank(it: Iteration) -> tuple[bool, float, bool, float, int]:
+def _verified_rank(it: Iteration) -> tuple[bool, float, bool, bool, float, int]:
     score = it.verification.score if it.verification is not None else None
     total = it.feedback.total if it.feedback is not None else None
-    return (score is not None, score or 0.0, total is not None, total or 0.0, -it.index)
+    done = it.feedback is not None and it.feedback.done is True
+    return (score is not None, score or 0.0, done, total is not None, total or 0.0, -it.index)
 
 
 def worse(new: Verification | None, old: Verification | None) -> bool:
