@@ -228,7 +228,9 @@ def test_an_actor_killed_mid_example_loses_no_row_and_repeats_none(tmp_path):
     assert sorted(ids) == sorted(e.id for e in examples)  # every example once, none twice
     assert summary.failed == 0 and summary.examples == 20
     assert pool.stats.deaths == 1 and pool.stats.requeued >= 1  # it died with examples in flight
-    assert pool.stats.started == 3  # the replacement started where the killed one freed a CPU
+    # a replacement is asked for where the killed one freed a CPU; on a loaded machine the
+    # survivor can finish the run before it is ready, so it need not have started
+    assert pool.stats.replaced == 1 and pool.stats.started in (2, 3)
 
 
 @pytest.mark.timeout(300)

@@ -214,6 +214,7 @@ class PoolStats:
     actors: int = 0  # planned
     cpus_per_actor: float = 0.0
     started: int = 0  # actors that became ready, replacements included
+    replaced: int = 0  # replacement actors asked for (each joins when the cluster has room)
     deaths: int = 0  # actors lost mid-run
     requeued: int = 0  # examples run again because their actor died
     gave_up: int = 0  # examples given a failed row after max_deaths deaths
@@ -439,6 +440,7 @@ class RayPool:
             self._empty_since = time.monotonic()
         self._ray.kill(handle, no_restart=True)
         replacement = self._spawn()
+        self.stats.replaced += 1
         self.console.print(
             escape(
                 f"Ray actor {number} died ({_first_line(exc)}); its examples run again "
