@@ -13,7 +13,8 @@ grows in passes (``--limit-*``, ``--points``). Ours runs through the library on 
 ``openai:`` backend with no response cache (every call reaches the server).
 
 - ``ours-kK-rR``: ``samples=K``, ``max_iterations=R`` (R=0: the best of K first drafts),
-  hybrid feedback, the returned draft chosen by the task's verifier;
+  hybrid feedback, the returned draft chosen by the task's verifier; ``ours-kK-rR-v``: the
+  same with the verifier's findings as the only feedback (no critic call);
 - ``ours-auto-B``: ``strategy="auto"`` with a budget of B tokens per example;
 - ``ours-best``: ``preset="best"``; ``ours-paper``: the paper's loop;
 - ``dspy-bestofn-nN``: DSPy ``BestOfN(N)``, ``dspy-refine-n3``: ``Refine(N=3)``, reward = the
@@ -57,8 +58,11 @@ from selfrefine.evaluation.stats import paired_bootstrap_diff
 TASKS = ("commongen", "gsm8k", "acronym", "sentiment")
 PEER_TASKS = ("commongen", "gsm8k")  # DSPy runs these (benchmarks/_peers_dspy.py has their signatures)
 HYBRID = {"verifier_mode": "hybrid", "select": "verified"}
+VERIFIER = {"verifier_mode": "verifier", "select": "verified"}
 OURS: dict[str, dict] = {
     **{f"ours-k{k}-r{r}": {**HYBRID, "samples": k, "max_iterations": r} for k in (1, 2, 4) for r in (0, 1, 2)},
+    # the code's findings alone (no critic call): a round costs its refinements only
+    **{f"ours-k{k}-r{r}-v": {**VERIFIER, "samples": k, "max_iterations": r} for k in (1, 2, 4) for r in (1, 2)},
     **{f"ours-auto-{b}": {**HYBRID, "strategy": "auto", "max_total_tokens": b} for b in (1500, 3000, 6000)},
     "ours-best": {"preset": "best"},
     "ours-paper": {},

@@ -271,3 +271,17 @@ def test_at_the_cap_a_refinement_that_ties_its_parent_is_judged_by_the_critic():
     assert [it.accepted for it in result.iterations] == [True, True]
     assert result.output == "In the park a dog runs." and result.iterations[1].feedback.done is True
     assert [r.role for r in backend.requests] == ["generate", "generate", "feedback", "refine", "refine", "feedback"]
+
+
+def test_a_greedy_task_keeps_its_greedy_draft_as_the_first_sample():
+    # gsm8k drafts at temperature 0: sample 1 is that draft, the others explore at 0.7, so the
+    # best of K holds what the paper's single draft would have been
+    backend = FakeBackend({"generate": [PROGRAMS["18a"], PROGRAMS["12"], PROGRAMS["18b"]]})
+    SelfRefine("gsm8k", backend, samples=3, max_iterations=0).run("Twice nine?")
+    assert [(r.temperature, r.seed) for r in backend.requests] == [(0.0, 0), (0.7, 1), (0.7, 2)]
+    backend = FakeBackend({"generate": [PROGRAMS["18a"], PROGRAMS["12"]]})
+    SelfRefine("gsm8k", backend, samples=2, max_iterations=0, temperature=0.5).run("Twice nine?")
+    assert [r.temperature for r in backend.requests] == [0.5, 0.5]  # a temperature asked for is used as is
+    backend = FakeBackend({"generate": ["A dog.", "A dog runs."]})
+    SelfRefine("commongen", backend, samples=2, max_iterations=0).run("dog, run")
+    assert [r.temperature for r in backend.requests] == [1.0, 1.0]  # a sampling task samples every draft

@@ -156,12 +156,21 @@ class SampledSteps:
         self, role: Role, n: int, prompt: str, k: int, start: int = 0
     ) -> tuple[list[Candidate], CallRecord]:
         """k samples of one prompt for step n (seeded from ``start`` on), each checked and
-        added to the pool; an empty reply is no candidate."""
+        added to the pool; an empty reply is no candidate. When the role drafts greedily
+        (temperature 0, as gsm8k's), the step's first sample is that greedy draft, the one
+        the paper's loop would keep, and the others explore at the sampling temperature: the
+        best of K then holds what one sample would have given."""
         seed = (self.config.seed or 0) + 1000 * n + start
         request = self._request(role, prompt, None, 1).model_copy(
             update={"temperature": self.settings.sample_temperature, "seed": seed}
         )
-        pairs = await self.caller.call(role, n, request, n=k)
+        pairs = []
+        if start == 0 and self.settings.temperature[role] == 0 and self.config.temperature is None:
+            greedy = request.model_copy(update={"temperature": 0.0})
+            pairs += await self.caller.call(role, n, greedy)
+            request, k = request.model_copy(update={"seed": seed + 1}), k - 1
+        if k > 0:
+            pairs += await self.caller.call(role, n, request, n=k)
         cands = [c for c in (self._candidate(r.text, call) for r, call in pairs) if c is not None]
         checks = await asyncio.gather(*(asyncio.to_thread(self.task.verify, self.input, c.draft) for c in cands))
         for cand, check in zip(cands, checks):
