@@ -286,6 +286,19 @@ def table(summaries: Sequence[Summary], ratios: Sequence[Ratio]) -> str:
     return "\n".join(lines)
 
 
+def write_between(doc: Path, start: str, end: str, text: str) -> None:
+    """Put ``text`` between the two markers of a markdown file (a file without them is left
+    as it is: the report is printed either way)."""
+    if not doc.exists():
+        return
+    content = doc.read_text(encoding="utf-8")
+    if start not in content or end not in content:
+        return
+    head, _, rest = content.partition(start)
+    _, _, tail = rest.partition(end)
+    doc.write_text(f"{head}{start}\n{text}\n{end}{tail}", encoding="utf-8")
+
+
 def dump_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

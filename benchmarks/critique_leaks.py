@@ -33,7 +33,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _peers import ROOT, select_examples
+from _peers import ROOT, select_examples, write_between
 
 from selfrefine.core.config import RefineConfig
 from selfrefine.core.errors import SelfRefineError
@@ -159,12 +159,7 @@ def report(args: argparse.Namespace) -> str:
         counts = [sum(bool(f[k]) for f in found) for k in ("raw", "seen", "old parser")]
         lines.append(f"| {path.stem} | {n} | {counts[0]} of {n} | {counts[1]} of {n} | {counts[2]} of {n} | {top} |")
     text = "\n".join(lines)
-    if args.doc.exists():
-        doc = args.doc.read_text(encoding="utf-8")
-        if START in doc:
-            head, _, rest = doc.partition(START)
-            _, _, tail = rest.partition(END)
-            args.doc.write_text(f"{head}{START}\n{text}\n{END}{tail}", encoding="utf-8")
+    write_between(args.doc, START, END, text)
     print(text)
     return text
 

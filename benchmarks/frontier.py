@@ -46,6 +46,7 @@ from _peers import (
     records_path,
     select_examples,
     summarise,
+    write_between,
 )
 from vs_peers import MODEL_NAME, log, peers_python, sampling, server
 
@@ -61,6 +62,7 @@ HYBRID = {"verifier_mode": "hybrid", "select": "verified"}
 VERIFIER = {"verifier_mode": "verifier", "select": "verified"}
 OURS: dict[str, dict] = {
     **{f"ours-k{k}-r{r}": {**HYBRID, "samples": k, "max_iterations": r} for k in (1, 2, 4) for r in (0, 1, 2)},
+    "ours-k3-r0": {**HYBRID, "samples": 3, "max_iterations": 0},  # between the grid's widths
     # the code's findings alone (no critic call): a round costs its refinements only
     **{f"ours-k{k}-r{r}-v": {**VERIFIER, "samples": k, "max_iterations": r} for k in (1, 2, 4) for r in (1, 2)},
     **{f"ours-auto-{b}": {**HYBRID, "strategy": "auto", "max_total_tokens": b} for b in (1500, 3000, 6000)},
@@ -246,15 +248,18 @@ def dominance(task: str, points: dict[str, list[Record]], summaries: dict, examp
 
 
 def frontier(summaries: dict) -> list[str]:
-    """Our points that no other point of ours beats: none has at most their tokens and a
-    higher returned metric (sorted by tokens)."""
+    """Our points that no other point of ours dominates: none has at most their tokens and
+    at least their returned metric, and fewer tokens or a higher metric (sorted by tokens)."""
     ours = {p: s for p, s in summaries.items() if p in OURS}
+
+    def dominates(o, s) -> bool:
+        at_most, at_least = o.tokens <= s.tokens, o.returned.estimate >= s.returned.estimate
+        return at_most and at_least and (o.tokens < s.tokens or o.returned.estimate > s.returned.estimate)
+
     return [
         p
         for p, s in sorted(ours.items(), key=lambda kv: kv[1].tokens)
-        if not any(
-            o.tokens <= s.tokens and o.returned.estimate > s.returned.estimate for q, o in ours.items() if q != p
-        )
+        if not any(dominates(o, s) for q, o in ours.items() if q != p)
     ]
 
 
@@ -319,11 +324,7 @@ def report(args: argparse.Namespace) -> str:
         if summaries:
             plot(task, summaries, args.doc.parent / f"frontier-{task}.png")
     text = "\n".join(table) + "\n\n" + "\n".join(dom) + "\n\n" + "\n".join(fronts)
-    if args.doc.exists():
-        doc = args.doc.read_text(encoding="utf-8")
-        head, _, rest = doc.partition(TABLE_START)
-        _, _, tail = rest.partition(TABLE_END)
-        args.doc.write_text(f"{head}{TABLE_START}\n{text}\n{TABLE_END}{tail}", encoding="utf-8")
+    write_between(args.doc, TABLE_START, TABLE_END, text)
     print(text)
     return text
 

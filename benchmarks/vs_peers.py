@@ -53,6 +53,7 @@ from _peers import (
     select_examples,
     summarise,
     table,
+    write_between,
 )
 
 from selfrefine.backends.openai_compat import OpenAIBackend
@@ -272,12 +273,7 @@ def report(args: argparse.Namespace) -> dict:
         "ratios": [r.model_dump() for r in ratios],
     }
     dump_json(args.json, data)
-    if args.doc.exists():
-        doc = args.doc.read_text(encoding="utf-8")
-        if TABLE_START in doc and TABLE_END in doc:
-            head, _, rest = doc.partition(TABLE_START)
-            _, _, tail = rest.partition(TABLE_END)
-            args.doc.write_text(f"{head}{TABLE_START}\n{text}\n{TABLE_END}{tail}", encoding="utf-8")
+    write_between(args.doc, TABLE_START, TABLE_END, text)
     return data
 
 

@@ -76,3 +76,17 @@ def smollm():
     backend = LlamaCppBackend(model=SMOLLM, n_ctx=2048)
     yield backend
     asyncio.run(backend.aclose())
+
+
+def page_errors(page) -> list[str]:
+    """The script errors of a Playwright page and the dialogs it opened, as they happen: an
+    injected alert() is recorded and dismissed, so it never blocks the page."""
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    def on_dialog(dialog) -> None:
+        errors.append(f"dialog opened: {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    return errors

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from conftest import page_errors
 from test_report_html import ARGS, CHROMIUM, _require_browser
 
 from selfrefine.backends.base import CompletionRequest
@@ -94,14 +95,7 @@ def browser_page(browser, url: str):
     try:
         page = context.new_page()
         page.set_default_timeout(10_000)
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-
-        def on_dialog(dialog) -> None:  # an injected alert(): record it, never block the page
-            errors.append(f"dialog opened: {dialog.message}")
-            dialog.dismiss()
-
-        page.on("dialog", on_dialog)
+        errors = page_errors(page)
         external: list[str] = []
         page.on("request", lambda r: None if r.url.startswith(url) else external.append(r.url))
         page.goto(url)

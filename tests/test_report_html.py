@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import page_errors
 from test_report import make_runs
 
 from selfrefine.evaluation.report import write_report
@@ -50,9 +51,7 @@ def page(tmp_path: Path):
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.on("dialog", lambda dialog: errors.append(f"dialog opened: {dialog.message}"))
+            errors = page_errors(page)
             page.goto((out / "report.html").as_uri())
             yield page
             assert errors == [], errors  # no script error, and no injected script ran
@@ -221,14 +220,7 @@ def test_every_sample_of_a_step_shows_with_its_score_and_mark(tmp_path):
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         try:
             page = browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-
-            def on_dialog(dialog) -> None:  # an injected alert(): record it, never block the page
-                errors.append(f"dialog opened: {dialog.message}")
-                dialog.dismiss()
-
-            page.on("dialog", on_dialog)
+            errors = page_errors(page)
             page.goto((tmp_path / "report" / "report.html").as_uri())
             card = page.locator("#viewer .draft").first
             assert card.locator(".text").inner_text() == "A dog plays with a ball in the park."
