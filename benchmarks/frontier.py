@@ -63,6 +63,7 @@ VERIFIER = {"verifier_mode": "verifier", "select": "verified"}
 OURS: dict[str, dict] = {
     **{f"ours-k{k}-r{r}": {**HYBRID, "samples": k, "max_iterations": r} for k in (1, 2, 4) for r in (0, 1, 2)},
     "ours-k3-r0": {**HYBRID, "samples": 3, "max_iterations": 0},  # between the grid's widths
+    "ours-k5-r0": {**HYBRID, "samples": 5, "max_iterations": 0},  # gsm8k's earlier --preset best
     # the code's findings alone (no critic call): a round costs its refinements only
     **{f"ours-k{k}-r{r}-v": {**VERIFIER, "samples": k, "max_iterations": r} for k in (1, 2, 4) for r in (1, 2)},
     **{f"ours-auto-{b}": {**HYBRID, "strategy": "auto", "max_total_tokens": b} for b in (1500, 3000, 6000)},

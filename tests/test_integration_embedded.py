@@ -122,7 +122,17 @@ def test_prefix_reuse_gives_the_outputs_of_cold_runs_within_its_memory_budget():
     inputs = ["dog, frisbee, park, catch", "kitchen, knife, onion, cut", "sun, beach, towel"]
 
     async def trajectories(backend):
-        engine = SelfRefine("commongen", backend, max_iterations=2, temperature=0.0, record_prompts=True)
+        # every example runs both rounds, whatever SmolLM's critique says, so that each
+        # example's later calls find its history gone (another example ran in between)
+        engine = SelfRefine(
+            "commongen",
+            backend,
+            max_iterations=2,
+            temperature=0.0,
+            record_prompts=True,
+            stop_on_feedback=False,
+            stop_on_no_change=False,
+        )
         results = await asyncio.gather(*(engine.arun(x) for x in inputs))
         await backend.aclose()
         return results

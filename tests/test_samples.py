@@ -4,6 +4,7 @@ ties, votes, the auto strategy, and the shape of the record, the stream and the 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -285,3 +286,12 @@ def test_a_greedy_task_keeps_its_greedy_draft_as_the_first_sample():
     backend = FakeBackend({"generate": ["A dog.", "A dog runs."]})
     SelfRefine("commongen", backend, samples=2, max_iterations=0).run("dog, run")
     assert [r.temperature for r in backend.requests] == [1.0, 1.0]  # a sampling task samples every draft
+
+
+def test_a_runs_model_seconds_count_a_batch_of_samples_once():
+    # the K records of one batch share its time: summed, they are the batch's seconds, not K times it
+    backend = FakeBackend({"generate": ["A dog.", "A dog runs.", "A dog runs in.", "A cat."]}, latency=0.2)
+    start = time.perf_counter()
+    result = SelfRefine("commongen", backend, samples=4, max_iterations=0).run("dog, run, park")
+    wall = time.perf_counter() - start
+    assert len(result.iterations[0].candidates) == 4 and 0.2 <= result.usage.seconds <= wall

@@ -84,7 +84,9 @@ class Caller:
                 if isinstance(exc, TransientBackendError):
                     raise BackendError(f"{backend.name} failed {attempt} times; last error: {exc}") from exc
                 raise
-            return [self._finished(r, c, calls[0]) for r, c in zip(responses, calls)]
+            # a batch's time is shared among its samples, so that a run's seconds add up
+            share = round(calls[0].seconds / n, 6)
+            return [self._finished(r, c, share, calls[0].wait_seconds) for r, c in zip(responses, calls)]
         raise AssertionError("unreachable")
 
     def _record(self, role: Role, t: int, backend: Backend, request: CompletionRequest) -> CallRecord:
@@ -101,12 +103,12 @@ class Caller:
         self.log.failed(calls[0], error)
 
     def _finished(
-        self, response: CompletionResponse, call: CallRecord, first: CallRecord
+        self, response: CompletionResponse, call: CallRecord, seconds: float, wait_seconds: float
     ) -> tuple[CompletionResponse, CallRecord]:
         call.prompt_tokens, call.completion_tokens = response.prompt_tokens, response.completion_tokens
         call.response, call.cached = response.text, response.cached
         call.cached_prompt_tokens = response.cached_prompt_tokens
-        call.seconds, call.wait_seconds = first.seconds, first.wait_seconds
+        call.seconds, call.wait_seconds = seconds, wait_seconds
         return response, call
 
     async def _send(
