@@ -174,6 +174,8 @@ def test_preset_best_sets_the_tasks_best_options_and_explicit_ones_win():
     engine = SelfRefine("commongen", FakeBackend(), preset="best", samples=2)
     assert (engine.config.samples, engine.max_iterations, engine.config.verifier_mode) == (2, 1, "hybrid")
     assert SelfRefine("commongen", FakeBackend(), preset="paper").config.samples == 1
+    engine = SelfRefine("sentiment", FakeBackend(), preset="best")  # 4 rewrites, no round (measured)
+    assert (engine.config.samples, engine.max_iterations, engine.config.verifier_mode) == (4, 0, "hybrid")
 
 
 def test_the_critic_breaks_a_tie_at_the_top_and_its_critique_is_the_steps_feedback():
