@@ -30,7 +30,7 @@ from ..core.records import (
 from .calls import BudgetExceeded
 from .candidates import best, critic_rank, earns_place, score, ties
 from .selection import score_text
-from .strategy import Costs, RoundOutcome, lead, next_wave, plan_round, settled
+from .strategy import Costs, RoundOutcome, affordable_width, lead, next_wave, plan_round, settled
 from .votes import majority_answer, tally
 
 
@@ -57,11 +57,12 @@ class SampledSteps:
         """Refine draft t with several samples a round until the best earns its place (a
         higher verifier score than draft t) or a stop rule holds; ties keep draft t."""
         while not self.stopped:
-            n, width, why = len(self.iterations), *self._next_width()
+            prompt = self._refine_prompt()
+            n, width, why = len(self.iterations), *self._next_width(prompt=prompt)
             if width == 0:
                 yield self._stop(DecisionStep(iteration=t, stop=True, reason=StopReason.TOKEN_BUDGET, detail=why))
                 return
-            it = await self._sampled("refine", n, self._refine_prompt(), width)
+            it = await self._sampled("refine", n, prompt, width)
             self.iterations.append(it)
             self.pool.rescore(self.iterations)
             for step in self._drafted(n, it.draft, chosen(it).call, it.candidates):
@@ -98,28 +99,49 @@ class SampledSteps:
         )
         return f"rejected: {why}; draft {t} is refined again"
 
-    def _next_width(self, critique: bool = False) -> tuple[int, str]:
+    def _next_width(self, critique: bool = False, prompt: str | None = None) -> tuple[int, str]:
         """The samples of the next round: fixed, or the auto strategy's choice (planned with
-        the critique before it is made; a retry after a rejected round makes none)."""
+        the critique before it is made, then priced again by the refinement ``prompt`` once
+        it is rendered; a retry after a rejected round makes no critique)."""
         if self.config.strategy != "auto":
             return self.config.samples, ""
-        if self.planned is not None:
-            planned, self.planned = self.planned, None
-            return planned
         remaining = (self.config.max_total_tokens or 0) - self.log.tokens()
-        width, why = plan_round(self.width, self.outcome, remaining, self._costs(), critique=critique)
+        costs = self._costs(prompt)
+        if self.planned is not None:
+            (planned, why), self.planned = self.planned, None
+            fits = affordable_width(planned, remaining, costs, critique=False)
+            if fits == 0:
+                return 0, f"the budget left ({remaining:.0f} tokens) pays for no sample of this round's prompt"
+            return fits, why if fits == planned else f"{why}; {fits} of {planned} samples fit in the budget left"
+        width, why = plan_round(self.width, self.outcome, remaining, costs, critique=critique)
         self.width = width or self.width
         return width, why
 
-    def _costs(self) -> Costs:
-        """Tokens per call so far, by kind (a critique not yet made costs as a sample)."""
-
-        def mean(roles: tuple[str, ...]) -> float | None:
-            spent = [c.prompt_tokens + c.completion_tokens for c in self.log.calls if c.role in roles and c.ok]
-            return sum(spent) / len(spent) if spent else None
-
-        sample = mean(("generate", "refine")) or 0.0
-        return Costs(sample=sample, critique=mean(("feedback",)) or sample)
+    def _costs(self, prompt: str | None = None) -> Costs:
+        """The next calls' tokens: the latest call of each kind plus what the history grew by
+        since (the draft and critique a round adds); before a kind's first call, from the
+        calls its prompt would hold (a critique reads a draft, a refinement the critique).
+        A rendered refinement ``prompt`` is priced by its length, at the generate prompt's
+        tokens per character (the refine template can be twice the generate one)."""
+        ok = [c for c in self.log.calls if c.ok]
+        latest = {c.role: c for c in ok}  # the last call of each role
+        drafts = [c.completion_tokens for c in ok if c.role in ("generate", "refine")]
+        written = sum(drafts) / len(drafts) if drafts else 0.0
+        gen, fb, ref = latest.get("generate"), latest.get("feedback"), latest.get("refine")
+        first = float(gen.prompt_tokens + gen.completion_tokens) if gen else 0.0
+        said = fb.completion_tokens if fb else 0
+        if fb is not None:
+            critique = fb.prompt_tokens + fb.completion_tokens + written + said
+        else:  # its prompt holds the draft; its reply is about a draft's length
+            critique = first + written
+        if ref is not None:
+            sample = ref.prompt_tokens + ref.completion_tokens + written + said
+        else:  # its prompt holds the critique's prompt and reply
+            sample = critique + written
+        if prompt is not None and gen is not None:
+            per_char = gen.prompt_tokens / max(1, len(self.task.render("generate", self.input)))
+            sample = max(sample, per_char * len(prompt) + written)
+        return Costs(sample=sample, critique=critique, draft=first or None)
 
     def _satisfied(self, t: int) -> DecisionStep | None:
         """The auto strategy stops once the verifier passes the current draft (on an answer
@@ -223,7 +245,13 @@ class SampledSteps:
         cfg = self.config
         if cfg.feedback_mode != "actionable" or cfg.verifier_mode == "verifier" or self.settings.votes:
             return False  # no critic; or, with votes, samples tied at the top share one answer
+        if cfg.strategy == "auto":  # a critique the budget cannot pay for is not asked for
+            remaining = (cfg.max_total_tokens or 0) - self.log.tokens()
+            if remaining < self._costs().critique:
+                return False
         parent = self.iterations[self.current] if n else None
+        if parent is not None and all(same_text(cands[i].draft, parent.draft) for i in tied):
+            return False  # the top repeats its parent, whose critique is known: nothing to judge
         if parent is not None and not (parent.feedback is not None and parent.feedback.done is True):
             if score(cands[tied[0]].verification) == score(parent.verification):
                 return True

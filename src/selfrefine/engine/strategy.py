@@ -12,8 +12,11 @@ The rule, one round at a time (pure functions; the loop applies them):
    ``MAX_WIDTH``) when every refinement echoed its parent or none scored higher (the
    critique does not help this input: more samples of the refiner are the better bet);
 4. never start a round the budget cannot pay for: a round costs one critique plus
-   ``width`` samples, each estimated from the calls of this run so far; the width shrinks
-   to what the remaining budget affords, and the run stops when not even one sample fits.
+   ``width`` samples, each estimated from the latest call of its kind in this run plus
+   what the history grew by since (a refinement's prompt holds the drafts and critiques
+   before it, so a mean over earlier, shorter calls underestimates the next); the width
+   shrinks to what the remaining budget affords, and the run stops when not even one
+   sample fits.
 
 On an answer task (votes: gsm8k), the first draft is sampled in waves before any round:
 while the answers are not settled (the most common answer leads the next by fewer than
@@ -44,10 +47,11 @@ class RoundOutcome:
 
 @dataclass(frozen=True)
 class Costs:
-    """Tokens per call so far in this run (prompt + completion), by kind of call."""
+    """Estimated tokens (prompt + completion) of the next call of each kind."""
 
-    sample: float  # a generate or refine call
-    critique: float  # a feedback call (before the first: estimated as a sample)
+    sample: float  # a refinement sample of the next round
+    critique: float  # the next round's feedback call
+    draft: float | None = None  # another first-draft sample (answer tasks' waves); None: as ``sample``
 
 
 def next_width(width: int, outcome: RoundOutcome) -> int:
@@ -107,4 +111,5 @@ def next_wave(answers: Sequence[str | None], have: int, remaining: float, costs:
     if settled(answers) or have >= MAX_WIDTH:
         return 0
     wanted = min(SETTLE_MARGIN - lead(answers), MAX_WIDTH - have)
-    return affordable_width(wanted, remaining, costs, critique=False)
+    per_draft = costs.sample if costs.draft is None else costs.draft
+    return affordable_width(wanted, remaining, Costs(sample=per_draft, critique=0.0), critique=False)
