@@ -299,13 +299,18 @@ def test_a_runs_model_seconds_count_a_batch_of_samples_once():
     assert len(result.iterations[0].candidates) == 4 and 0.2 <= result.usage.seconds <= wall
 
 
-def test_the_auto_strategy_starts_no_round_that_would_overrun_its_budget():
+@pytest.mark.parametrize(
+    "drafts",
+    [["A dog.", "A dog runs."], ["A dog.", "One dog."]],  # the second pair ties: two critiques to break it
+    ids=["no-tie", "tie"],
+)
+def test_the_auto_strategy_starts_no_call_that_would_overrun_its_budget(drafts):
     # a refinement's prompt holds the drafts and critiques before it, so it costs more than
     # a first draft: the plan must price it so, or the run overshoots its budget (it did by
-    # up to a quarter on commongen, when calls were priced at the mean of those made so far)
+    # up to a quarter on commongen, when calls were priced at the mean of those made so far);
+    # critiques that break a tie among the first drafts are priced too
     for budget in range(400, 4000, 150):
-        # first drafts that do not tie: no critic is asked to choose before the first round
-        engine, _ = commongen(["A dog.", "A dog runs."], ["A dog runs."] * 64, strategy="auto", max_total_tokens=budget)
+        engine, _ = commongen(drafts, ["A dog runs."] * 64, strategy="auto", max_total_tokens=budget)
         result = engine.run("dog, run, park, ball, tree, child")
         first = sum(c.call.prompt_tokens + c.call.completion_tokens for c in result.iterations[0].candidates)
         assert result.usage.total_tokens <= max(budget, first), (budget, result.usage.total_tokens)

@@ -245,9 +245,10 @@ class SampledSteps:
         cfg = self.config
         if cfg.feedback_mode != "actionable" or cfg.verifier_mode == "verifier" or self.settings.votes:
             return False  # no critic; or, with votes, samples tied at the top share one answer
-        if cfg.strategy == "auto":  # a critique the budget cannot pay for is not asked for
+        if cfg.strategy == "auto":  # critiques the budget cannot pay for are not asked for
             remaining = (cfg.max_total_tokens or 0) - self.log.tokens()
-            if remaining < self._costs().critique:
+            texts = {" ".join(cands[i].draft.split()) for i in tied}  # one critique per distinct text
+            if remaining < self._costs().critique * len(texts):
                 return False
         parent = self.iterations[self.current] if n else None
         if parent is not None and all(same_text(cands[i].draft, parent.draft) for i in tied):
