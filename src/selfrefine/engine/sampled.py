@@ -105,7 +105,7 @@ class SampledSteps:
         it is rendered; a retry after a rejected round makes no critique)."""
         if self.config.strategy != "auto":
             return self.config.samples, ""
-        remaining = (self.config.max_total_tokens or 0) - self.log.tokens()
+        remaining = self._remaining()
         costs = self._costs(prompt)
         if self.planned is not None:
             (planned, why), self.planned = self.planned, None
@@ -116,6 +116,10 @@ class SampledSteps:
         width, why = plan_round(self.width, self.outcome, remaining, costs, critique=critique)
         self.width = width or self.width
         return width, why
+
+    def _remaining(self) -> float:
+        """Tokens the auto strategy's budget has left."""
+        return (self.config.max_total_tokens or 0) - self.log.tokens()
 
     def _costs(self, prompt: str | None = None) -> Costs:
         """The next calls' tokens: the latest call of each kind plus what the history grew by
@@ -207,7 +211,7 @@ class SampledSteps:
         more: list[Candidate] = []
         while self.config.strategy == "auto" and self.settings.votes:
             answers = [e.answer for e in self.pool.entries]
-            remaining = (self.config.max_total_tokens or 0) - self.log.tokens()
+            remaining = self._remaining()
             wave = next_wave(answers, have + len(more), remaining, self._costs())
             if wave == 0:
                 return more
@@ -229,7 +233,7 @@ class SampledSteps:
         seen: dict[str, Feedback] = {}
         try:
             for i in tied:
-                text = " ".join(cands[i].draft.split())
+                text = normal_text(cands[i].draft)
                 if text not in seen:
                     seen[text] = await self._critique(n, cands[i].draft, transcript)
                 cands[i].feedback = seen[text]
@@ -246,9 +250,8 @@ class SampledSteps:
         if cfg.feedback_mode != "actionable" or cfg.verifier_mode == "verifier" or self.settings.votes:
             return False  # no critic; or, with votes, samples tied at the top share one answer
         if cfg.strategy == "auto":  # critiques the budget cannot pay for are not asked for
-            remaining = (cfg.max_total_tokens or 0) - self.log.tokens()
-            texts = {" ".join(cands[i].draft.split()) for i in tied}  # one critique per distinct text
-            if remaining < self._costs().critique * len(texts):
+            texts = {normal_text(cands[i].draft) for i in tied}  # one critique per distinct text
+            if self._remaining() < self._costs().critique * len(texts):
                 return False
         parent = self.iterations[self.current] if n else None
         if parent is not None and all(same_text(cands[i].draft, parent.draft) for i in tied):
@@ -276,5 +279,10 @@ def chosen(it: Iteration) -> Candidate:
     return chosen_of(it.candidates)
 
 
+def normal_text(text: str) -> str:
+    """A draft's text with its whitespace normalised: drafts that differ only there are one."""
+    return " ".join(text.split())
+
+
 def same_text(a: str, b: str) -> bool:
-    return " ".join(a.split()) == " ".join(b.split())
+    return normal_text(a) == normal_text(b)
