@@ -95,3 +95,28 @@ def test_every_block_of_the_page_runs_in_order(tmp_path, monkeypatch, embedded_i
 
     assert type(get_task("slogan")).__name__ == "Slogan"  # the task entry point too
     assert embedded_is_fake and all(b.requests for b in embedded_is_fake)  # the page's runs reached the model
+
+
+@pytest.mark.parametrize(
+    "critique, stops",
+    [
+        ("It is not done: line 2 needs 7 syllables", False),  # was: stopped, on its negation
+        ("Line 2 is abandoned", False),  # was: stopped, on a word that holds "done"
+        ("It isn't done yet: name the lamp.", False),
+        ("Done.", True),
+        ("The haiku is done.", True),
+        ("The slogan is done.", True),
+    ],
+)
+def test_the_pages_yaml_task_stops_on_done_only_when_the_critic_says_it(tmp_path, critique, stops):
+    from selfrefine import SelfRefine, StopReason, load_task
+
+    yaml_block = next(code for kind, _, code in blocks() if kind == "yaml")
+    (tmp_path / "slogan.yaml").write_text(yaml_block)
+    task = load_task(tmp_path / "slogan.yaml")
+    backend = FakeBackend(
+        {"generate": ["Lumo lights."], "refine": ["Lumo: light.", "Lumo: sun light."]}, default=critique
+    )
+    result = SelfRefine(task, backend, retry_base_delay=0).run("Lumo, a solar desk lamp")
+    assert (result.stop_reason is StopReason.FEEDBACK) is stops, result.stop_reason
+    assert len(result.iterations) == (1 if stops else 3)

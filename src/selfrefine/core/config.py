@@ -7,6 +7,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .stoprule import compile_pattern
 
 History = Literal["full", "last", "none"]
 Select = Literal["last", "best", "verified"]
@@ -56,7 +57,9 @@ class RefineConfig(BaseModel):
     verifier_mode: VerifierMode = "self"
     accept: Accept = "any"  # not_worse: reject refinements the verifier scores lower
     stop_on_feedback: bool = True  # honour the task's stop signal in the feedback
-    stop_contains: list[str] = Field(default_factory=list)  # extra stop phrases
+    # extra stop phrases (whole words, never negated) and patterns (regexes): core/stoprule.py
+    stop_contains: list[str] = Field(default_factory=list)
+    stop_matches: list[str] = Field(default_factory=list)
     score_threshold: float | None = None  # None: the task's default threshold, if any
     stop_on_no_change: bool = True
     max_total_tokens: int | None = Field(default=None, gt=0)
@@ -91,6 +94,13 @@ class RefineConfig(BaseModel):
     @classmethod
     def _one_spelling(cls, value: Any) -> Any:
         return canonical(value)
+
+    @field_validator("stop_matches")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            compile_pattern(pattern)  # a bad regex: ValueError naming it
+        return value
 
     @classmethod
     def build(cls, **values: object) -> RefineConfig:

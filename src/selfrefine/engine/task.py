@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
+from ..core.stoprule import compile_pattern, stop_hit
 from .templates import BASE_VARIABLES, Template, packaged_template
 
 TEMPLATE_ROLES = ("generate", "feedback", "refine", "refine_nofeedback")
@@ -74,7 +75,9 @@ class TaskDefaults(BaseModel):
     feedback_schema: dict[str, Any] | None = None
     # text at which the engine stops generating, per role (cuts rambling on completion APIs)
     stop_sequences: dict[str, list[str]] = Field(default_factory=dict)
+    # stop phrases (whole words, never negated) and stop patterns (regexes): core/stoprule.py
     stop_contains: list[str] = Field(default_factory=list)
+    stop_matches: list[str] = Field(default_factory=list)
     score: str | None = None
     score_threshold: float | None = None
     max_iterations: int | None = None
@@ -93,6 +96,13 @@ class TaskDefaults(BaseModel):
             return dict.fromkeys(REQUIRED_ROLES, value)
         if isinstance(value, Mapping):
             return _per_role(cls.model_fields[info.field_name].get_default(call_default_factory=True), value)
+        return value
+
+    @field_validator("stop_matches")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            compile_pattern(pattern)  # a bad regex: ValueError naming it
         return value
 
     def with_(self, **values: Any) -> TaskDefaults:
@@ -122,6 +132,9 @@ class Task:
     stop_description: ClassVar[str] = ""
     extra_variables: ClassVar[frozenset[str]] = frozenset()
     max_input_chars: ClassVar[int] = 20_000
+    # an input is one line (a concept list, a title): several lines would be several inputs,
+    # so `run` refuses them rather than join them (eval reads a .txt as one input per line)
+    one_line_input: ClassVar[bool] = False
     judge_criteria: ClassVar[str | None] = None  # what a pairwise judge compares (eval --judge)
     defaults: ClassVar[TaskDefaults] = TaskDefaults()
     capabilities: ClassVar[Capabilities] = Capabilities()
@@ -178,7 +191,8 @@ class Task:
         """The task's effective defaults as attributes the engine reads."""
         self.system, self.generic_feedback = d.system, d.generic_feedback
         self.score_pattern = compile_score(d.score)
-        self.stop_contains = [s for s in d.stop_contains if s]
+        self.stop_contains = [s for s in d.stop_contains if s.strip()]
+        self.stop_matches = [compile_pattern(p) for p in d.stop_matches]
         self.score_threshold, self.max_iterations = d.score_threshold, d.max_iterations
         self.temperature, self.max_tokens = dict(d.temperature), dict(d.max_tokens)
         self.sampling_temperature = d.sampling_temperature
@@ -242,11 +256,11 @@ class Task:
         return Feedback(text=raw, total=total, done=self.says_done(raw))
 
     def says_done(self, text: str) -> bool | None:
-        """True/False when the task has stop phrases, None when it has none."""
-        if not self.stop_contains:
+        """True/False when the task has stop phrases or patterns, None when it has none.
+        A phrase counts as whole words and not when negated ("not done"): core/stoprule.py."""
+        if not self.stop_contains and not self.stop_matches:
             return None
-        low = text.lower()
-        return any(s.lower() in low for s in self.stop_contains)
+        return stop_hit(text, self.stop_contains, self.stop_matches) is not None
 
     def metric(self, input: str, output: str, reference: Any = None) -> float | None:
         """The task's quality measure of an output (None: the task has no metric)."""
@@ -308,7 +322,9 @@ class Task:
     def _stop_text(self) -> str:
         parts = []
         if self.stop_contains:
-            parts.append("feedback contains " + " / ".join(repr(s) for s in self.stop_contains))
+            parts.append("feedback says " + " / ".join(repr(s) for s in self.stop_contains) + " (not negated)")
+        if self.stop_matches:
+            parts.append("feedback matches " + " / ".join(repr(p.pattern) for p in self.stop_matches))
         if self.score_threshold is not None:
             parts.append(f"score >= {self.score_threshold:g}")
         return "; ".join(parts) or "fixed rounds"

@@ -43,7 +43,8 @@ MAX_NODES = 100_000  # values after alias expansion: a "billion laughs" file sto
 
 class StopSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    contains: str | list[str] | None = None
+    contains: str | list[str] | None = None  # whole words, never negated ("not done" is no stop)
+    matches: str | list[str] | None = None  # regular expressions, taken as written
     score_at_least: float | None = None
 
 
@@ -85,6 +86,7 @@ def load_task(path: str | Path) -> Task:
 def task_from_spec(spec: TaskSpec) -> Task:
     stop = spec.stop or StopSpec()
     contains = [stop.contains] if isinstance(stop.contains, str) else (stop.contains or [])
+    matches = [stop.matches] if isinstance(stop.matches, str) else (stop.matches or [])
     return Task(
         spec.name,
         generate=spec.generate,
@@ -95,6 +97,7 @@ def task_from_spec(spec: TaskSpec) -> Task:
         system=spec.system,
         score=spec.score,
         stop_contains=contains,
+        stop_matches=matches,
         score_threshold=stop.score_at_least,
         max_iterations=spec.max_iterations,
         generic_feedback=spec.generic_feedback,
