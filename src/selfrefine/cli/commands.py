@@ -92,6 +92,20 @@ def _read_input(text: str | None, input_file: Path | None) -> str:
     return _read_stdin()
 
 
+def _one_input(task: Task, text: str, input_file: Path | None, where: str) -> None:
+    """Refuse several lines for a task whose input is one line (a concept list, a title):
+    they would be joined into one input silently, where ``eval`` reads one input a line. A
+    JSON value (``[...]``, ``{...}``) may span lines."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not task.one_line_input or len(lines) < 2 or text.lstrip().startswith(("[", "{")):
+        return
+    where, data = (f"--input-file {input_file}", input_file) if input_file is not None else (where, "FILE")
+    raise InputError(
+        f"{task.name} takes one input on one line, and {where} has {len(lines)} lines: for one input "
+        f"per line use `selfrefine eval {task.name} --data {data} --out DIR`, or join them into one line"
+    )
+
+
 def _read_stdin() -> str:
     """stdin as strict UTF-8, as ``-f`` reads a file (Python's own stdin may turn bad bytes
     into lone surrogates that fail much later, at the first write)."""
@@ -138,7 +152,8 @@ def run(
 ) -> None:
     """Run Self-Refine on one INPUT with TASK (a built-in name or a YAML task file).
 
-    INPUT may also come from --input-file or stdin ('-' or omitted).
+    INPUT may also come from --input-file or stdin ('-' or omitted): one input, several
+    lines only for a task whose input spans lines (eval --data FILE runs one per line).
 
     \b
     Examples:
@@ -148,6 +163,7 @@ def run(
     """
     the_task = get_task(task)
     text = _read_input(input, input_file)
+    _one_input(the_task, text, input_file, "INPUT" if input not in (None, "-") else "stdin")
     the_task.prepare_input(text)  # fail on bad input before loading any model
     engine = build_engine(task, options, the_task, record_prompts=options.pop("record_prompts"))
     show = None if as_json else StepPrinter()

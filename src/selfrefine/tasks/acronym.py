@@ -238,6 +238,7 @@ class Acronym(Task):
         },
     )
     capabilities = Capabilities(verifier=True)
+    one_line_input = True  # `run` refuses several lines: eval --data FILE takes one input a line
 
     def prepare_input(self, text: str) -> str:
         title = " ".join(super().prepare_input(text).split())  # one line: it sits in "Title: …"

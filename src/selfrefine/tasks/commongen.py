@@ -189,6 +189,7 @@ class CommonGen(Task):
         stop_sequences={role: ["\nConcepts:"] for role in ("generate", "feedback", "refine")},
     )
     capabilities = Capabilities(verifier=True)
+    one_line_input = True  # `run` refuses several lines: eval --data FILE takes one input a line
 
     def prepare_input(self, text: str) -> str:
         text = super().prepare_input(text)

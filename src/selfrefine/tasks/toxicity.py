@@ -150,6 +150,7 @@ class Toxicity(Task):
         max_iterations=3,
     )
     capabilities = Capabilities(verifier=True)
+    one_line_input = True  # `run` refuses several lines: eval --data FILE takes one input a line
 
     def prepare_input(self, text: str) -> str:
         text = super().prepare_input(text)
