@@ -28,6 +28,7 @@ from ..engine.task import Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
 from .options import engine_options, engine_spec, role_model
+from .tables import keep_whole
 
 MAX_INPUT_BYTES = 10_000_000
 
@@ -460,7 +461,7 @@ def datasets(as_json: bool) -> None:
         table.add_row(
             str(row["name"]), ", ".join(row["tasks"]), str(row["rows"]), str(row["source"]), str(row["licence"]), here
         )
-    _print_whole(table)  # a name cut to 'commongen_h…' could not be typed back
+    _print_whole(table, keep=0)  # a name cut or wrapped ('commongen_ha' / 'rd') could not be typed back
     for row in rows:
         if not row["shipped"] and not row["path"]:
             click.echo(f"{row['name']}: get {row['get']}; save it as ${DATA_ENV}/{row['file']} or give --data PATH")
@@ -539,11 +540,15 @@ def _print_models(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
     _print_whole(table)
 
 
-def _print_whole(table: Table) -> None:
-    """A table whose cells wrap rather than end in '…': names and values stay whole."""
+def _print_whole(table: Table, keep: int | None = None) -> None:
+    """A table whose cells wrap rather than end in '…': names and values stay whole; column
+    ``keep`` (names a reader types back) never wraps at all (tables.keep_whole)."""
+    console = Console()
     for column in table.columns:
         column.overflow = "fold"
-    Console().print(table)
+    if keep is not None:
+        keep_whole(table, keep, console.width)
+    console.print(table)
 
 
 def _scheme_options(scheme: Any) -> list[dict[str, Any]] | None:
