@@ -54,6 +54,9 @@ def test_done_said_plainly_stops(text):
         "It's not quite done yet",
         "Far from done",
         "It isnt done",
+        "It is almost done",
+        "Is it done? No: line 2 needs 7 syllables",
+        "Done? Not yet.",
         "Undone: line 3",
         "done-ish",  # a hyphenated word is another word
         "the doneness of it",
@@ -66,6 +69,8 @@ def test_negated_or_partial_phrases_do_not_stop(text):
 def test_a_negation_in_an_earlier_sentence_or_clause_does_not_cancel_the_phrase():
     assert phrase_hit("Line 2 was not right. Now it is done.", "done")
     assert phrase_hit("It is not perfect, but done.", "done")
+    assert phrase_hit("Not bad, done.", "done")
+    assert phrase_hit("Nothing is missing (not one concept): done", "done")
     assert phrase_hit("I would not change a word; done", "done")
     # a later plain "done" counts even when an earlier one was negated
     assert phrase_hit("Not done at first. After the fix: done.", "done")

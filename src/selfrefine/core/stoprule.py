@@ -3,9 +3,10 @@
 A stop phrase (``stop_contains``, YAML ``stop: {contains: [...]}``, ``--stop-contains``)
 matches as whole words, case-insensitively, with any run of spaces between its words, and
 never when it is negated: a phrase preceded, within :data:`NEGATION_WINDOW` words of the
-same sentence, by "not", "n't", "never", "no longer", "hardly", ... does not count. So
-``done`` stops on "Done." and "The haiku is done." but not on "It is not done: line 2 needs
-7 syllables", "It isn't yet done" or "Line 2 is abandoned".
+same clause, by "not", "n't", "never", "no longer", "hardly", "almost", ... does not count,
+nor does one in a question. So ``done`` stops on "Done." and "The haiku is done." but not on
+"It is not done: line 2 needs 7 syllables", "It isn't yet done", "Is it done? No" or "Line 2
+is abandoned".
 
 A stop pattern (``stop_matches``, YAML ``stop: {matches: [...]}``, ``--stop-matches``) is a
 regular expression taken as written (case-insensitive, ``^``/``$`` at line ends): the
@@ -21,12 +22,14 @@ NEGATION_WINDOW = 4  # words before a phrase in which a negation cancels it
 MAX_PATTERN_CHARS = 500
 
 _NEGATION = re.compile(
-    r"\b(?:not|never|no\s+longer|hardly|barely|scarcely|cannot|nor|neither|without|far\s+from|"
+    r"\b(?:not|never|no\s+longer|hardly|barely|scarcely|almost|nearly|cannot|nor|neither|without|far\s+from|"
     r"\w+n't|(?:is|are|was|were|do|does|did|ca|could|wo|would|should|has|have|had)nt)\b",
     re.IGNORECASE,
 )
 # where a sentence or clause ends: a negation before it does not reach the phrase
-_CLAUSE_END = re.compile(r"[.!?;:\n]|\bbut\b|\bhowever\b", re.IGNORECASE)
+_CLAUSE_END = re.compile(r"[.!?;:,()\n\u2014]|\bbut\b|\bhowever\b", re.IGNORECASE)
+# the rest of a sentence that is a question ("Is it done? No."): it asserts nothing
+_QUESTION = re.compile(r"[^.!?;:\n]*\?")
 _WORD = re.compile(r"[\w']+")
 
 
@@ -58,7 +61,10 @@ def phrase_hit(text: str, phrase: str) -> bool:
     """Whether ``text`` says ``phrase``: a whole-word match that no negation precedes."""
     if not phrase.strip():
         return False
-    return any(not negated(text[: m.start()]) for m in phrase_pattern(phrase).finditer(text))
+    return any(
+        not negated(text[: m.start()]) and not _QUESTION.match(text, m.end())
+        for m in phrase_pattern(phrase).finditer(text)
+    )
 
 
 def stop_hit(text: str, contains: Iterable[str] = (), matches: Iterable[str | re.Pattern[str]] = ()) -> str | None:
