@@ -182,3 +182,13 @@ def test_cli_stop_flags(tmp_path, flags, critique, stopped):
     assert result.exit_code == 0, result.output
     record = json.loads(result.output)
     assert (record["stop_reason"] == "feedback") is stopped, record["stop_reason"]
+
+
+def test_a_yaml_stop_regex_that_could_backtrack_forever_is_refused_at_load(tmp_path):
+    # a task file is untrusted and Python's re has no timeout: (a+)+$ on a long critique of
+    # a's would hang the run, so it is refused before any model call
+    path = tmp_path / "haiku.yaml"
+    path.write_text(HAIKU + "stop:\n  matches: '(a+)+$'\n")
+    with pytest.raises(TaskFileError) as caught:
+        load_task(path)
+    assert "nested repeat" in str(caught.value) and str(path) in str(caught.value)

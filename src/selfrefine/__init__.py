@@ -20,6 +20,7 @@ from .core.config import RefineConfig
 from .core.errors import (
     BackendError,
     ConfigError,
+    EngineClosedError,
     FeedbackParseError,
     InputError,
     ParseError,
@@ -42,6 +43,7 @@ from .core.records import (
     Usage,
     Verification,
 )
+from .engine.checks import Checks
 from .engine.loop import SelfRefine, refine
 from .engine.spec import BackendPool, EngineSpec, ModelSpec
 from .engine.task import Capabilities, Task, TaskDefaults
@@ -54,6 +56,7 @@ __all__ = [
     "Backend",
     "BackendPool",
     "Capabilities",
+    "Checks",
     "EngineSpec",
     "ModelSpec",
     "TaskDefaults",
@@ -64,6 +67,7 @@ __all__ = [
     "ConfigError",
     "DecisionStep",
     "DraftStep",
+    "EngineClosedError",
     "FakeBackend",
     "Feedback",
     "FeedbackParseError",

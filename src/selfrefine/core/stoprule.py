@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from .saferegex import MAX_REGEX_CHARS, bounded
+
 NEGATION_WINDOW = 4  # words before a phrase in which a negation cancels it
 MAX_PATTERN_CHARS = 500
 
@@ -41,13 +43,14 @@ def phrase_pattern(phrase: str) -> re.Pattern[str]:
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """A stop pattern compiled; a bad one raises ValueError naming it."""
+    """A stop pattern compiled; a bad one (invalid, or backtracking unbounded, since a task
+    file is untrusted: :mod:`selfrefine.core.saferegex`) raises ValueError naming it."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise ValueError(f"stop pattern is {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}")
     try:
-        return re.compile(pattern, re.IGNORECASE | re.MULTILINE)
-    except re.error as exc:
-        raise ValueError(f"stop pattern {pattern!r} is invalid: {exc}") from None
+        return bounded(pattern, re.IGNORECASE | re.MULTILINE)
+    except ValueError as exc:
+        raise ValueError(f"stop pattern: {exc}") from None
 
 
 def negated(before: str) -> bool:
@@ -74,6 +77,6 @@ def stop_hit(text: str, contains: Iterable[str] = (), matches: Iterable[str | re
             return f"contains {phrase!r}"
     for pattern in matches:
         rx = pattern if isinstance(pattern, re.Pattern) else compile_pattern(pattern)
-        if rx.search(text):
+        if rx.search(text[:MAX_REGEX_CHARS]):  # a bounded pattern's bound holds up to this length
             return f"matches {rx.pattern!r}"
     return None

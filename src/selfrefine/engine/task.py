@@ -12,11 +12,13 @@ same class built from strings, in Python or from a YAML file (:mod:`selfrefine.t
         score=r"Score:\\s*(\\d+)",
         stop_contains=["perfect"],
         score_threshold=9,
+        verify=lambda input, draft: len(draft.splitlines()) == 3,  # optional: a verifier (engine/checks.py)
     )
 """
 
 from __future__ import annotations
 
+import copy
 import re
 import warnings
 from collections.abc import Mapping
@@ -24,9 +26,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from ..core.config import RefineConfig
 from ..core.errors import DraftParseError, FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
 from ..core.stoprule import compile_pattern, stop_hit
+from .checks import Checks, FunctionVerifier, Verifier
 from .templates import BASE_VARIABLES, Template, packaged_template
 
 TEMPLATE_ROLES = ("generate", "feedback", "refine", "refine_nofeedback")
@@ -44,6 +48,11 @@ def system_message(who: str) -> str:
 
 
 REQUIRED_ROLES = ("generate", "feedback", "refine")
+
+# the loop --preset best runs on a task that declares it: several samples chosen by the
+# verifier, one round of refinement on hybrid feedback (measured on commongen and acronym,
+# docs/frontier.md)
+LOOP_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"}
 
 
 def compile_score(pattern: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
@@ -83,10 +92,10 @@ class TaskDefaults(BaseModel):
     max_iterations: int | None = None
     history: Literal["full", "last", "none"] = "full"  # the paper's per-task choices differ
     select: Literal["last", "best", "verified"] = "last"
-    # what preset "best" sets (options given explicitly win): several samples chosen by the
-    # task's verifier, one round of refinement on hybrid feedback (docs/frontier.md measures
-    # it); a task without a verifier has no better loop than the paper's
-    best: dict[str, Any] = Field(default_factory=lambda: {"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"})
+    # what preset "best" sets (options given explicitly win), the configuration measured
+    # best on this task (e.g. LOOP_BEST; {}: the paper's loop); None: none was measured, and
+    # preset "best" is refused rather than run with settings measured on other tasks
+    best: dict[str, Any] | None = None
 
     @field_validator("temperature", "max_tokens", mode="before")
     @classmethod
@@ -103,6 +112,16 @@ class TaskDefaults(BaseModel):
     def _patterns(cls, value: list[str]) -> list[str]:
         for pattern in value:
             compile_pattern(pattern)  # a bad regex: ValueError naming it
+        return value
+
+    @field_validator("best")
+    @classmethod
+    def _run_options(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        unknown = sorted(set(value or ()) - set(RefineConfig.model_fields) - {"preset"})
+        if unknown:
+            raise ValueError(
+                f"unknown run option(s) {', '.join(unknown)}; valid: {', '.join(RefineConfig.model_fields)}"
+            )
         return value
 
     def with_(self, **values: Any) -> TaskDefaults:
@@ -139,6 +158,7 @@ class Task:
     defaults: ClassVar[TaskDefaults] = TaskDefaults()
     capabilities: ClassVar[Capabilities] = Capabilities()
     runs_code: ClassVar[bool] = False  # capabilities.runs_code, readable on the class (serve filters by it)
+    _verifier: Verifier | None = None  # given as verify= (a function or checks), not by overriding
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -174,11 +194,13 @@ class Task:
         refine: str | None = None,
         refine_nofeedback: str | None = None,
         description: str | None = None,
+        verify: Verifier | Checks | Mapping[str, Any] | None = None,
         **defaults: Any,
     ) -> None:
-        """Templates as strings (a built-in's come from its packaged files), then any field
-        of :class:`TaskDefaults` to override (``score``, ``stop_contains``, ``temperature`` as
-        one value or per role, ...)."""
+        """Templates as strings (a built-in's come from its packaged files), a verifier
+        without subclassing (``verify``: a function, or :class:`~.checks.Checks` or their dict, see
+        :mod:`.checks`), then any field of :class:`TaskDefaults` to override (``score``,
+        ``stop_contains``, ``temperature`` as one value or per role, ...)."""
         self.name = name or type(self).name
         if not self.name:
             raise TaskError("a task needs a name")
@@ -186,6 +208,8 @@ class Task:
         self._apply(_merged(type(self).defaults, defaults))
         given = dict(generate=generate, feedback=feedback, refine=refine, refine_nofeedback=refine_nofeedback)
         self.templates = self._compile_templates(given)
+        if verify is not None:
+            self._set_verifier(verify)
 
     def _apply(self, d: TaskDefaults) -> None:
         """The task's effective defaults as attributes the engine reads."""
@@ -199,7 +223,7 @@ class Task:
         self.feedback_schema = d.feedback_schema
         self.stop_sequences = {role: list(d.stop_sequences.get(role, ())) for role in REQUIRED_ROLES}
         self.default_history, self.default_select = d.history, d.select
-        self.best_preset = dict(d.best)
+        self.best_preset = dict(d.best) if d.best is not None else None
 
     def _compile_templates(self, given: Mapping[str, str | None]) -> dict[str, Template]:
         allowed = BASE_VARIABLES | self.extra_variables
@@ -269,10 +293,29 @@ class Task:
     def verify(self, input: str, draft: str) -> Verification | None:
         """Tool findings on a draft (missing concepts, execution errors, failing tests).
 
-        Tasks that can check themselves override this; it drives ``verifier_mode``
-        ``verifier`` and ``hybrid``. It never sees the reference answer: feedback must not
-        leak the label. None: this task has no verifier."""
-        return None
+        Tasks that can check themselves override this, or are given ``verify=`` (a function
+        or checks); it drives ``verifier_mode`` ``verifier`` and ``hybrid``, ``select``
+        ``verified``, ``accept`` ``not_worse`` and ``samples``. It never sees the reference
+        answer: feedback must not leak the label. None: this task has no verifier."""
+        return self._verifier(input, draft) if self._verifier is not None else None
+
+    def with_verifier(self, verify: Verifier | Checks | Mapping[str, Any]) -> Task:
+        """A copy of this task checked by ``verify`` (``SelfRefine(task, verify=fn)``)."""
+        task = copy.copy(self)
+        task._set_verifier(verify)
+        return task
+
+    def _set_verifier(self, verify: Verifier | Checks | Mapping[str, Any]) -> None:
+        if type(self).capabilities.verifier:
+            raise TaskError(
+                f"task {self.name!r} has its own verifier ({type(self).__name__}.verify); "
+                "verify= is for a task without one"
+            )
+        if isinstance(verify, Mapping):  # checks as a task file writes them
+            verify = Checks.parse(verify)
+        self._verifier = verify if isinstance(verify, Checks) else FunctionVerifier(verify)
+        # this object's capabilities (the class's stay as declared)
+        self.capabilities = type(self).capabilities.model_copy(update={"verifier": True})  # type: ignore[misc]
 
     def combine(self, critique: Feedback, check: Verification, *, input: str, draft: str) -> Feedback:
         """Hybrid feedback: the model's critique plus the tool findings; the draft is done
@@ -351,7 +394,8 @@ def _merged(base: TaskDefaults, given: dict[str, Any]) -> TaskDefaults:
         return TaskDefaults.model_validate({**base.model_dump(), **values})
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise TaskError(f"task option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        msg = first["msg"].removeprefix("Value error, ")
+        raise TaskError(f"task option {'.'.join(map(str, first['loc']))}: {msg}") from None
 
 
 def _per_role(defaults: Mapping[str, Any], given: Any) -> dict[str, Any]:
