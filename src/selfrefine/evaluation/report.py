@@ -29,6 +29,7 @@ import click
 
 from ..core.errors import InputError
 from ..core.records import Iteration, RunResult
+from ..engine.incomplete import cut_off
 from ..engine.selection import select_index
 from .report_tables import (
     Cost,
@@ -221,6 +222,8 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
                 "feedback": it.feedback.text if it.feedback else None,
                 "feedback_source": it.feedback.source if it.feedback else None,
                 "feedback_error": it.feedback.parse_error if it.feedback else None,
+                "cut_off": cut_off(it.finish_reason),  # stopped at the token limit
+                "rejected": not it.accepted,  # a refinement accept="not_worse" turned down
                 **_samples(it),
             }
         )

@@ -21,6 +21,7 @@ from ..core.records import (
     RunResult,
     Step,
 )
+from ..core.wording import score_note, verifier_note
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, replay
 from .schemas import (
     AssistantMessage,
@@ -136,14 +137,16 @@ def reasoning_text(step: Step) -> str | None:
     """A step as the 'thinking' a chat UI shows; None for steps that are not shown."""
     if isinstance(step, DraftStep):
         title = "Draft 0 (first answer)" if step.iteration == 0 else f"Draft {step.iteration} (refined)"
-        if step.candidates:
+        if len(step.candidates) > 1:
             title += f", best of {len(step.candidates)} samples"
+        if not step.accepted:
+            title += ", rejected: not better than the draft it refines"
         return f"### {title}\n{step.draft.strip()}\n\n{_samples_text(step)}"
     if isinstance(step, FeedbackStep):
         fb = step.feedback
         if fb.source == "none":
             return None
-        score = f" (score {fb.total:g})" if fb.total is not None else ""
+        score = f" ({score_note(fb)})" if fb.total is not None else ""
         return f"### Feedback on draft {step.iteration}{score}\n{fb.text.strip()}\n\n"
     if isinstance(step, DecisionStep):
         if step.stop:
@@ -162,9 +165,7 @@ def _samples_text(step: DraftStep) -> str:
     for i, cand in enumerate(step.candidates, 1):
         if cand.chosen:
             continue
-        check = cand.verification
-        score = "no score" if check is None or check.score is None else f"score {check.score:.2f}"
-        lines.append(f"- sample {i} ({score}, not chosen): {' '.join(cand.draft.split())}")
+        lines.append(f"- sample {i} ({verifier_note(cand.verification)}, not chosen): {' '.join(cand.draft.split())}")
     return "\n".join(lines) + "\n\n" if lines else ""
 
 
