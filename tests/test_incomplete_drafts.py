@@ -196,3 +196,12 @@ def test_story_word_range_fits_its_token_limit_with_margin():
         assert story_module.MAX_WORDS * 1.4 * 1.5 <= task.max_tokens[role]
     with pytest.raises(Exception, match="does not fit"):
         task.prepare_input(json.dumps({"premise": PREMISE, "max_words": 2000}))
+
+
+def test_the_service_answers_a_cut_off_output_with_finish_reason_length():
+    from selfrefine.service.runs import Completion
+
+    cut = _run({"generate": [CUT], "feedback": [RATINGS]}, max_iterations=0)
+    whole = _run({"generate": [STORY], "feedback": [RATINGS]}, max_iterations=0)
+    assert Completion("selfrefine/story").whole(cut, []).choices[0].finish_reason == "length"
+    assert Completion("selfrefine/story").whole(whole, []).choices[0].finish_reason == "stop"

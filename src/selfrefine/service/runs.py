@@ -8,7 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from starlette.requests import Request
 
@@ -22,6 +22,7 @@ from ..core.records import (
     Step,
 )
 from ..core.wording import score_note, verifier_note
+from ..engine.incomplete import cut_off
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, replay
 from .schemas import (
     AssistantMessage,
@@ -128,6 +129,14 @@ def trajectory(result: RunResult, decisions: list[DecisionStep]) -> dict[str, An
     return data
 
 
+def output_finish(result: RunResult) -> Literal["stop", "length"]:
+    """The answer's finish reason for API clients: "length" when the returned draft was cut
+    off at the token limit, as a plain chat completion says of a reply cut there."""
+    if result.selected is not None and cut_off(result.iterations[result.selected].finish_reason):
+        return "length"
+    return "stop"
+
+
 def usage_of(result: RunResult) -> UsageOut:
     u = result.usage
     return UsageOut(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens)
@@ -208,7 +217,7 @@ class Completion:
             id=self.id,
             created=self.created,
             model=self.model,
-            choices=[Choice(message=message)],
+            choices=[Choice(message=message, finish_reason=output_finish(result))],
             usage=usage_of(result),
             selfrefine=trajectory(result, decisions),
         )
@@ -234,7 +243,7 @@ class Completion:
                     yield error_event(f"the run produced no answer: {result.error}", "backend_error", "no_output")
                     break
                 yield self.chunk(Delta(content=f"{THINK_CLOSE}{result.output}" if think else result.output))
-                yield self.chunk(Delta(), finish_reason="stop", selfrefine=trajectory(result, decisions))
+                yield self.chunk(Delta(), finish_reason=output_finish(result), selfrefine=trajectory(result, decisions))
                 if include_usage:
                     yield self.chunk(Delta(), no_choices=True, usage=usage_of(result))
                 break
