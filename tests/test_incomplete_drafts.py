@@ -205,3 +205,37 @@ def test_the_service_answers_a_cut_off_output_with_finish_reason_length():
     whole = _run({"generate": [STORY], "feedback": [RATINGS]}, max_iterations=0)
     assert Completion("selfrefine/story").whole(cut, []).choices[0].finish_reason == "length"
     assert Completion("selfrefine/story").whole(whole, []).choices[0].finish_reason == "stop"
+
+
+def test_an_openai_compatible_server_s_finish_reason_reaches_the_record():
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from selfrefine.backends.openai_compat import OpenAIBackend
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            choice = {"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": CUT}}
+            data = json.dumps(
+                {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice],
+                 "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}}
+            ).encode()  # fmt: skip
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        backend = OpenAIBackend("m", base_url=f"http://127.0.0.1:{httpd.server_address[1]}/v1", api_key="k")
+        result = SelfRefine("story", backend, max_iterations=0).run(PREMISE)
+    finally:
+        httpd.shutdown()
+    assert result.calls[0].finish_reason == "length" and result.iterations[0].finish_reason == "length"
+    assert result.metric == 0.0  # a cut-off output is no answer
