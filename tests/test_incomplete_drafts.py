@@ -164,9 +164,19 @@ def test_accept_not_worse_rejects_a_refusal_or_a_cut_off_refinement():
         assert result.output == STORY and result.selected == 0
 
 
-def test_best_of_samples_never_keeps_a_refusal_over_a_complete_draft():
-    result = _run({"generate": [REFUSAL, STORY], "feedback": [RATINGS]}, max_iterations=0, samples=2)
-    assert result.output == STORY
+def test_best_of_samples_never_keeps_a_refusal_or_a_cut_off_draft_over_a_complete_one():
+    for bad in (REFUSAL, CUT):
+        result = _run({"generate": [bad, STORY], "feedback": [RATINGS]}, max_iterations=0, samples=2)
+        assert result.output == STORY
+        assert result.iterations[0].candidates[0].verification.passed is False
+
+
+def test_the_live_view_marks_a_cut_off_sample(tmp_path):
+    model = _replies_file(tmp_path, {"generate": [CUT, STORY], "feedback": [RATINGS]})
+    args = ["run", "story", PREMISE, "-m", model, "--max-iters", "0", "--samples", "2", "--max-tokens", str(LIMIT)]
+    live = CliRunner().invoke(cli, args)
+    assert live.exit_code == 0, live.output
+    assert "sample 1 (verifier score -2.00, fails, cut off)" in live.output
 
 
 def _replies_file(tmp_path: Path, replies: dict) -> str:

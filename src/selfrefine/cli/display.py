@@ -118,6 +118,8 @@ def candidate_lines(step: DraftStep) -> list[Text]:
     for i, cand in enumerate(step.candidates, 1):
         check = cand.verification
         score = verifier_note(check)
+        if cand.call is not None and cut_off(cand.call.finish_reason):
+            score += ", cut off"
         mark = "✓ chosen" if cand.chosen else "  lost  "
         first = " ".join(cand.draft.split())
         short = first if len(first) <= 60 else first[:59] + "…"
