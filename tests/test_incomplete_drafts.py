@@ -250,3 +250,15 @@ def test_an_openai_compatible_server_s_finish_reason_reaches_the_record():
         httpd.shutdown()
     assert result.calls[0].finish_reason == "length" and result.iterations[0].finish_reason == "length"
     assert result.metric == 0.0  # a cut-off output is no answer
+
+
+def test_eval_scores_a_cut_off_draft_as_no_answer_at_every_iteration(tmp_path):
+    model = _replies_file(tmp_path, {"generate": [CUT], "feedback": [RATINGS], "refine": [STORY]})
+    data = tmp_path / "premises.txt"
+    data.write_text(PREMISE + "\n")
+    out = tmp_path / "run"
+    args = ["eval", "story", "--data", str(data), "--out", str(out), "-m", model, "--no-cache"]
+    ran = CliRunner().invoke(cli, [*args, "--max-iters", "1", "--max-tokens", str(LIMIT)])
+    assert ran.exit_code == 0, ran.output
+    [row] = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert row["metrics"][0] == 0.0 and row["metrics"][1] > 0  # draft 0 was cut off, draft 1 is whole
