@@ -265,6 +265,7 @@ def test_typed_feedback_shows_its_fields_and_keeps_the_raw_text_folded(browser):
         values = first.locator(".feedback-fields dd").all_text_contents()
         shown = dict(zip(names, values))
         assert shown["missing concepts"] == "frisbee, catch, throw"
+        assert not any("not concepts" in name for name in names)  # an internal field, empty
         assert shown["commonsense"] == "Say who throws. <img src=x onerror=alert(1)>"  # text, not markup
         assert first.locator(".feedback-text").is_hidden()  # the JSON, folded
         first.locator("details summary").click()
@@ -300,20 +301,23 @@ def test_every_sample_of_a_step_is_listed_with_its_score_and_mark(browser):
         assert drafts.count() == 2
         assert drafts.nth(0).locator(".text").text_content() == "A boy throws a frisbee and the dog runs."
         first = drafts.nth(0).locator("details.samples")
-        assert first.locator("summary").text_content() == "3 samples: ✓ chosen 0.75 · lost 0.50 · lost 0.25"
+        assert (
+            first.locator("summary").text_content()
+            == "3 samples, verifier scores: ✓ chosen 0.75 · lost 0.50 · lost 0.25"
+        )
         assert first.locator(".sample-text").first.is_hidden()  # folded until opened
         first.locator("summary").click()
         samples = first.locator(".sample")
         assert samples.evaluate_all("xs => xs.map(x => x.className)") == ["sample chosen", "sample lost", "sample lost"]
         assert samples.locator("h4").all_text_contents() == [
-            "✓ chosen · sample 1 · score 0.75 · fail",
-            "lost · sample 2 · score 0.50 · fail",
-            "lost · sample 3 · score 0.25 · fail",
+            "✓ chosen · sample 1 · verifier score 0.75 · fail",
+            "lost · sample 2 · verifier score 0.50 · fail",
+            "lost · sample 3 · verifier score 0.25 · fail",
         ]
         texts = samples.locator(".sample-text").all_text_contents()
         assert texts == ["A boy throws a frisbee and the dog runs.", HOSTILE, "A dog."]  # markup as text
         second = drafts.nth(1).locator("details.samples summary")
-        assert second.text_content() == "3 samples: lost 0.75 · ✓ chosen 1.00 · lost 0.25"
+        assert second.text_content() == "3 samples, verifier scores: lost 0.75 · ✓ chosen 1.00 · lost 0.25"
         assert drafts.nth(1).locator(".sample.chosen .sample-text").text_content() == REFINED
         assert page.locator("#final-text").text_content() == REFINED
         assert page.locator("#trace img, #trace script, #trace b").count() == 0

@@ -225,7 +225,10 @@ def test_every_sample_of_a_step_shows_with_its_score_and_mark(tmp_path):
             card = page.locator("#viewer .draft").first
             assert card.locator(".text").inner_text() == "A dog plays with a ball in the park."
             box = card.locator("details.samples")
-            assert box.locator("summary").inner_text() == "3 samples: lost 0.33 · ✓ chosen 1.00 · lost 0.67"
+            assert (
+                box.locator("summary").inner_text()
+                == "3 samples, verifier scores: lost 0.33 · ✓ chosen 1.00 · lost 0.67"
+            )
             assert box.locator(".sample-text").first.is_hidden()  # folded until opened
             box.locator("summary").click()
             samples = box.locator(".sample")
@@ -235,9 +238,9 @@ def test_every_sample_of_a_step_shows_with_its_score_and_mark(tmp_path):
                 "sample lost",
             ]
             assert samples.locator("h5").all_inner_texts() == [
-                "lost · sample 1 · score 0.33 · fail",
-                "✓ chosen · sample 2 · score 1.00 · pass",
-                "lost · sample 3 · score 0.67 · fail",
+                "lost · sample 1 · verifier score 0.33 · fail",
+                "✓ chosen · sample 2 · verifier score 1.00 · pass",
+                "lost · sample 3 · verifier score 0.67 · fail",
             ]
             texts = samples.locator(".sample-text").all_inner_texts()
             assert texts == ["A dog.", "A dog plays with a ball in the park.", HOSTILE]  # shown as text

@@ -8,6 +8,8 @@ Replies come, in this order of precedence, from:
 
 A reply that is an exception instance is raised instead of returned, which lets tests
 script failures (``TransientBackendError`` for retries, anything else for fatal errors).
+A reply longer than the request's ``max_tokens`` (counted in words) is cut there and
+finishes with ``"length"``, as a real model's would; others finish with ``"stop"``.
 Every request is recorded in ``self.requests`` with its role, in call order; one that the
 caller cancelled while it waited out its ``latency`` (e.g. a time budget ran out) also in
 ``self.cancelled``.
@@ -107,13 +109,23 @@ class FakeBackend(Backend):
         reply = self._next_reply(request)
         if isinstance(reply, BaseException):
             raise reply
+        reply, finish = cut_at(reply, request.max_tokens)
         return CompletionResponse(
             text=reply,
             prompt_tokens=count_tokens(request.system or "") + count_tokens(request.prompt),
             completion_tokens=count_tokens(reply),
             model=self.name,
-            finish_reason="stop",
+            finish_reason=finish,
         )
+
+
+def cut_at(reply: str, max_tokens: int) -> tuple[str, str]:
+    """A reply as a model with this token limit writes it: whole (finish reason "stop"), or
+    cut after ``max_tokens`` tokens (words here) with finish reason "length", as a real
+    model's reply that runs into the limit."""
+    if count_tokens(reply) <= max_tokens:
+        return reply, "stop"
+    return " ".join(reply.split()[:max_tokens]), "length"
 
 
 def _read_replies_file(path: str | Path) -> object:

@@ -167,7 +167,7 @@ def run(
     _one_input(the_task, text, input_file, "INPUT" if input not in (None, "-") else "stdin")
     the_task.prepare_input(text)  # fail on bad input before loading any model
     engine = build_engine(task, options, the_task, record_prompts=options.pop("record_prompts"))
-    show = None if as_json else StepPrinter()
+    show = None if as_json else StepPrinter(metric_name=the_task.metric_name)
     result = asyncio.run(_drive(engine, text, reference, show))
     if as_json:
         click.echo(result.model_dump_json())
@@ -320,7 +320,7 @@ def _eval(task: str, flags: dict[str, Any]) -> None:
     run = run_eval(engine, examples, store, concurrency=concurrency, judge=judge, retry_failed=f["retry_failed"],
                    runner=runner, console=console)  # fmt: skip
     summary, _ = asyncio.run(run)
-    Console().print(summary_table(summary, f["out"], metric=has_metric(the_task)))
+    Console().print(summary_table(summary, f["out"], metric=has_metric(the_task), metric_name=the_task.metric_name))
 
 
 EVAL_FLAGS = ("data", "out", "limit", "concurrency", "no_cache", "cache_path", "judge_model", "judge_options",

@@ -19,13 +19,16 @@ from ..core.records import (
     RunResult,
     Step,
 )
+from ..core.wording import plural, score_note, verifier_note
+from ..engine.incomplete import cut_off
 
 
 class StepPrinter:
     """Prints each step as it arrives: draft panels, feedback panels, decisions, summary."""
 
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None, metric_name: str | None = None) -> None:
         self.console = console or Console(highlight=False)
+        self.metric_name = metric_name  # what the task's metric measures, for the summary
 
     def __call__(self, step: Step) -> None:
         if isinstance(step, DraftStep):
@@ -49,9 +52,15 @@ class StepPrinter:
         if step.call is not None:
             cost = f"{step.call.prompt_tokens}+{step.call.completion_tokens} tokens, {step.call.seconds:.1f}s"
         title = f"draft {step.iteration} ({role})"
-        if step.candidates:
+        if len(step.candidates) > 1:
             title += f", best of {len(step.candidates)} samples"
-        self.console.print(Panel(Text(step.draft), title=title, subtitle=cost, border_style="cyan"))
+        cut = step.call is not None and cut_off(step.call.finish_reason)
+        if cut:
+            title += ", cut off at the token limit"
+        if not step.accepted:
+            title += ", rejected: not better than the draft it refines"
+        border = "red" if cut or not step.accepted else "cyan"
+        self.console.print(Panel(Text(step.draft), title=title, subtitle=cost, border_style=border))
         for line in candidate_lines(step):
             self.console.print(line, highlight=False)
 
@@ -62,7 +71,7 @@ class StepPrinter:
             return
         notes = []
         if fb.total is not None:
-            notes.append(f"score {fb.total:g}")
+            notes.append(score_note(fb))
         if fb.done is not None:
             notes.append(f"stop signal: {'yes' if fb.done else 'no'}")
         if fb.parse_error:
@@ -85,18 +94,20 @@ class StepPrinter:
         u = result.usage
         self.console.rule("result")
         if result.output is not None:
-            self.console.print(
-                Panel(Text(result.output), title=f"output (draft {result.selected})", border_style="green")
-            )
+            title = f"output (draft {result.selected})"
+            if result.selected is not None and cut_off(result.iterations[result.selected].finish_reason):
+                title = f"output (draft {result.selected}, cut off at the token limit)"
+            self.console.print(Panel(Text(result.output), title=title, border_style="green"))
         if result.answer is not None:
             self.console.print(f"answer: [bold]{escape(result.answer)}[/bold]")
         if result.metric is not None:
-            self.console.print(f"metric: {result.metric:.3g}")
+            what = f" ({escape(self.metric_name)})" if self.metric_name else ""
+            self.console.print(f"metric{what}: {result.metric:.3g}")
         if result.metric_error is not None:
             self.console.print(f"[yellow]metric failed: {escape(result.metric_error)}[/yellow]")
         self.console.print(
-            f"stop reason: [bold]{result.stop_reason.value}[/bold]; {len(result.iterations)} draft(s); "
-            f"{u.calls} calls, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, "
+            f"stop reason: [bold]{result.stop_reason.value}[/bold]; {plural(len(result.iterations), 'draft')}; "
+            f"{plural(u.calls, 'call')}, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, "
             f"{u.seconds:.1f}s in model calls"
         )
 
@@ -106,7 +117,9 @@ def candidate_lines(step: DraftStep) -> list[Text]:
     lines = []
     for i, cand in enumerate(step.candidates, 1):
         check = cand.verification
-        score = "no score" if check is None or check.score is None else f"score {check.score:.2f}"
+        score = verifier_note(check)
+        if cand.call is not None and cut_off(cand.call.finish_reason):
+            score += ", cut off"
         mark = "✓ chosen" if cand.chosen else "  lost  "
         first = " ".join(cand.draft.split())
         short = first if len(first) <= 60 else first[:59] + "…"

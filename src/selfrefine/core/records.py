@@ -46,6 +46,9 @@ class CallRecord(BaseModel):
     cached: bool = False  # answered from the response cache (no model call)
     cached_prompt_tokens: int | None = None  # prompt tokens the engine reused, if it says
     error: str | None = None
+    # why the model stopped writing: "stop" (it finished), "length" (cut off at max_tokens),
+    # ...; None when the backend does not say (and in records written before it was kept)
+    finish_reason: str | None = None
     prompt: str | None = None  # filled only with RefineConfig.record_prompts
     response: str | None = None
 
@@ -132,6 +135,9 @@ class Iteration(BaseModel):
     feedback: Feedback | None = None
     verification: Verification | None = None
     accepted: bool = True
+    # the finish reason of the call that wrote the draft: "length" when it was cut off at
+    # the token limit (None: the backend did not say, or a record from before it was kept)
+    finish_reason: str | None = None
     candidates: list[Candidate] = Field(default_factory=list)  # samples > 1: every sample of this step
 
 
@@ -191,6 +197,7 @@ class DraftStep(BaseModel):
     draft: str
     call: CallRecord | None = None
     candidates: list[Candidate] = Field(default_factory=list)  # samples > 1: the chosen one and the rest
+    accepted: bool = True  # False: a refinement accept="not_worse" rejected (never returned)
 
 
 class FeedbackStep(BaseModel):

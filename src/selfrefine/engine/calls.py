@@ -107,6 +107,7 @@ class Caller:
     ) -> tuple[CompletionResponse, CallRecord]:
         call.prompt_tokens, call.completion_tokens = response.prompt_tokens, response.completion_tokens
         call.response, call.cached = response.text, response.cached
+        call.finish_reason = response.finish_reason
         call.cached_prompt_tokens = response.cached_prompt_tokens
         call.seconds, call.wait_seconds = seconds, wait_seconds
         return response, call

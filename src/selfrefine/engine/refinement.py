@@ -40,8 +40,9 @@ from ..core.records import (
 from ..core.stoprule import stop_hit
 from .calls import BudgetExceeded, Caller, CallLog
 from .candidates import Pool
+from .incomplete import INCOMPLETE_METRIC, cut_off
 from .sampled import SampledSteps, chosen, same_text
-from .selection import rejection, select_index
+from .selection import rejection, rejection_detail, select_index
 from .settings import Settings
 from .strategy import START_WIDTH, RoundOutcome
 from .task import Task
@@ -108,7 +109,7 @@ class Refinement(SampledSteps):
                 yield step
             return
         draft, call = await self._draft("generate", 0, prompt)
-        self.iterations.append(Iteration(index=0, draft=draft))
+        self.iterations.append(Iteration(index=0, draft=draft, finish_reason=call.finish_reason))
         for step in self._drafted(0, draft, call):
             yield step
         if self.settings.verify_every_draft:
@@ -147,10 +148,10 @@ class Refinement(SampledSteps):
         while True:
             n = len(self.iterations)
             draft, call = await self._draft("refine", n, self._refine_prompt())
-            self.iterations.append(Iteration(index=n, draft=draft))
-            for step in self._drafted(n, draft, call):
+            self.iterations.append(Iteration(index=n, draft=draft, finish_reason=call.finish_reason))
+            rejected = await self._rejected(t, n)  # before the draft is shown, so it shows as rejected
+            for step in self._drafted(n, draft, call, accepted=not rejected):
                 yield step
-            rejected = await self._rejected(t, n)
             if rejected:
                 yield FeedbackStep(iteration=n, feedback=self.iterations[n].feedback)
             unchanged = same_text(draft, self.iterations[t].draft)
@@ -169,15 +170,19 @@ class Refinement(SampledSteps):
             # findings, then the refined draft again as the current one
             self.transcript += [t, n]
             decision = self._stop(self._decide(n, None))
-            detail = f"{rejected}; {decision.detail}" if decision.stop else rejected
-            yield decision.model_copy(update={"detail": detail})
+            yield decision.model_copy(update={"detail": rejection_detail(rejected, t, decision)})
             if decision.stop:
                 return
 
     def _drafted(
-        self, t: int, draft: str, call: CallRecord | None, candidates: list[Candidate] | None = None
+        self,
+        t: int,
+        draft: str,
+        call: CallRecord | None,
+        candidates: list[Candidate] | None = None,
+        accepted: bool = True,
     ) -> list[Step]:
-        step = DraftStep(iteration=t, draft=draft, call=call, candidates=candidates or [])
+        step = DraftStep(iteration=t, draft=draft, call=call, candidates=candidates or [], accepted=accepted)
         return [*(CallStep(call=c) for c in self.log.drain()), step]
 
     async def _rejected(self, t: int, n: int) -> str:
@@ -193,7 +198,7 @@ class Refinement(SampledSteps):
             return ""
         it.accepted = False
         it.feedback = Feedback(text=check.text if check is not None else "", source="verifier", verification=check)
-        return f"rejected: {why}; draft {t} is refined again"
+        return f"rejected: {why}"
 
     def _stop(self, decision: DecisionStep) -> DecisionStep:
         self.stopped = self.stopped or decision.stop
@@ -324,7 +329,7 @@ class Refinement(SampledSteps):
         """The task's check of draft t: computed once (in a thread) and kept on the record."""
         it = self.iterations[t]
         if t not in self.verified:
-            it.verification = await asyncio.to_thread(self.task.verify, self.input, it.draft)
+            it.verification = await self._checked(it.draft, it.finish_reason)
             self.verified.add(t)
         return it.verification
 
@@ -387,8 +392,10 @@ class Refinement(SampledSteps):
         selected = select_index(self.iterations, self.settings.select)
         output = self.iterations[selected].draft if selected is not None else None
         metric = answer = metric_error = answer_error = None
-        if output is not None:
+        if selected is not None and output is not None:
             (metric, metric_error), (answer, answer_error) = await asyncio.to_thread(self._score_output, output)
+            if metric is not None and cut_off(self.iterations[selected].finish_reason):
+                metric = INCOMPLETE_METRIC  # a cut-off output is no answer, whatever is in it
         models = {role: self.backends[role].name for role in ROLES}
         files = {r: i for r in ROLES if (i := self.backends[r].model_info()) is not None}
         return RunResult(

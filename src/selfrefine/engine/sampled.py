@@ -26,10 +26,12 @@ from ..core.records import (
     Role,
     Step,
     StopReason,
+    Verification,
 )
 from .calls import BudgetExceeded
 from .candidates import best, critic_rank, earns_place, score, ties
-from .selection import score_text
+from .incomplete import demoted
+from .selection import rejection_detail, score_text
 from .strategy import Costs, RoundOutcome, affordable_width, lead, next_wave, plan_round, settled
 from .votes import majority_answer, tally
 
@@ -53,6 +55,10 @@ class SampledSteps:
     task: Any  # task.Task
     input: str
 
+    async def _checked(self, draft: str, finish_reason: str | None) -> Verification | None:
+        """The task's check of a draft (in a thread), demoted when its reply was cut off."""
+        return demoted(await asyncio.to_thread(self.task.verify, self.input, draft), finish_reason)
+
     async def _refine_sampled(self, t: int) -> AsyncIterator[Step]:
         """Refine draft t with several samples a round until the best earns its place (a
         higher verifier score than draft t) or a stop rule holds; ties keep draft t."""
@@ -65,9 +71,9 @@ class SampledSteps:
             it = await self._sampled("refine", n, prompt, width)
             self.iterations.append(it)
             self.pool.rescore(self.iterations)
-            for step in self._drafted(n, it.draft, chosen(it).call, it.candidates):
+            rejected = self._judge_round(t, it)  # before the draft is shown, so it shows as rejected
+            for step in self._drafted(n, it.draft, chosen(it).call, it.candidates, accepted=not rejected):
                 yield step
-            rejected = self._judge_round(t, it)
             if not rejected:
                 self.transcript.append(t)
                 self.current = n
@@ -75,9 +81,7 @@ class SampledSteps:
             yield FeedbackStep(iteration=n, feedback=it.feedback)
             self.transcript += [t, n]
             decision = self._stop(self._decide(n, None))
-            yield decision.model_copy(
-                update={"detail": f"{rejected}; {decision.detail}" if decision.stop else rejected}
-            )
+            yield decision.model_copy(update={"detail": rejection_detail(rejected, t, decision)})
 
     def _judge_round(self, t: int, it: Iteration) -> str:
         """Whether round ``it`` replaces draft t ("" ) or why not; a rejected round gets the
@@ -97,7 +101,7 @@ class SampledSteps:
             else f"no sample scored higher than draft {t} ({score_text(check)} vs {score_text(parent.verification)}; "
             "a tie keeps the parent)"
         )
-        return f"rejected: {why}; draft {t} is refined again"
+        return f"rejected: {why}"
 
     def _next_width(self, critique: bool = False, prompt: str | None = None) -> tuple[int, str]:
         """The samples of the next round: fixed, or the auto strategy's choice (planned with
@@ -171,11 +175,14 @@ class SampledSteps:
             cands += await self._more_votes(prompt, len(cands))
         if not cands:  # every sample empty: the step repeats the draft it refines (an echo)
             cands = [Candidate(draft=self.iterations[self.current].draft if self.iterations else "", call=last_call)]
-            self.pool.add(cands[0], await asyncio.to_thread(self.task.verify, self.input, cands[0].draft))
+            parent = self.iterations[self.current].finish_reason if self.iterations else None
+            self.pool.add(cands[0], await self._checked(cands[0].draft, parent))
         cands[await self._break_ties(n, cands)].chosen = True
         self.verified.add(n)
+        top = chosen_of(cands)
+        finish = top.call.finish_reason if top.call is not None else None
         return Iteration(
-            index=n, draft=chosen_of(cands).draft, verification=chosen_of(cands).verification, candidates=cands
+            index=n, draft=top.draft, verification=top.verification, candidates=cands, finish_reason=finish
         )
 
     async def _samples(
@@ -198,7 +205,7 @@ class SampledSteps:
         if k > 0:
             pairs += await self.caller.call(role, n, request, n=k)
         cands = [c for c in (self._candidate(r.text, call) for r, call in pairs) if c is not None]
-        checks = await asyncio.gather(*(asyncio.to_thread(self.task.verify, self.input, c.draft) for c in cands))
+        checks = await asyncio.gather(*(self._checked(c.draft, c.call and c.call.finish_reason) for c in cands))
         for cand, check in zip(cands, checks):
             self.pool.add(cand, check)
         return cands, pairs[-1][1]

@@ -6,7 +6,7 @@ stored rows (``select_index`` with another policy shows what it would have retur
 
 from __future__ import annotations
 
-from ..core.records import Iteration, Verification
+from ..core.records import DecisionStep, Iteration, Verification
 
 
 def select_index(iterations: list[Iteration], policy: str) -> int | None:
@@ -46,6 +46,14 @@ def worse(new: Verification | None, old: Verification | None) -> bool:
     if old_score is None:
         return False
     return new_score is None or new_score < old_score
+
+
+def rejection_detail(rejected: str, t: int, decision: DecisionStep) -> str:
+    """What the loop does after rejecting a refinement of draft t: refine draft t again, or
+    stop (the decision's reason) instead."""
+    if decision.stop:
+        return f"{rejected}; the run stops ({decision.detail}) instead of refining draft {t} again"
+    return f"{rejected}; draft {t} is refined again"
 
 
 def score_text(check: Verification | None) -> str:

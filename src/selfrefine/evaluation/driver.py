@@ -22,6 +22,7 @@ from rich.table import Table
 
 from .. import __version__
 from ..core.errors import InputError
+from ..core.wording import plural
 from ..engine.loop import SelfRefine
 from ..engine.task import Task
 from .datasets import Example
@@ -188,10 +189,10 @@ def has_metric(task: Task) -> bool:
     return type(task).metric is not Task.metric
 
 
-def summary_table(summary: EvalSummary, folder: Path, metric: bool = True) -> Table:
+def summary_table(summary: EvalSummary, folder: Path, metric: bool = True, metric_name: str | None = None) -> Table:
     """The summary as a table; ``metric`` False (the task defines none) says so once where
-    the numbers would be, instead of a column of dashes."""
-    table = Table(title=f"{summary.task}: {summary.examples} examples → {folder}")
+    the numbers would be, instead of a column of dashes; ``metric_name`` says what it measures."""
+    table = Table(title=f"{summary.task}: {plural(summary.examples, 'example')} → {folder}")
     table.add_column("measure")
     table.add_column("value", justify="right")
 
@@ -200,6 +201,8 @@ def summary_table(summary: EvalSummary, folder: Path, metric: bool = True) -> Ta
 
     if not metric:
         table.add_row("metric", "no metric: the task defines none")
+    elif metric_name:
+        table.add_row("metric", escape(metric_name))
     for t, value in enumerate(summary.by_iteration if metric else ()):
         table.add_row("one-step (iteration 0)" if t == 0 else f"after {t} refinement(s)", fmt(value))
     if metric:

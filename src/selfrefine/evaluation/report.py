@@ -29,14 +29,17 @@ import click
 
 from ..core.errors import InputError
 from ..core.records import Iteration, RunResult
+from ..engine.incomplete import cut_off
 from ..engine.selection import select_index
 from .report_tables import (
     Cost,
     RunReport,
     delta_text,
+    differing_settings,
     html_tables,
     interval_text,
     markdown,
+    mixed_tasks_warning,
     number,
     unique_names,
 )
@@ -143,7 +146,9 @@ def run_table(folder: str | Path, *, seed: int = 0) -> RunReport:
 # --- plots ----------------------------------------------------------------------------------
 
 
-def _plot(path: Path, title: str, ylabel: str, series: list[tuple[str, list[float | None]]]) -> None:
+def _plot(
+    path: Path, title: str, ylabel: str, series: list[tuple[str, list[float | None]]], note: str | None = None
+) -> None:
     # The object-oriented API renders with Agg and touches no global pyplot state.
     from matplotlib.figure import Figure
 
@@ -154,7 +159,7 @@ def _plot(path: Path, title: str, ylabel: str, series: list[tuple[str, list[floa
         ax.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", label=label)
     ax.set_xlabel("iteration (refinements)")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title if note is None else f"{title}\n({note})", fontsize=None if note is None else "medium")
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
     if series:
@@ -166,7 +171,10 @@ def _plot(path: Path, title: str, ylabel: str, series: list[tuple[str, list[floa
 def write_plots(reports: Sequence[RunReport], out: Path) -> list[Path]:
     names = unique_names(reports)
     metric = out / METRIC_PLOT
-    _plot(metric, "Metric vs. iteration", "mean metric", [(n, r.by_iteration) for n, r in zip(names, reports)])
+    tasks = list(dict.fromkeys(r.task for r in reports))
+    note = f"different tasks, unlike metrics: {', '.join(tasks)}" if len(tasks) > 1 else None
+    series = [(n, r.by_iteration) for n, r in zip(names, reports)]
+    _plot(metric, "Metric vs. iteration", "mean metric", series, note)
     cost = out / COST_PLOT
     cumulative = []
     for name, r in zip(names, reports):
@@ -221,6 +229,8 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
                 "feedback": it.feedback.text if it.feedback else None,
                 "feedback_source": it.feedback.source if it.feedback else None,
                 "feedback_error": it.feedback.parse_error if it.feedback else None,
+                "cut_off": cut_off(it.finish_reason),  # stopped at the token limit
+                "rejected": not it.accepted,  # a refinement accept="not_worse" turned down
                 **_samples(it),
             }
         )
@@ -332,9 +342,12 @@ def compare_table(folder_a: str | Path, folder_b: str | Path, *, seed: int = 0) 
     table = RichTable(box=box.ASCII, show_header=True)
     for col in ("", f"A: {na}", f"B: {nb}"):
         table.add_column(col, overflow="fold")
+    # what differs between the two (the model has its own row): the experiment's variable
+    varying = [(f"setting: {k}", a, b) for k, (a, b) in differing_settings([ra, rb]) if k != "model"]
     rows: list[tuple[str, str, str]] = [
         ("task", ra.task, rb.task),
         ("model", ra.model, rb.model),
+        *(varying or [("settings", "the same", "the same")]),
         ("n (failed, left out)", f"{ra.n} ({ra.failed})", f"{rb.n} ({rb.failed})"),
         (
             "judge / metric / answer errors",
@@ -392,6 +405,9 @@ def report_command(runs: tuple[Path, ...], out: Path, seed: int) -> None:
         reports = write_report(list(runs), out, seed=seed)
     except OSError as exc:  # a read-only or full --out: one line, not a traceback
         raise report_error(out, exc) from None
+    warning = mixed_tasks_warning(reports)
+    if warning:
+        click.echo(warning, err=True)
     click.echo(compare_lines(reports))
     for name in (MARKDOWN, HTML, METRIC_PLOT, COST_PLOT):
         click.echo(f"wrote {out / name}")

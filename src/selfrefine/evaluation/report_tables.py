@@ -91,16 +91,36 @@ def unique_names(reports: Sequence[RunReport]) -> list[str]:
     return [f"{r.name} ({r.folder})" if names.count(r.name) > 1 else r.name for r in reports]
 
 
-def _settings(reports: Sequence[RunReport]) -> list[str]:
-    """What differs between runs (config keys and models): the ablation's variable."""
+def differing_settings(reports: Sequence[RunReport]) -> list[tuple[str, list[str]]]:
+    """The settings that differ between runs (config keys and model), each with every run's
+    value ("-" where a run does not record it): the ablation's variable."""
 
     def show(value: Any) -> str:
         return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
     flat = [{**{k: show(v) for k, v in r.config.items()}, "model": r.model} for r in reports]
     keys = sorted({k for f in flat for k in f})
-    varying = [k for k in keys if len({f.get(k) for f in flat}) > 1]
-    return [", ".join(f"{k}={f.get(k, '-')}" for k in varying) or "-" for f in flat]
+    return [(k, [f.get(k, "-") for f in flat]) for k in keys if len({f.get(k) for f in flat}) > 1]
+
+
+def _settings(reports: Sequence[RunReport]) -> list[str]:
+    """Per run, its values of the settings that differ: "max_iterations=2, select=best"."""
+    varying = differing_settings(reports)
+    return [", ".join(f"{k}={values[i]}" for k, values in varying) or "-" for i in range(len(reports))]
+
+
+def mixed_tasks_warning(reports: Sequence[RunReport]) -> str | None:
+    """A warning when the runs are of different tasks: their metrics measure different
+    things, so one axis or one table column puts unlike numbers side by side."""
+    tasks = list(dict.fromkeys(r.task for r in reports))
+    if len(tasks) < 2:
+        return None
+    metrics = "; ".join(f"{t}: {next(r.metric_name for r in reports if r.task == t)}" for t in tasks)
+    return (
+        f"Warning: these runs are of {len(tasks)} different tasks ({metrics}). Their metrics measure "
+        "different things, so the metric plot and the tables put unlike numbers side by side: "
+        "compare runs of one task."
+    )
 
 
 def tables(reports: Sequence[RunReport]) -> list[Table]:
@@ -265,6 +285,9 @@ def _md_cell(text: str) -> str:
 
 def markdown(reports: Sequence[RunReport]) -> str:
     parts = ["# Self-Refine report", ""]
+    warning = mixed_tasks_warning(reports)
+    if warning:
+        parts += [f"> **{warning}**", ""]
     for title, header, rows in tables(reports):
         parts += [
             f"## {title}",
@@ -283,7 +306,8 @@ def markdown(reports: Sequence[RunReport]) -> str:
 
 
 def html_tables(reports: Sequence[RunReport]) -> str:
-    parts = []
+    warning = mixed_tasks_warning(reports)
+    parts = [f'<p class="warning"><strong>{html.escape(warning)}</strong></p>'] if warning else []
     for title, header, rows in tables(reports):
         head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)

@@ -8,7 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from starlette.requests import Request
 
@@ -21,6 +21,8 @@ from ..core.records import (
     RunResult,
     Step,
 )
+from ..core.wording import score_note, verifier_note
+from ..engine.incomplete import cut_off
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, replay
 from .schemas import (
     AssistantMessage,
@@ -127,6 +129,14 @@ def trajectory(result: RunResult, decisions: list[DecisionStep]) -> dict[str, An
     return data
 
 
+def output_finish(result: RunResult) -> Literal["stop", "length"]:
+    """The answer's finish reason for API clients: "length" when the returned draft was cut
+    off at the token limit, as a plain chat completion says of a reply cut there."""
+    if result.selected is not None and cut_off(result.iterations[result.selected].finish_reason):
+        return "length"
+    return "stop"
+
+
 def usage_of(result: RunResult) -> UsageOut:
     u = result.usage
     return UsageOut(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens)
@@ -136,14 +146,16 @@ def reasoning_text(step: Step) -> str | None:
     """A step as the 'thinking' a chat UI shows; None for steps that are not shown."""
     if isinstance(step, DraftStep):
         title = "Draft 0 (first answer)" if step.iteration == 0 else f"Draft {step.iteration} (refined)"
-        if step.candidates:
+        if len(step.candidates) > 1:
             title += f", best of {len(step.candidates)} samples"
+        if not step.accepted:
+            title += ", rejected: not better than the draft it refines"
         return f"### {title}\n{step.draft.strip()}\n\n{_samples_text(step)}"
     if isinstance(step, FeedbackStep):
         fb = step.feedback
         if fb.source == "none":
             return None
-        score = f" (score {fb.total:g})" if fb.total is not None else ""
+        score = f" ({score_note(fb)})" if fb.total is not None else ""
         return f"### Feedback on draft {step.iteration}{score}\n{fb.text.strip()}\n\n"
     if isinstance(step, DecisionStep):
         if step.stop:
@@ -162,9 +174,7 @@ def _samples_text(step: DraftStep) -> str:
     for i, cand in enumerate(step.candidates, 1):
         if cand.chosen:
             continue
-        check = cand.verification
-        score = "no score" if check is None or check.score is None else f"score {check.score:.2f}"
-        lines.append(f"- sample {i} ({score}, not chosen): {' '.join(cand.draft.split())}")
+        lines.append(f"- sample {i} ({verifier_note(cand.verification)}, not chosen): {' '.join(cand.draft.split())}")
     return "\n".join(lines) + "\n\n" if lines else ""
 
 
@@ -207,7 +217,7 @@ class Completion:
             id=self.id,
             created=self.created,
             model=self.model,
-            choices=[Choice(message=message)],
+            choices=[Choice(message=message, finish_reason=output_finish(result))],
             usage=usage_of(result),
             selfrefine=trajectory(result, decisions),
         )
@@ -233,7 +243,7 @@ class Completion:
                     yield error_event(f"the run produced no answer: {result.error}", "backend_error", "no_output")
                     break
                 yield self.chunk(Delta(content=f"{THINK_CLOSE}{result.output}" if think else result.output))
-                yield self.chunk(Delta(), finish_reason="stop", selfrefine=trajectory(result, decisions))
+                yield self.chunk(Delta(), finish_reason=output_finish(result), selfrefine=trajectory(result, decisions))
                 if include_usage:
                     yield self.chunk(Delta(), no_choices=True, usage=usage_of(result))
                 break

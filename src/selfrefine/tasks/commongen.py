@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
+from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
 from ..engine.parsing import json_object
 from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults
 
@@ -234,7 +235,7 @@ class CommonGen(Task):
             total=round(1 - len(known) / len(concepts), 4) if concepts else None,
             fields={
                 "missing_concepts": known,
-                "not_concepts": others,
+                **({"not_concepts": others} if others else {}),  # named, but not the input's
                 "commonsense": commonsense,
                 **({"copied_from_examples": copied, "dropped_commonsense": dropped} if copied else {}),
             },
@@ -260,6 +261,8 @@ class CommonGen(Task):
         return leaked_words(asked, commonsense, parse_concepts(input), draft, self.example_words)
 
     def metric(self, input: str, output: str, reference: Any = None) -> float:
+        if is_refusal(output):  # "I cannot write a sentence with dog, ball" names every concept
+            return INCOMPLETE_METRIC
         return concept_coverage(parse_concepts(input), output)
 
     def combine(self, critique: Feedback, check: Verification, *, input: str, draft: str) -> Feedback:
@@ -287,6 +290,9 @@ class CommonGen(Task):
 
     def verify(self, input: str, draft: str) -> Verification:
         """Missing concepts counted by code; commonsense is left to the model's critique."""
+        refused = refusal_check(draft)
+        if refused is not None:
+            return refused
         concepts = parse_concepts(input)
         missing = missing_concepts(concepts, draft)
         text = "Missing concepts (checked by code): " + (", ".join(missing) if missing else "NONE")

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
+from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
 from ..engine.parsing import json_input
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 
@@ -164,6 +165,8 @@ class Sentiment(Task):
         return Feedback(text=raw, fields={"phrases": list(dict.fromkeys(phrases))})
 
     def metric(self, input: str, output: str, reference: Any = None) -> float:
+        if is_refusal(output):  # "I'm sorry, but I can't" reads as negative to VADER
+            return INCOMPLETE_METRIC
         _, target = parse_sentiment_input(input)
         return 1.0 if has_sentiment(output, target) else 0.0
 
@@ -180,6 +183,9 @@ class Sentiment(Task):
         }
 
     def verify(self, input: str, draft: str) -> Verification:
+        refused = refusal_check(draft)
+        if refused is not None:
+            return refused
         _, target = parse_sentiment_input(input)
         score = compound_score(draft)
         oriented = score if target == "positive" else -score

@@ -2,7 +2,8 @@
 
 Input: a premise as plain text, or a JSON object ``{"premise": ..., "elements": [...],
 "min_words": N, "max_words": M}`` (elements: words or phrases the story must use; the
-length defaults to 60-200 words). The input is normalised to that JSON object.
+length defaults to 60-200 words, and at most ``MAX_WORDS_LIMIT`` fit the draft's token
+limit). The input is normalised to that JSON object.
 
 Feedback rates four aspects 1-5 with a reason (coherence, premise followed, constraints
 met, interest), constrained to JSON where the backend supports it; the loop stops when
@@ -22,6 +23,7 @@ from typing import Any
 
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
+from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
 from ..engine.parsing import json_aspect_ratings, json_input
 from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from .commongen import concept_coverage, missing_concepts
@@ -33,6 +35,13 @@ ASPECTS = {
     "premise": "premise followed",
 }
 MIN_WORDS, MAX_WORDS = 60, 200
+# The word range must fit the draft's token limit with room to spare: English prose takes
+# about 1.3-1.4 tokens a word in the catalogue models' tokenizers, and a small model
+# overshoots the range by up to half (273 words asked for at most 200). The limit holds
+# MAX_WORDS_LIMIT words with that margin; a longer range is refused at the input.
+TOKENS_PER_WORD, OVERSHOOT = 1.4, 1.5
+DRAFT_TOKENS = 480
+MAX_WORDS_LIMIT = int(DRAFT_TOKENS / (TOKENS_PER_WORD * OVERSHOOT))
 LOOP_NGRAM, LOOP_REPEATS = 4, 3
 FEEDBACK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -67,8 +76,13 @@ def parse_story_input(text: str) -> dict[str, Any]:
     if not isinstance(elements, list) or not all(isinstance(e, str) and e.strip() for e in elements):
         raise InputError('story "elements" must be a list of non-empty strings')
     low, high = data.get("min_words", MIN_WORDS), data.get("max_words", MAX_WORDS)
-    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (low, high)) or not 1 <= low <= high <= 2000:
-        raise InputError('story "min_words"/"max_words" must be whole numbers with 1 <= min_words <= max_words <= 2000')
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (low, high)) or not 1 <= low <= high:
+        raise InputError('story "min_words"/"max_words" must be whole numbers with 1 <= min_words <= max_words')
+    if high > MAX_WORDS_LIMIT:
+        raise InputError(
+            f'story "max_words" {high} does not fit the {DRAFT_TOKENS}-token draft limit with margin; '
+            f"at most {MAX_WORDS_LIMIT} words"
+        )
     return {
         "premise": " ".join(data["premise"].split()),
         "elements": [e.strip().lower() for e in elements],
@@ -123,7 +137,7 @@ class Story(Task):
         ),
         generic_feedback="Make the story more coherent and interesting, and follow the premise closely.",
         temperature={"generate": 0.7, "feedback": 0.7, "refine": 0.7},
-        max_tokens={"generate": 320, "feedback": 200, "refine": 320},
+        max_tokens={"generate": DRAFT_TOKENS, "feedback": 200, "refine": DRAFT_TOKENS},
         feedback_schema=FEEDBACK_SCHEMA,
         stop_sequences={
             "generate": ["\nPremise:", "\nRatings:"],
@@ -167,9 +181,14 @@ class Story(Task):
         )
 
     def metric(self, input: str, output: str, reference: Any = None) -> float:
+        if is_refusal(output):  # it misses no element only because it tells no story
+            return INCOMPLETE_METRIC
         return checks_score(story_checks(parse_story_input(input), output))
 
     def verify(self, input: str, draft: str) -> Verification:
+        refused = refusal_check(draft)
+        if refused is not None:
+            return refused
         spec = parse_story_input(input)
         checks = story_checks(spec, draft)
         lines = []

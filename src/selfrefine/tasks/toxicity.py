@@ -31,6 +31,7 @@ from typing import Any
 
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
+from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
 from ..engine.parsing import json_input
 from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from .commongen import lemmas
@@ -190,6 +191,8 @@ class Toxicity(Task):
         return super().combine(critique, check, input=input, draft=draft)
 
     def metric(self, input: str, output: str, reference: Any = None) -> float:
+        if is_refusal(output):  # a refusal is not offensive, but it is no rewrite either
+            return INCOMPLETE_METRIC
         return metric_parts(input, output)["combined"]
 
     metric_parts_doc = f"non_toxic: p_toxic < {THRESHOLD}; combined = (1 - p_toxic) x preservation"
@@ -198,6 +201,9 @@ class Toxicity(Task):
         return metric_parts(input, output)
 
     def verify(self, input: str, draft: str) -> Verification:
+        refused = refusal_check(draft)
+        if refused is not None:
+            return refused
         prob = p_toxic(draft)
         words = offending_words(draft)
         kept = preservation(input, draft)

@@ -1,0 +1,89 @@
+"""Drafts that are no answer: a refusal, or a reply cut off at the token limit.
+
+A model that answers "I'm sorry, but I cannot …" or stops mid-sentence at ``max_tokens``
+has written no answer, whatever a task's checks find in the text (a refusal uses none of a
+story's required elements, so it misses none). One rule for every task:
+
+- a cut-off draft (its call's ``finish_reason`` is ``"length"``) is demoted by the engine:
+  its verification never passes and scores :data:`INCOMPLETE_SCORE`, and as the output its
+  metric is :data:`INCOMPLETE_METRIC`;
+- a refusal is recognised by its wording (:func:`is_refusal`: the reply *opens* with a
+  common refusal phrasing) in the built-in tasks' own ``verify`` and ``metric``, which
+  return :func:`refusal_check` and :data:`INCOMPLETE_METRIC` for it.
+
+:data:`INCOMPLETE_SCORE` is below every built-in verifier's range (the lowest, sentiment's,
+starts at -1), so ``select="verified"`` and ``accept="not_worse"`` never prefer such a
+draft to a complete one. The metric's 0 is its floor: a mean over examples counts it as
+a failure, as a wrong answer.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..core.records import Verification
+
+INCOMPLETE_SCORE = -2.0
+INCOMPLETE_METRIC = 0.0
+CUT_OFF = "length"  # the finish reason of a reply stopped by max_tokens
+
+_CANNOT = r"(?:can ?not|can'?t|won'?t|will not|am unable to|'?m unable to|am not able to|'?m not able to)"
+_DO = (
+    r"(?:help|assist|provide|create|write|compose|generate|produce|improve|revise|rewrite|"
+    r"complete|continue|comply|fulfil+|do that|do this|answer|support|engage|make)"
+)
+_REFUSAL = re.compile(
+    rf"""^\s*(?:
+        (?:i'?m|i\ am)\ (?:really\ |very\ |so\ )?sorry,?\ (?:but\ )?(?:i|as\ an\ ai)\b
+      | i\ apologi[sz]e,?\ (?:but\ )?i\b
+      | sorry,?\ (?:but\ )?i\ {_CANNOT}
+      | unfortunately,?\ i\ {_CANNOT}
+      | i\ {_CANNOT}\ (?:\w+\ ){{0,2}}{_DO}\b
+      | i\ must\ (?:respectfully\ )?decline
+      | as\ an\ ai\b
+    )""",
+    re.IGNORECASE | re.VERBOSE,
+)
+
+
+def is_refusal(text: str) -> bool:
+    """Whether a reply opens with a refusal ("I'm sorry, but I cannot…", "I can't help
+    with…", "As an AI…"). Only the opening counts: a story whose character says "I'm
+    sorry" later on, or a quoted line, is not a refusal."""
+    return bool(_REFUSAL.match(text.replace("\u2019", "'")))
+
+
+def cut_off(finish_reason: str | None) -> bool:
+    """Whether a reply stopped at the token limit rather than finishing."""
+    return finish_reason == CUT_OFF
+
+
+def incomplete(text: str, finish_reason: str | None = None) -> str | None:
+    """Why a draft is no complete answer ("cut off at the token limit", "a refusal"), or None."""
+    if cut_off(finish_reason):
+        return "cut off at the token limit"
+    if is_refusal(text):
+        return "a refusal"
+    return None
+
+
+def refusal_check(draft: str) -> Verification | None:
+    """A task's verification of a refusal (None: the draft is no refusal)."""
+    if not is_refusal(draft):
+        return None
+    return Verification(
+        text="The draft is a refusal, not an answer: write the answer the task asks for.",
+        passed=False,
+        score=INCOMPLETE_SCORE,
+    )
+
+
+def demoted(check: Verification | None, finish_reason: str | None) -> Verification | None:
+    """A task's check of a draft (None: the task has none), demoted when its reply was cut
+    off at the token limit: it does not pass and scores below any complete draft, and the findings say why."""
+    if check is None or not cut_off(finish_reason):
+        return check
+    note = "The draft was cut off at the token limit (it stops mid-way): write a shorter, complete one."
+    return check.model_copy(
+        update={"text": f"{note}\n{check.text}".strip(), "passed": False, "score": INCOMPLETE_SCORE}
+    )
