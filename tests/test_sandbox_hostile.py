@@ -162,6 +162,13 @@ def test_a_program_cannot_forge_its_cpu_time(forgery):
     assert _seconds(forgery) > 0.5 * honest
 
 
+def test_without_a_cgroup_the_time_is_the_launchers_rusage_and_cannot_be_written(monkeypatch):
+    monkeypatch.setattr(process, "cgroups", lambda: dataclasses.replace(cgroups(), cpu=None, memory=None))
+    honest = _seconds(WORK)
+    assert honest > 0.02
+    assert _seconds(FORGE_FD) > 0.5 * honest
+
+
 def test_codeopt_timing_sees_the_work_of_an_unwaited_child():
     result = compare_programs(WORK, FORGE_CHILD, ["\n"], repeats=4, warmup=False)
     assert not result.errors and not result.faster, result.summary()
