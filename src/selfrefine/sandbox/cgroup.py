@@ -59,20 +59,21 @@ def _own_groups() -> dict[str, str]:
     return groups
 
 
-def _mounts() -> dict[str, str]:
-    """Controller (or "" for v2) -> mount point of a writable cgroup file system."""
-    found: dict[str, str] = {}
+def _mounts() -> dict[str, tuple[str, str]]:
+    """Controller (or "" for v2) -> (mount point, the group mounted there) of a writable
+    cgroup file system."""
+    found: dict[str, tuple[str, str]] = {}
     with open("/proc/self/mountinfo", encoding="utf-8") as fh:
         for line in fh:
             left, _, right = line.partition(" - ")
             fields, (fstype, _source, options) = left.split(), right.split()[:3]
-            if fields[3] != "/" or "ro" in fields[5].split(","):
-                continue  # a group's own subtree (cgroup namespace) or read-only: skip
+            if "ro" in fields[5].split(","):
+                continue
             if fstype == "cgroup2":
-                found.setdefault("", fields[4])
+                found.setdefault("", (fields[4], fields[3]))
             elif fstype == "cgroup":
                 for name in options.split(","):
-                    found.setdefault(name, fields[4])
+                    found.setdefault(name, (fields[4], fields[3]))
     return found
 
 
@@ -87,7 +88,10 @@ def cgroups() -> Cgroups:
     def parent(key: str) -> str | None:
         if key not in own or key not in mounts:
             return None
-        path = os.path.join(mounts[key], own[key].lstrip("/"))
+        point, root = mounts[key]  # a container may see only its own subtree mounted
+        if root != "/" and not (own[key] + "/").startswith(root.rstrip("/") + "/"):
+            return None
+        path = os.path.join(point, own[key][len(root.rstrip("/")) :].lstrip("/"))
         return path if os.path.isdir(path) else None
 
     v2, mem1, acct1 = parent(""), parent("memory"), parent("cpuacct")
