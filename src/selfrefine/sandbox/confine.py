@@ -11,6 +11,9 @@
   namespace's own ``pid_max`` (Linux >= 6.14), so the program can have at most
   :data:`MAX_PROCESSES` processes at once. Where no PID namespace can be made, the old
   process-group kill is all there is (a ``setsid()`` child escapes it).
+- **Mounts**: a mount namespace made in the same ``unshare``, probed by mounting a tmpfs in
+  it; :mod:`.launcher` uses it for the working directory's size-limited tmpfs, a private
+  ``/dev/shm`` and to hide package directories.
 """
 
 from __future__ import annotations
