@@ -11,6 +11,9 @@
   namespace's own ``pid_max`` (Linux >= 6.14), so the program can have at most
   :data:`MAX_PROCESSES` processes at once. Where no PID namespace can be made, the old
   process-group kill is all there is (a ``setsid()`` child escapes it).
+- **Mounts**: a mount namespace made in the same ``unshare``, probed by mounting a tmpfs in
+  it; :mod:`.launcher` uses it for the working directory's size-limited tmpfs, a private
+  ``/dev/shm`` and to hide package directories.
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ from . import landlock
 from .isolation import CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, _preexec, _probe, _unshare_fn, opted_out
 
 FILES_ENV = "SELFREFINE_SANDBOX_FILES"
+# A mount namespace serves only where a tmpfs can be mounted in it (the launcher's disk cap)
+_MOUNT_PROBE = (
+    "import ctypes, sys\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "ok = libc.mount(b'none', b'/', None, 16384 | 262144, None) == 0 and "
+    "libc.mount(b'tmpfs', b'/tmp', b'tmpfs', 6, b'size=1m') == 0\nsys.exit(0 if ok else 3)\n"
+)
 PID_MAX = 301  # the smallest pid_max the kernel accepts: pids 1..300
 MAX_PROCESSES = PID_MAX - 1
 
@@ -51,7 +60,7 @@ def confinement() -> Confinement:
     if _unshare_fn() is not None:
         user_pid, pid = CLONE_NEWUSER | CLONE_NEWPID, CLONE_NEWPID
         for flags in (user_pid | CLONE_NEWNS, pid | CLONE_NEWNS, user_pid, pid):
-            if _probe(_preexec(flags, None), "pass") == 0:
+            if _probe(_preexec(flags, None), _MOUNT_PROBE if flags & CLONE_NEWNS else "pass") == 0:
                 pid_flags = flags
                 break
     if not pid_flags:

@@ -4,13 +4,19 @@ Landlock (Linux >= 5.13) lets an unprivileged process give up file access for it
 every process it later forks or execs; no later process can lift it. The ruleset built
 here (:func:`build_ruleset`) allows only:
 
-- reading the Python standard library (``sysconfig``'s ``stdlib``/``platstdlib``), the
-  interpreter binary, its shared ``libpython`` and a virtualenv's ``pyvenv.cfg`` (not its
-  site-packages);
+- reading the base interpreter's standard library (``sys.base_prefix``'s
+  ``stdlib``/``platstdlib``: in a virtualenv, not the virtualenv's own ``lib``; listing the
+  directory itself, reading every entry but the package directories), the
+  interpreter binary, its shared ``libpython`` and a virtualenv's ``pyvenv.cfg``;
 - reading and executing the system library directories (``/lib``, ``/lib64``,
   ``/usr/lib``, ``/usr/lib64``), which the dynamic loader needs to start any program, and
   the system programs in ``/bin`` and ``/usr/bin`` (``os.system``, ``subprocess`` of
   ``sh``/``echo``); what they can open is limited by the same rules;
+- never any ``site-packages`` or ``dist-packages`` directory (the virtualenv's, the base
+  interpreter's inside its standard library, the system's ``/usr/lib/python3*/``): Landlock
+  cannot take a right back below a granted directory, so a granted directory that holds one
+  is granted entry by entry instead (:func:`_grant`); third-party packages can then be
+  neither imported nor read;
 - ``/dev/null`` (read/write) and ``/dev/zero``, ``/dev/random``, ``/dev/urandom`` (read);
 - everything inside the program's own temporary directory (read, write, create, delete).
 
@@ -27,7 +33,10 @@ parent builds the ruleset, the launcher in the child applies it with
 from __future__ import annotations
 
 import ctypes
+import functools
+import glob
 import os
+import stat
 import sys
 import sysconfig
 
@@ -58,6 +67,7 @@ class _PathBeneathAttr(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+@functools.lru_cache(maxsize=1)
 def _libc():
     return ctypes.CDLL(None, use_errno=True)
 
@@ -100,8 +110,9 @@ def build_ruleset(workdir: str, abi: int) -> int:
     if fd < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
+        add = _libc().syscall
         for path, rights in _allowed(workdir, handled):
-            _add_rule(fd, path, rights)
+            _add_rule(add, fd, path, rights)
     except OSError:
         os.close(fd)
         raise
@@ -109,29 +120,90 @@ def build_ruleset(workdir: str, abi: int) -> int:
 
 
 def _allowed(workdir: str, handled: int) -> list[tuple[str, int]]:
+    rules = [(workdir, handled), ("/dev/null", READ_FILE | WRITE_FILE | TRUNCATE)]
+    rules += [(path, READ_FILE) for path in ("/dev/zero", "/dev/random", "/dev/urandom")]
+    rules = [rule for rule in rules if os.path.exists(rule[0])] + list(_shared_rules())
+    return [(path, rights & handled) for path, rights in rules]
+
+
+def base_paths() -> dict[str, str]:
+    """``sysconfig`` paths of the base interpreter (a virtualenv's own ones left out)."""
+    return sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
+
+
+@functools.lru_cache(maxsize=1)
+def package_dirs() -> frozenset[str]:
+    """Every directory of third-party packages the interpreter or the system has."""
+    dirs = set()
+    for paths in (sysconfig.get_paths(), base_paths()):
+        dirs |= {paths["purelib"], paths["platlib"]}
+    dirs |= {p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")}
+    for root in ("/usr/lib", "/usr/local/lib", "/usr/lib64", sys.base_prefix, sys.prefix):
+        dirs |= set(glob.glob(os.path.join(root, "python*", "*-packages")))
+        dirs |= set(glob.glob(os.path.join(root, "lib", "python*", "*-packages")))
+    return frozenset(os.path.realpath(d) for d in dirs)
+
+
+@functools.lru_cache(maxsize=1)
+def _shared_rules() -> tuple[tuple[str, int], ...]:
+    """The rules every run shares (computed once: listing directories costs)."""
     read = READ_FILE | READ_DIR
-    rules = [(workdir, handled)]
+    denied = package_dirs()
+    rules: list[tuple[str, int]] = []
     for key in ("stdlib", "platstdlib"):
-        rules.append((sysconfig.get_paths()[key], read))
+        rules += _grant(base_paths()[key], read, denied)
+        # the import system lists the directory itself (a package directory below it is
+        # listable too, its files not: the launcher mounts an empty tmpfs over it)
+        rules.append((base_paths()[key], READ_DIR))
     rules.append((os.path.realpath(sys.executable), READ_FILE | EXECUTE))
     # a virtualenv's interpreter reads its pyvenv.cfg at start-up (a child running sys.executable)
     rules.append((os.path.join(os.path.dirname(os.path.dirname(sys.executable)), "pyvenv.cfg"), READ_FILE))
     libdir, libpython = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")
     if libdir and libpython:
         rules.append((os.path.join(libdir, libpython), READ_FILE | EXECUTE))
-    rules += [(path, read | EXECUTE) for path in SYSTEM_LIBRARIES + SYSTEM_PROGRAMS]
-    rules.append(("/dev/null", READ_FILE | WRITE_FILE | TRUNCATE))
-    rules += [(path, READ_FILE) for path in ("/dev/zero", "/dev/random", "/dev/urandom")]
-    return [(path, rights & handled) for path, rights in rules if os.path.exists(path)]
+    for path in SYSTEM_LIBRARIES + SYSTEM_PROGRAMS:
+        rules += _grant(path, read | EXECUTE, denied)
+    unique: dict[str, int] = {}
+    for path, rights in rules:
+        if os.path.exists(path):
+            unique[os.path.realpath(path)] = unique.get(os.path.realpath(path), 0) | rights
+    return tuple(sorted(unique.items()))
 
 
-def _add_rule(ruleset: int, path: str, rights: int) -> None:
+@functools.lru_cache(maxsize=1)
+def hidden_dirs() -> tuple[str, ...]:
+    """The package directories inside the standard library directories (listable there)."""
+    tops = {os.path.realpath(base_paths()[key]).rstrip("/") + "/" for key in ("stdlib", "platstdlib")}
+    return tuple(sorted(d for d in package_dirs() if any(d.startswith(top) for top in tops) and os.path.isdir(d)))
+
+
+def workdir_rights(abi: int) -> int:
+    """Every right Landlock handles at ``abi``: what the program may do in its own folder."""
+    return _fs_rights(abi)
+
+
+def _grant(path: str, rights: int, denied: frozenset[str]) -> list[tuple[str, int]]:
+    """Rules granting ``rights`` on ``path`` and below, except on the ``denied`` directories."""
+    real = os.path.realpath(path)
+    if real in denied or not os.path.exists(real):
+        return []
+    if not any(d.startswith(real.rstrip("/") + "/") for d in denied):
+        return [(real, rights)]
+    try:
+        entries = sorted(os.scandir(real), key=lambda entry: entry.name)
+    except OSError:
+        return []
+    # a link below a granted directory grants nothing where it points (as Landlock resolves it)
+    return [rule for e in entries if not e.is_symlink() for rule in _grant(e.path, rights, denied)]
+
+
+def _add_rule(add, ruleset: int, path: str, rights: int) -> None:
     target = os.open(path, os.O_PATH | os.O_CLOEXEC)
     try:
-        if not os.path.isdir(path):
+        if not stat.S_ISDIR(os.fstat(target).st_mode):
             rights &= FILE_ONLY  # directory rights on a file are EINVAL
         attr = _PathBeneathAttr(rights, target)
-        if _libc().syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(attr), 0) != 0:
+        if add(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(attr), 0) != 0:
             raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
     finally:
         os.close(target)
@@ -149,17 +221,4 @@ def _landlock(fd):
         return ctypes.get_errno()
     os.close(fd)
     return 0
-def _private_shm(fd, rights):
-    # Only ever called inside a new mount namespace: a tmpfs of the program's own on
-    # /dev/shm (multiprocessing's locks live there), added to the ruleset before it applies.
-    import ctypes, struct
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mount(b"none", b"/", None, 16384 | 262144, None) != 0:  # MS_REC | MS_PRIVATE
-        return
-    if libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", 2 | 4, b"size=64m,mode=1777") != 0:  # NOSUID, NODEV
-        return
-    if fd >= 0:
-        target = os.open("/dev/shm", os.O_PATH | os.O_CLOEXEC)
-        libc.syscall(445, fd, 1, ctypes.create_string_buffer(struct.pack("<Qi", rights, target)), 0)
-        os.close(target)
 """

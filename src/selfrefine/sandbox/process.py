@@ -19,15 +19,20 @@ so a program printing forever cannot fill the caller's memory) and no network:
    (no sitecustomize is needed, which ``-I`` would ignore anyway): a clear message for the
    program itself, but no barrier for the processes it starts.
 
-It never runs in the caller's process. With ``measure=True`` the launcher also reports
-the CPU time of the program itself (excluding interpreter start-up, ~20-40 ms, which
-would otherwise hide the speed of short programs) through a file descriptor the program
-does not know about.
+It never runs in the caller's process. Each run also gets a control group of its own
+(:mod:`.cgroup`): one memory cap for all of its processes, the CPU time they all used (with
+``measure=True``, counted from outside the program, without interpreter start-up) and a kill
+that reaches each of them; with a mount namespace its working directory is a size-limited
+tmpfs (:mod:`.launcher`), and the folder on the caller's disk is removed without recursion
+(:mod:`.cleanup`). Where no cgroup can be made, RLIMIT_NPROC limits the number of processes
+and ``measure`` falls back to ``getrusage`` of the launcher.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -36,14 +41,20 @@ import threading
 from dataclasses import dataclass
 
 from ..core.errors import SandboxUnavailableError
-from .confine import PID_MAX, Confinement, confinement, require_confinement, ruleset_fd
-from .isolation import CLONE_NEWNS, Isolation, child_setup, network_isolation, require_isolation
-from .landlock import RESTRICT_SOURCE, shm_rights
+from .cgroup import RunGroup, cgroups
+from .cleanup import remove_tree
+from .confine import Confinement, confinement, require_confinement, ruleset_fd
+from .isolation import CLONE_NEWNS, CLONE_NEWUSER, Isolation, child_setup, network_isolation, require_isolation
+from .landlock import hidden_dirs, shm_rights, workdir_rights
+from .launcher import CONFINE_FAILED, SOURCE
 
 __all__ = ["Isolation", "SandboxResult", "network_isolation", "run_python"]
 
 MARKER = "__SELFREFINE_RESULT__"
-CONFINE_FAILED = "__SELFREFINE_CONFINE_FAILED__"  # the launcher could not apply Landlock
+DISK_MB = 64  # the working directory's size (a tmpfs), where a mount namespace can be made
+FILE_MB = 16  # the largest file the program may write (RLIMIT_FSIZE), everywhere
+FALLBACK_PROCESSES = 16  # RLIMIT_NPROC where no memory cgroup caps all processes together
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,101 +65,41 @@ class SandboxResult:
     stderr: str = ""
     error: str | None = None  # short description of what went wrong
     timed_out: bool = False
-    seconds: float | None = None  # the program's own CPU time, with measure=True
+    seconds: float | None = None  # CPU time of the program and its processes, with measure=True
     returncode: int | None = None
 
 
-# The launcher runs first in the child: it blocks sockets, then executes main.py as
-# __main__ with the program's real file name (so tracebacks show its own line numbers),
-# and with ``measure`` writes the CPU time of that execution to the inherited fd. The main
-# thread's CPU clock is used because it is exact, while the process clock is tick-granular
-# (4 ms) on kernels once RLIMIT_CPU arms a CPU timer; when other threads or waited-for child
-# processes used clearly more CPU (work moved off the main thread), their total counts.
-_LAUNCHER = (
-    r"""
-import sys, time, os
-_CONFINE_FAILED = "__SELFREFINE_CONFINE_FAILED__"
-"""
-    + RESTRICT_SOURCE
-    + f"_PID_MAX = {PID_MAX}\n"
-    + r"""
-def _confine_processes():
-    # The launcher stays outside; the program becomes init of the new PID namespace, so
-    # when it ends (or the launcher dies: PDEATHSIG) the kernel kills all it started.
-    import ctypes, select, signal
-    alive, held = os.pipe()  # EOF on `alive` once the launcher is gone
-    child = os.fork()
-    if child:
-        os.close(alive)
-        _, status = os.waitpid(child, 0)
-        if os.WIFSIGNALED(status):
-            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
-            os.kill(os.getpid(), os.WTERMSIG(status))
-        os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
-    os.close(held)
-    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
-    if select.select([alive], [], [], 0)[0]:  # the launcher died before PDEATHSIG was set
-        os._exit(1)
-    os.close(alive)
-    try:
-        with open("/proc/sys/kernel/pid_max", "w") as fh:
-            fh.write(str(_PID_MAX))
-    except OSError:
-        pass  # kernels before 6.14 have one global pid_max
-def _blocked(*args, **kwargs):
-    raise PermissionError("network access is disabled in the selfrefine sandbox")
-import socket as _s, _socket
-for _mod in (_s, _socket):
-    for _name in ("socket", "socketpair", "create_connection", "create_server", "fromfd"):
-        if hasattr(_mod, _name):
-            setattr(_mod, _name, _blocked)
-del _mod, _name, _s, _socket
-_path, _fd, _rules, _pidns, _shm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", int(sys.argv[5])
-sys.argv = [_path]
-with open(_path, encoding="utf-8") as _fh:
-    _code = compile(_fh.read(), _path, "exec")
-if _pidns:
-    _confine_processes()
-if _shm:
-    _private_shm(_rules, _shm)
-if _rules >= 0:
-    _err = _landlock(_rules)
-    if _err:
-        os.write(2, ("%s errno %d\n" % (_CONFINE_FAILED, _err)).encode())
-        os._exit(97)
-_clock, _times, _write, _flush = time.thread_time, os.times, os.write, sys.stdout.flush
-def _total():
-    t = _times()
-    return t.user + t.system + t.children_user + t.children_system
-_g = {"__name__": "__main__", "__file__": _path, "__builtins__": __builtins__}
-_t0, _all0 = _clock(), _total()
-try:
-    exec(_code, _g)
-finally:
-    try:
-        _flush()
-    except Exception:
-        pass
-    if _fd >= 0:
-        _own, _all = _clock() - _t0, _total() - _all0
-        _write(_fd, repr(_all if _all > _own + 0.01 else _own).encode())
-"""
-)
+@dataclass(frozen=True)
+class _Limits:
+    timeout: float
+    memory_mb: int  # per process (address space) and, with a memory cgroup, for all together
+    disk_mb: int  # the working directory's tmpfs, with a mount namespace
+    max_output: int
 
 
-def _limits(cpu_seconds: int, memory_mb: int, file_mb: int, isolation: Isolation, pid_flags: int = 0):
+def _limits(limits: _Limits, isolation: Isolation, pid_flags: int, group: RunGroup | None):
     isolate = child_setup(isolation, pid_flags)
+    join = group.joiner() if group else None
+    cpu_seconds = max(1, int(limits.timeout) + 1)
+    # without a memory cap for all processes together: fewer processes, counted in the
+    # sandbox's own user namespace (elsewhere RLIMIT_NPROC counts all of the user's processes)
+    own_user = isolation.namespace == "user-namespace" or bool(pid_flags & CLONE_NEWUSER)
+    few = FALLBACK_PROCESSES if own_user and not (group and "memory" in group.dirs) else None
 
     def apply() -> None:  # pragma: no cover - runs in the child
         import resource
 
+        if join is not None:
+            join()  # before unsharing: the caller's own user namespace owns the groups
         isolate()  # before the rlimits: creating a namespace needs some memory
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
-        mem = memory_mb * 1024 * 1024
+        mem = limits.memory_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        size = file_mb * 1024 * 1024
+        size = FILE_MB * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if few is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (few, few))
 
     return apply
 
@@ -159,6 +110,7 @@ def run_python(
     call: str | None = None,
     timeout: float = 5.0,
     memory_mb: int = 512,
+    disk_mb: int = DISK_MB,
     max_output: int = 65_536,
     stdin: str = "",
     measure: bool = False,
@@ -166,7 +118,10 @@ def run_python(
 ) -> SandboxResult:
     """Execute ``code``; with ``call`` (e.g. ``"solution"``) also call it and return its repr.
 
-    ``measure``: report the program's own CPU seconds in ``SandboxResult.seconds``.
+    ``memory_mb``: the cap for all of the program's processes together (a memory cgroup)
+    and for each one's address space. ``disk_mb``: the size of its working directory.
+    ``measure``: report the CPU seconds the program and every process it started used in
+    ``SandboxResult.seconds``, as counted outside the program (see :mod:`.launcher`).
     ``isolation``: the network barriers to use; default every one :func:`network_isolation`
     found (tests pass a subset to exercise one mode). Raises :class:`SandboxUnavailableError`
     when none is given or found, unless ``SELFREFINE_SANDBOX_NETWORK=allow``."""
@@ -177,105 +132,152 @@ def run_python(
     script = code
     if call:
         script += f"\n\nif __name__ == '__main__':\n    print({MARKER!r} + repr({call}()))\n"
-    with tempfile.TemporaryDirectory(prefix="selfrefine-") as tmp:
+    limits = _Limits(timeout, memory_mb, disk_mb, max_output)
+    tmp = tempfile.mkdtemp(prefix="selfrefine-")
+    try:
         path = os.path.join(tmp, "main.py")
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(script)
-        timing = open(os.path.join(tmp, "timing"), "w+b") if measure else None
-        try:
-            fd = timing.fileno() if timing else -1
-            out, err, code_, timed_out = _execute(
-                path, tmp, fd, stdin, timeout, memory_mb, max_output, isolation, confined
-            )
-            seconds = _read_seconds(timing)
-        finally:
-            if timing:
-                timing.close()
-    return _result(out, err, code_, timed_out, timeout, call, seconds, max_output)
-
-
-def _read_seconds(timing) -> float | None:
-    if timing is None:
-        return None
-    timing.seek(0)
-    try:
-        return float(timing.read(64).decode())
-    except ValueError:
-        return None  # the program was killed before the launcher could report
-
-
-def _execute(
-    path: str,
-    cwd: str,
-    fd: int,
-    stdin: str,
-    timeout: float,
-    memory_mb: int,
-    max_output: int,
-    isolation: Isolation,
-    confined: Confinement,
-):
-    """Start the launcher, feed stdin, read capped output; kill the group on timeout."""
-    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "HOME": cwd, "TMPDIR": cwd, "PYTHONDONTWRITEBYTECODE": "1"}
-    rules = ruleset_fd(cwd, confined)
-    try:
-        proc = _start(path, cwd, (fd, rules), env, timeout, memory_mb, isolation, confined)
-    except subprocess.SubprocessError as exc:  # the isolation step failed in the child: fail closed
-        raise SandboxUnavailableError(
-            f"could not isolate the sandboxed program ({isolation.describe()}; {confined.describe()}) although "
-            f"the start-up probe succeeded: {exc}"
-        ) from exc
+        out, err, returncode, timed_out, seconds = _execute(path, stdin, measure, limits, isolation, confined)
     finally:
-        if rules >= 0:
-            os.close(rules)
-    # bytes kept per stream: the cap in characters, plus room for multi-byte characters
-    out_buf, err_buf = bytearray(), bytearray()
+        _remove(tmp)
+    return _result(out, err, returncode, timed_out, timeout, call, seconds, max_output)
+
+
+def _remove(folder: str) -> None:
+    try:
+        remove_tree(folder)
+    except OSError as exc:  # pragma: no cover - every process of the run is gone by now
+        log.warning("could not remove the sandbox folder %s: %s", folder, exc)
+
+
+def _execute(path: str, stdin: str, measure: bool, limits: _Limits, isolation: Isolation, confined: Confinement):
+    """Run the launcher in the run's control groups; remove them once all is over."""
+    found = cgroups()
+    try:
+        group = RunGroup(found, limits.memory_mb) if found.memory or found.cpu else None
+    except OSError as exc:
+        raise SandboxUnavailableError(
+            f"could not make the sandbox's control group ({found.describe()}): {exc}"
+        ) from exc
+    try:
+        return _supervise(path, stdin, measure, limits, isolation, confined, group)
+    finally:
+        if group is not None:
+            group.close()
+
+
+def _supervise(path, stdin, measure, limits: _Limits, isolation, confined: Confinement, group: RunGroup | None):
+    """Start the launcher, feed stdin, read capped output; kill it all at the end."""
+    report, measure_fd = os.pipe() if measure else (-1, -1)
+    try:
+        rules = ruleset_fd(os.path.dirname(path), confined)
+        try:
+            proc = _start(path, (measure_fd, rules), limits, isolation, confined, group)
+        except subprocess.SubprocessError as exc:  # the isolation step failed in the child: fail closed
+            raise SandboxUnavailableError(
+                f"could not isolate the sandboxed program ({isolation.describe()}; {confined.describe()}) although "
+                f"the start-up probe succeeded: {exc}"
+            ) from exc
+        finally:
+            for fd in (rules, measure_fd):
+                if fd >= 0:
+                    os.close(fd)
+        out_buf, err_buf = bytearray(), bytearray()
+        readers = _readers(proc, stdin, out_buf, err_buf, 4 * limits.max_output + 4)
+        timed_out, usage = _wait(proc, limits.timeout)
+        if group is not None:
+            group.kill()
+        for thread in readers:
+            thread.join(timeout=2.0)  # a process that left the group may hold a pipe: give up
+        if proc.returncode == 97 and CONFINE_FAILED.encode() in err_buf:
+            raise SandboxUnavailableError(
+                f"the sandboxed program could not be confined: {bytes(err_buf).decode(errors='replace').strip()}"
+            )
+        seconds = _seconds(report, usage, group) if measure else None
+    finally:
+        if report >= 0:
+            os.close(report)
+    return bytes(out_buf), bytes(err_buf), proc.returncode, timed_out, seconds
+
+
+def _readers(proc: subprocess.Popen, stdin: str, out_buf: bytearray, err_buf: bytearray, limit: int):
+    """Threads that drain stdout/stderr (``limit`` bytes kept per stream) and feed stdin."""
     readers = [
-        threading.Thread(target=_drain, args=(proc.stdout, out_buf, 4 * max_output + 4), daemon=True),
-        threading.Thread(target=_drain, args=(proc.stderr, err_buf, 4 * max_output + 4), daemon=True),
+        threading.Thread(target=_drain, args=(proc.stdout, out_buf, limit), daemon=True),
+        threading.Thread(target=_drain, args=(proc.stderr, err_buf, limit), daemon=True),
         threading.Thread(target=_feed, args=(proc.stdin, stdin.encode("utf-8")), daemon=True),
     ]
     for thread in readers:
         thread.start()
-    timed_out = False
+    return readers
+
+
+def _wait(proc: subprocess.Popen, timeout: float):
+    """Wait up to ``timeout``, kill the launcher's process group, reap it: (timed out, rusage).
+
+    The launcher is reaped only after the group kill, so its process group id cannot have
+    been reused by then; ``os.wait4`` gives the CPU time of it and of what it waited for."""
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # pragma: no cover - Linux < 5.3, or not Linux
+        try:
+            proc.wait(timeout=timeout)
+            return False, None
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait()
+            return True, None
+    try:
+        timed_out = not select.select([pidfd], [], [], timeout)[0]
+    finally:
+        os.close(pidfd)
     _kill_group(proc)
-    for thread in readers:
-        thread.join(timeout=2.0)  # a process that left the group may hold a pipe: give up
-    if proc.returncode == 97 and CONFINE_FAILED.encode() in err_buf:
-        raise SandboxUnavailableError(
-            f"the sandboxed program could not be confined: {bytes(err_buf).decode(errors='replace').strip()}"
-        )
-    return bytes(out_buf), bytes(err_buf), proc.returncode, timed_out
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except ChildProcessError:  # pragma: no cover - the caller ignores SIGCHLD: reaped already
+        proc.returncode = 0  # as subprocess.Popen reports it then
+        return timed_out, None
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return timed_out, usage
+
+
+def _seconds(report: int, usage, group: RunGroup | None) -> float | None:
+    """CPU seconds of the whole run minus what it had used before the program started."""
+    os.set_blocking(report, False)
+    try:
+        kind, _, before = os.read(report, 64).decode("ascii", "replace").partition(" ")
+    except BlockingIOError:  # pragma: no cover - the launcher closes its end before forking
+        return None
+    if not before.isdigit():
+        return None  # the launcher died before it could report
+    if kind == "cgroup" and group is not None:
+        after = group.cpu_seconds()
+    elif kind == "rusage" and usage is not None:
+        after = usage.ru_utime + usage.ru_stime
+    else:
+        return None
+    return None if after is None else max(0.0, after - int(before) / 1e6)
 
 
 def _start(
     path: str,
-    cwd: str,
     fds: tuple[int, int],
-    env: dict[str, str],
-    timeout: float,
-    memory_mb: int,
+    limits: _Limits,
     isolation: Isolation,
     confined: Confinement,
+    group: RunGroup | None,
 ) -> subprocess.Popen:
     fd, rules = fds
-    pid_flags, landlock_abi = confined.pid_flags, confined.landlock_abi
+    pid_flags, abi = confined.pid_flags, confined.landlock_abi
+    mounts = bool(pid_flags & CLONE_NEWNS)
+    cwd = os.path.dirname(path)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "HOME": cwd, "TMPDIR": cwd, "PYTHONDONTWRITEBYTECODE": "1"}
+    args = [path, str(fd), str(rules), "1" if pid_flags else "0"]
+    args += [str(shm_rights(abi)), str(workdir_rights(abi)), str(limits.disk_mb if mounts else 0)]
+    args += [group.cpu_file if group else "", os.pathsep.join(hidden_dirs()) if mounts else ""]
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-I",
-            "-c",
-            _LAUNCHER,
-            path,
-            str(fd),
-            str(rules),
-            "1" if pid_flags else "0",
-            str(shm_rights(landlock_abi) if pid_flags & CLONE_NEWNS else 0),
-        ],
+        [sys.executable, "-I", "-c", SOURCE, *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -283,7 +285,7 @@ def _start(
         env=env,
         pass_fds=tuple(f for f in fds if f >= 0),
         start_new_session=True,  # its own process group: a timeout kills its children too
-        preexec_fn=_limits(max(1, int(timeout) + 1), memory_mb, 16, isolation, pid_flags),
+        preexec_fn=_limits(limits, isolation, pid_flags, group),
     )
 
 
@@ -292,7 +294,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    proc.wait()
 
 
 def _drain(stream, buf: bytearray, limit: int) -> None:

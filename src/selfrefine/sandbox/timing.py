@@ -2,9 +2,12 @@
 
 Both programs run in the sandbox on the same inputs, alternating A, B, A, B, … so that
 slow drift of the machine (other jobs, thermal state, caches) hits both alike. Each run's
-time is the program's own CPU time measured inside the child (``run_python(measure=True)``),
-not the subprocess wall time: interpreter start-up (~20-40 ms) would otherwise swamp the
-difference between two short programs, and CPU time is less disturbed by a shared machine.
+time is the CPU time of the program and of every process it started, counted from outside
+the program (``run_python(measure=True)``: the run's control group, see :mod:`.launcher`),
+so a program can neither report a time of its own nor hide work in a child it never waits
+for; it is not the subprocess wall time: interpreter start-up (~20-40 ms), which precedes
+the count, would otherwise swamp the difference between two short programs, and CPU time
+is less disturbed by a shared machine.
 
 One sample per repetition is the sum of a program's times over all inputs (so a repetition
 is one pass over the test set, as a judge measures it). The speedup is
@@ -71,7 +74,7 @@ class TimingResult:
 
 
 def time_once(code: str, stdin: str, *, timeout: float = 10.0, memory_mb: int = 512) -> SandboxResult:
-    """One measured run (``result.seconds`` is the program's own CPU time)."""
+    """One measured run (``result.seconds``: CPU time of the program and its processes)."""
     return run_python(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, measure=True, max_output=1 << 20)
 
 

@@ -1,0 +1,163 @@
+"""The launcher: the source that runs first in the sandbox's child (``python -I -c``), kept
+as source because the child must not import selfrefine.
+
+In order, before any model-written code runs, it
+
+1. blocks the socket constructors (a clear message for the program itself) and takes the
+   package directories off ``sys.path`` (their files are not readable in any case);
+2. reads and compiles ``main.py``;
+3. with a PID namespace, forks: it stays outside as the waiting parent, the program runs as
+   the namespace's init (:mod:`.confine`);
+4. with a mount namespace, mounts a size-limited tmpfs over the working directory (the disk
+   cap; ``main.py`` is written into it again), a private ``/dev/shm``, and empty read-only
+   tmpfs over the package directories below the standard library (:mod:`.landlock`);
+5. with ``measure``, writes the CPU time used so far (the run's control group's counter, or
+   its own ``os.times()`` where there is no group) to the measure pipe, and closes it: the
+   caller subtracts it from what it reads itself once every process of the run is gone,
+   and the program never holds a descriptor through which it could report a time;
+6. applies the Landlock ruleset, with rules for the new mounts added first;
+7. runs ``main.py`` as ``__main__`` under its real file name, so tracebacks show its lines;
+   a measured program that ends normally then exits without the interpreter's teardown.
+"""
+
+from __future__ import annotations
+
+from .confine import PID_MAX
+from .landlock import RESTRICT_SOURCE
+
+CONFINE_FAILED = "__SELFREFINE_CONFINE_FAILED__"  # the launcher could not confine the program
+INODES = 16_384  # files and directories the program may create in its working directory
+SHM_MB = 16
+
+SOURCE = (
+    r"""
+import sys, os
+_CONFINE_FAILED = "__SELFREFINE_CONFINE_FAILED__"
+"""
+    + RESTRICT_SOURCE
+    + f"_PID_MAX, _INODES, _SHM_MB = {PID_MAX}, {INODES}, {SHM_MB}\n"
+    + r"""
+def _fail(what, err):
+    os.write(2, ("%s %s errno %d\n" % (_CONFINE_FAILED, what, err)).encode())
+    os._exit(97)
+def _confine_processes():
+    # The launcher stays outside; the program becomes init of the new PID namespace, so
+    # when it ends (or the launcher dies: PDEATHSIG) the kernel kills all it started.
+    import ctypes, select, signal
+    alive, held = os.pipe()  # EOF on `alive` once the launcher is gone
+    child = os.fork()
+    if child:
+        os.close(alive)
+        _, status = os.waitpid(child, 0)
+        if os.WIFSIGNALED(status):
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+            os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+    os.close(held)
+    ctypes.CDLL(None, use_errno=True).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    if select.select([alive], [], [], 0)[0]:  # the launcher died before PDEATHSIG was set
+        os._exit(1)
+    os.close(alive)
+    try:
+        with open("/proc/sys/kernel/pid_max", "w") as fh:
+            fh.write(str(_PID_MAX))
+    except OSError:
+        pass  # kernels before 6.14 have one global pid_max
+def _mount(libc, target, flags, options):
+    return libc.mount(b"tmpfs", target.encode(), b"tmpfs", flags, options.encode()) == 0
+def _allow(libc, fd, path, rights):
+    import ctypes, struct
+    try:
+        target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return False
+    rule = ctypes.create_string_buffer(struct.pack("<Qi", rights, target))
+    ok = libc.syscall(445, fd, 1, rule, 0) == 0
+    os.close(target)
+    return ok
+def _private_mounts(fd, shm, work, disk_mb, path, source, hide):
+    # Only ever called inside a new mount namespace (MS_NOSUID | MS_NODEV = 6).
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"none", b"/", None, 16384 | 262144, None) != 0:  # MS_REC | MS_PRIVATE
+        _fail("mount --make-rprivate /", ctypes.get_errno())
+    folder = os.path.dirname(path)
+    if not _mount(libc, folder, 6, "size=%dm,nr_inodes=%d,mode=700" % (disk_mb, _INODES)):
+        _fail("tmpfs on the working directory", ctypes.get_errno())
+    os.chdir(folder)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(source)
+    for empty in hide:  # MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+        if empty and not _mount(libc, empty, 15, "size=4k,nr_inodes=2,mode=555"):
+            _fail("hiding " + empty, ctypes.get_errno())
+    # (a working directory inside /dev/shm would be hidden by a new tmpfs there)
+    inside = (folder + "/").startswith("/dev/shm/")
+    shm_ok = not inside and _mount(libc, "/dev/shm", 6, "size=%dm,nr_inodes=1024,mode=1777" % _SHM_MB)
+    if fd >= 0 and not (_allow(libc, fd, folder, work) and (not shm_ok or _allow(libc, fd, "/dev/shm", shm))):
+        _fail("landlock_add_rule", ctypes.get_errno())
+def _spent(cpu_file):
+    # CPU seconds so far: of the run's control group, else of this process
+    if cpu_file:
+        with open(cpu_file) as fh:
+            text = fh.read()
+        if cpu_file.endswith("cpu.stat"):
+            return "cgroup %d" % int(text.split("usage_usec", 1)[1].split()[0])
+        return "cgroup %d" % (int(text.split()[0]) // 1000)
+    t = os.times()
+    return "rusage %d" % int((t.user + t.system) * 1e6)
+def _forget_packages():
+    # site.py put the package directories on sys.path and listed them into the importers'
+    # caches before Landlock applied: forget both, and any module imported from there
+    found = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+    sys.path[:] = [p for p in sys.path if p not in found]
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None) or ""
+        if any(where.startswith(p + os.sep) for p in found):
+            del sys.modules[name]
+    sys.path_importer_cache.clear()
+def _blocked(*args, **kwargs):
+    raise PermissionError("network access is disabled in the selfrefine sandbox")
+import socket as _s, _socket
+for _mod in (_s, _socket):
+    for _name in ("socket", "socketpair", "create_connection", "create_server", "fromfd"):
+        if hasattr(_mod, _name):
+            setattr(_mod, _name, _blocked)
+del _mod, _name, _s, _socket
+_path, _fd, _rules, _pidns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+_shm, _work, _disk, _cpu = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
+_hide = sys.argv[9].split(os.pathsep)
+sys.argv = [_path]
+_forget_packages()
+with open(_path, encoding="utf-8") as _fh:
+    _source = _fh.read()
+_code = compile(_source, _path, "exec")
+if _pidns:
+    _confine_processes()
+if _disk:
+    _private_mounts(_rules, _shm, _work, _disk, _path, _source, _hide)
+del _source
+if _fd >= 0:
+    os.write(_fd, _spent(_cpu).encode())
+    os.close(_fd)
+if _rules >= 0:
+    _err = _landlock(_rules)
+    if _err:
+        _fail("landlock_restrict_self", _err)
+_measured = _fd >= 0
+del _fd
+exec(_code, {"__name__": "__main__", "__file__": _path, "__builtins__": __builtins__})
+if _measured:
+    # Skip the interpreter's teardown, a few ms of CPU that would be added to every measured
+    # program; what a program can see of a normal exit still happens.
+    if "threading" in sys.modules:
+        sys.modules["threading"]._shutdown()
+    import atexit
+    atexit._run_exitfuncs()
+    for _stream in (sys.stdout, sys.stderr):
+        try:
+            _stream.flush()
+        except Exception:
+            pass
+    os._exit(0)
+"""
+)
