@@ -32,6 +32,7 @@ from .core.errors import (
 from .core.records import (
     CallRecord,
     DecisionStep,
+    DeltaStep,
     DraftStep,
     Feedback,
     FeedbackStep,
@@ -63,6 +64,7 @@ __all__ = [
     "CompletionResponse",
     "ConfigError",
     "DecisionStep",
+    "DeltaStep",
     "DraftStep",
     "FakeBackend",
     "Feedback",

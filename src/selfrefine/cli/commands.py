@@ -133,8 +133,19 @@ def build_engine(task: str, flags: dict[str, Any], loaded: Task | None = None, *
 @click.option("--reference", help="Reference answer, for the task's metric.")
 @click.option("--record-prompts", is_flag=True, help="Keep every prompt in the result.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run result as one JSON object.")
+@click.option(
+    "--live/--no-live",
+    default=None,
+    help="Show each draft and critique while the model writes it (default: when stdout is a terminal).",
+)
 def run(
-    task: str, input: str | None, input_file: Path | None, reference: str | None, as_json: bool, **options: Any
+    task: str,
+    input: str | None,
+    input_file: Path | None,
+    reference: str | None,
+    as_json: bool,
+    live: bool | None,
+    **options: Any,
 ) -> None:
     """Run Self-Refine on one INPUT with TASK (a built-in name or a YAML task file).
 
@@ -150,7 +161,7 @@ def run(
     text = _read_input(input, input_file)
     the_task.prepare_input(text)  # fail on bad input before loading any model
     engine = build_engine(task, options, the_task, record_prompts=options.pop("record_prompts"))
-    show = None if as_json else StepPrinter()
+    show = None if as_json else StepPrinter(live=sys.stdout.isatty() if live is None else live)
     result = asyncio.run(_drive(engine, text, reference, show))
     if as_json:
         click.echo(result.model_dump_json())
@@ -397,7 +408,7 @@ def _check_ray_flags(
 async def _drive(engine: SelfRefine, text: str, reference: str | None, show: StepPrinter | None) -> RunResult:
     result = None
     try:
-        async for step in engine.astream(text, reference):
+        async for step in engine.astream(text, reference, deltas=show is not None and show.live):
             if show is not None:
                 show(step)
             if isinstance(step, ResultStep):
