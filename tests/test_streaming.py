@@ -355,7 +355,8 @@ def test_served_chat_streams_each_draft_token_by_token_before_its_call_ends(serv
     assert first is not None and whole is not None
     draft_chunks = [r for t, r in reasoning if first <= t <= whole]
     assert len(draft_chunks) >= 5, draft_chunks
-    assert whole >= 1.9 and whole - first >= 0.6, (first, whole)  # the call lasts 2 s
+    # the call lasts 2 s, its pieces spread over its second half: the first came long before it ended
+    assert first < 1.6 and whole >= 1.5 and whole - first >= 0.6, (first, whole)
     # then the critiques and the refinement, and only then the answer as content
     assert DRAFT1 in said and '"missing_concepts": ["frisbee"]' in said
     assert len(reasoning) > 20 and content and all(chunks[i][1] == "" for i in content)
