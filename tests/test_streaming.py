@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -377,6 +378,29 @@ def test_served_chat_streams_tokens_inside_think_with_that_reasoning_format(serv
     closing = next(i for i, c in enumerate(content) if "</think>" in c)
     assert closing > 20  # the trace came in pieces before the answer
     assert DRAFT0 in text.split("</think>")[0]
+
+
+def refine_events(server: Serve, **body: Any) -> list[dict[str, Any]]:
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{server.port}/v1/refine",
+        data=json.dumps({"task": "commongen", "input": CONCEPTS, "stream": True, **body}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        lines = reply.read().decode().splitlines()
+    data = [line.removeprefix("data: ") for line in lines if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    return [json.loads(d) for d in data[:-1]]
+
+
+def test_native_stream_sends_delta_events_when_asked(served):
+    events = refine_events(served, deltas=True)
+    kinds = [e["kind"] for e in events]
+    first_draft = kinds.index("draft")
+    pieces = [e["text"] for e in events[:first_draft] if e["kind"] == "delta"]
+    assert len(pieces) > 5 and "".join(pieces) == DRAFT0 == events[first_draft]["draft"]
+    assert {e["role"] for e in events if e["kind"] == "delta"} == {"generate", "feedback", "refine"}
+    assert "delta" not in [e["kind"] for e in refine_events(served)]  # not asked: steps only
 
 
 # -- the CLI's live view --------------------------------------------------------------------

@@ -313,7 +313,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         span = service.tracing.request("/v1/refine", task=task, stream=body.stream)
         reservation = _reserve(service, span)
         if body.stream:
-            events = _guarded(service, reservation, span, request, engine, body.input, step_events)
+            events = _guarded(service, reservation, span, request, engine, body.input, step_events, deltas=body.deltas)
             return _stream_response(events, reservation, span)
         result, _ = await _run(service, reservation, span, request, engine, body.input)
         return _json(result.model_dump_json())
