@@ -10,7 +10,8 @@ tracebacks) and executed in a fresh namespace; nothing is copied or rewritten. T
 - ``integration``: the same text on the real default model (Qwen2.5-Coder-1.5B), which is
   what a reader who pastes the block gets.
 
-The README's bash blocks are not run here: ``test_default_model.py`` runs the demo command.
+The README's bash blocks are not run here (``test_default_model.py`` runs the demo command),
+but for the lines of the ``llm`` snippet that write ``llm``'s model file.
 """
 
 from __future__ import annotations
@@ -145,3 +146,50 @@ def test_python_block_runs_as_written_on_the_default_model(index, readme_server,
     where, code = BLOCKS[index]
     namespace = run_block(where, code)
     check_block(index, namespace, capsys.readouterr().out)
+
+
+# -- the `llm` snippet: it adds selfrefine-chat to the user's models, never replaces them ------
+
+
+def llm_snippet() -> str:
+    """The lines of the README's `llm` bash block that write llm's model file, as written:
+    from the line that finds the file through the heredoc's end (not `serve &`, not the
+    question asked of the model)."""
+    text = README.read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"^```bash\n(.*?)^```", text, re.M | re.S) if "extra-openai-models" in b)
+    lines = block.splitlines()
+    start = next(i for i, ln in enumerate(lines) if "extra-openai-models.yaml" in ln)
+    end = next(i for i, ln in enumerate(lines) if i > start and ln == "YAML")
+    return "\n".join(lines[start : end + 1]) + "\n"
+
+
+def test_the_llm_snippet_keeps_the_models_already_there(tmp_path):
+    """Run with bash in a folder whose ``.venv/bin/llm`` is the real ``llm`` (the test
+    extra's), its user folder holding a model of the user's own: after the snippet, twice,
+    ``llm`` knows both models and the file holds selfrefine-chat once."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("llm", reason="simonw's llm is in the test extra")
+    import yaml
+
+    llm = Path(sys.executable).with_name("llm")
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "llm").symlink_to(llm)
+    home = tmp_path / "llm home"  # a space in the path, as on many a Mac
+    home.mkdir()
+    mine = '- model_id: my-own\n  model_name: gpt-4o-mini\n  api_base: "http://127.0.0.1:9/v1"'  # no final newline
+    (home / "extra-openai-models.yaml").write_text(mine, encoding="utf-8")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LLM_USER_PATH": str(home)}
+    for _ in range(2):
+        done = subprocess.run(
+            ["bash", "-e"], input=llm_snippet(), cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+    written = (home / "extra-openai-models.yaml").read_text(encoding="utf-8")
+    assert written.startswith(mine)  # was: replaced by the snippet's model
+    entries = yaml.safe_load(written)
+    assert [e["model_id"] for e in entries] == ["my-own", "selfrefine-chat"], written
+    assert entries[1]["api_base"] == "http://127.0.0.1:8000/v1"
+    listed = subprocess.run([str(llm), "models", "list"], env=env, capture_output=True, text=True, timeout=60)
+    assert "my-own" in listed.stdout and "selfrefine-chat" in listed.stdout, listed.stdout + listed.stderr

@@ -1,6 +1,6 @@
 """Every code block of docs/writing-a-task.md runs as written, in order, in one namespace.
 
-The YAML block is saved as the ``slogan.yaml`` the page tells the reader to save, and the
+Each YAML block is saved as the ``NAME.yaml`` the page tells the reader to save, and the
 pyproject block's entry points are installed as a real (temporary) distribution on
 ``sys.path``, with ``mypackage.slogan`` and ``mypackage.shout`` the modules the page wrote:
 ``importlib.metadata`` then finds them exactly as it finds an installed package's. The one
@@ -73,10 +73,11 @@ def test_every_block_of_the_page_runs_in_order(tmp_path, monkeypatch, embedded_i
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "__doc__"}
     kinds = [kind for kind, _, _ in blocks()]
-    assert kinds == ["python", "yaml", "python", "toml", "python", "python"], kinds
+    assert kinds == ["python", "yaml", "python", "python", "yaml", "python", "toml", "python", "python"], kinds
     for kind, where, code in blocks():
         if kind == "yaml":
-            (tmp_path / "slogan.yaml").write_text(code)
+            name = re.match(r"name: (\w+)", code).group(1)
+            (tmp_path / f"{name}.yaml").write_text(code)
         elif kind == "toml":
             toml = code
         else:
@@ -89,9 +90,39 @@ def test_every_block_of_the_page_runs_in_order(tmp_path, monkeypatch, embedded_i
     assert len(result.iterations[0].candidates) == 3 and result.output == "Lumo: sunlight for your desk."
     assert out[0] == "Lumo: sunlight for your desk. ok"
     assert namespace["yaml_task"].stop_contains == ["done"] and not namespace["yaml_task"].has_verifier
+    # a function verifier on the YAML task, and a task file's checks, choosing among samples
+    assert out[2] == "ok" and namespace["checked"].closed
+    assert out[3] == "Lumo: sunlight for your desk. | all checks pass" and namespace["tagline"].has_verifier
+    tagged = namespace["tagged"]
+    assert len(tagged.iterations[0].candidates) == 2 and tagged.iterations[1].accepted is False  # an echo: rejected
     # the plugin backend, found through its entry point, options typed ("2" -> 2)
-    assert out[2] == "shout:loud 2" and out[3].startswith("WRITE ONE SLOGAN") and out[3].count("SLOGAN:") == 2
+    assert out[4] == "shout:loud 2" and out[5].startswith("WRITE ONE SLOGAN") and out[5].count("SLOGAN:") == 2
     from selfrefine.tasks import get_task
 
     assert type(get_task("slogan")).__name__ == "Slogan"  # the task entry point too
     assert embedded_is_fake and all(b.requests for b in embedded_is_fake)  # the page's runs reached the model
+
+
+@pytest.mark.parametrize(
+    "critique, stops",
+    [
+        ("It is not done: line 2 needs 7 syllables", False),  # was: stopped, on its negation
+        ("Line 2 is abandoned", False),  # was: stopped, on a word that holds "done"
+        ("It isn't done yet: name the lamp.", False),
+        ("Done.", True),
+        ("The haiku is done.", True),
+        ("The slogan is done.", True),
+    ],
+)
+def test_the_pages_yaml_task_stops_on_done_only_when_the_critic_says_it(tmp_path, critique, stops):
+    from selfrefine import SelfRefine, StopReason, load_task
+
+    yaml_block = next(code for kind, _, code in blocks() if kind == "yaml")
+    (tmp_path / "slogan.yaml").write_text(yaml_block)
+    task = load_task(tmp_path / "slogan.yaml")
+    backend = FakeBackend(
+        {"generate": ["Lumo lights."], "refine": ["Lumo: light.", "Lumo: sun light."]}, default=critique
+    )
+    result = SelfRefine(task, backend, retry_base_delay=0).run("Lumo, a solar desk lamp")
+    assert (result.stop_reason is StopReason.FEEDBACK) is stops, result.stop_reason
+    assert len(result.iterations) == (1 if stops else 3)

@@ -20,6 +20,7 @@ from .core.config import RefineConfig
 from .core.errors import (
     BackendError,
     ConfigError,
+    EngineClosedError,
     FeedbackParseError,
     InputError,
     ParseError,
@@ -43,6 +44,7 @@ from .core.records import (
     Usage,
     Verification,
 )
+from .engine.checks import Checks
 from .engine.loop import SelfRefine, refine
 from .engine.spec import BackendPool, EngineSpec, ModelSpec
 from .engine.task import Capabilities, Task, TaskDefaults
@@ -55,6 +57,7 @@ __all__ = [
     "Backend",
     "BackendPool",
     "Capabilities",
+    "Checks",
     "EngineSpec",
     "ModelSpec",
     "TaskDefaults",
@@ -66,6 +69,7 @@ __all__ = [
     "DecisionStep",
     "DeltaStep",
     "DraftStep",
+    "EngineClosedError",
     "FakeBackend",
     "Feedback",
     "FeedbackParseError",

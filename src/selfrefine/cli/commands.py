@@ -28,6 +28,7 @@ from ..engine.task import Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
 from .options import engine_options, engine_spec, role_model
+from .tables import keep_whole
 
 MAX_INPUT_BYTES = 10_000_000
 
@@ -92,6 +93,20 @@ def _read_input(text: str | None, input_file: Path | None) -> str:
     return _read_stdin()
 
 
+def _one_input(task: Task, text: str, input_file: Path | None, where: str) -> None:
+    """Refuse several lines for a task whose input is one line (a concept list, a title):
+    they would be joined into one input silently, where ``eval`` reads one input a line. A
+    JSON value (``[...]``, ``{...}``) may span lines."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not task.one_line_input or len(lines) < 2 or text.lstrip().startswith(("[", "{")):
+        return
+    where, data = (f"--input-file {input_file}", input_file) if input_file is not None else (where, "FILE")
+    raise InputError(
+        f"{task.name} takes one input on one line, and {where} has {len(lines)} lines: for one input "
+        f"per line use `selfrefine eval {task.name} --data {data} --out DIR`, or join them into one line"
+    )
+
+
 def _read_stdin() -> str:
     """stdin as strict UTF-8, as ``-f`` reads a file (Python's own stdin may turn bad bytes
     into lone surrogates that fail much later, at the first write)."""
@@ -149,7 +164,8 @@ def run(
 ) -> None:
     """Run Self-Refine on one INPUT with TASK (a built-in name or a YAML task file).
 
-    INPUT may also come from --input-file or stdin ('-' or omitted).
+    INPUT may also come from --input-file or stdin ('-' or omitted): one input, several
+    lines only for a task whose input spans lines (eval --data FILE runs one per line).
 
     \b
     Examples:
@@ -159,6 +175,7 @@ def run(
     """
     the_task = get_task(task)
     text = _read_input(input, input_file)
+    _one_input(the_task, text, input_file, "INPUT" if input not in (None, "-") else "stdin")
     the_task.prepare_input(text)  # fail on bad input before loading any model
     engine = build_engine(task, options, the_task, record_prompts=options.pop("record_prompts"))
     show = None if as_json else StepPrinter(live=sys.stdout.isatty() if live is None else live)
@@ -455,7 +472,7 @@ def datasets(as_json: bool) -> None:
         table.add_row(
             str(row["name"]), ", ".join(row["tasks"]), str(row["rows"]), str(row["source"]), str(row["licence"]), here
         )
-    _print_whole(table)  # a name cut to 'commongen_h…' could not be typed back
+    _print_whole(table, keep=0)  # a name cut or wrapped ('commongen_ha' / 'rd') could not be typed back
     for row in rows:
         if not row["shipped"] and not row["path"]:
             click.echo(f"{row['name']}: get {row['get']}; save it as ${DATA_ENV}/{row['file']} or give --data PATH")
@@ -534,11 +551,15 @@ def _print_models(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
     _print_whole(table)
 
 
-def _print_whole(table: Table) -> None:
-    """A table whose cells wrap rather than end in '…': names and values stay whole."""
+def _print_whole(table: Table, keep: int | None = None) -> None:
+    """A table whose cells wrap rather than end in '…': names and values stay whole; column
+    ``keep`` (names a reader types back) never wraps at all (tables.keep_whole)."""
+    console = Console()
     for column in table.columns:
         column.overflow = "fold"
-    Console().print(table)
+    if keep is not None:
+        keep_whole(table, keep, console.width)
+    console.print(table)
 
 
 def _scheme_options(scheme: Any) -> list[dict[str, Any]] | None:

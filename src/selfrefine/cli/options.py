@@ -29,6 +29,7 @@ FLAG_FIELDS = {
     "max_tokens": "max_tokens",
     "score_threshold": "score_threshold",
     "stop_contains": "stop_contains",
+    "stop_matches": "stop_matches",
     "budget_tokens": "max_total_tokens",
     "budget_seconds": "max_seconds",
     "no_constrain": "constrained",
@@ -132,7 +133,12 @@ LOOP_OPTIONS = [
     click.option("--temperature", type=click.FloatRange(min=0), help="Sampling temperature for every role."),
     click.option("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per call."),
     click.option("--score-threshold", type=float, help="Stop once the feedback score reaches this."),
-    click.option("--stop-contains", multiple=True, help="Stop when the feedback contains this text."),
+    click.option(
+        "--stop-contains",
+        multiple=True,
+        help="Stop when the feedback says this phrase: whole words, any case, not negated ('not done' is no stop).",
+    ),
+    click.option("--stop-matches", multiple=True, help="Stop when the feedback matches this regular expression."),
     click.option("--budget-tokens", type=click.IntRange(min=1), help="Stop after this many tokens in total."),
     click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds."),
     click.option("--no-constrain", is_flag=True, help="Do not constrain feedback to the task's JSON schema."),
@@ -229,6 +235,7 @@ def config_of(flags: dict[str, Any], **extra: Any) -> RefineConfig:
     values = {field: flags.get(flag) for flag, field in FLAG_FIELDS.items()}
     values["constrained"] = not flags.get("no_constrain")
     values["stop_contains"] = list(flags.get("stop_contains") or ())
+    values["stop_matches"] = list(flags.get("stop_matches") or ())
     return RefineConfig.build(**values, **extra)
 
 

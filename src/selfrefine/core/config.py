@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+import difflib
+from typing import Any, Literal, TypedDict, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .stoprule import compile_pattern
 
 History = Literal["full", "last", "none"]
 Select = Literal["last", "best", "verified"]
@@ -56,7 +58,9 @@ class RefineConfig(BaseModel):
     verifier_mode: VerifierMode = "self"
     accept: Accept = "any"  # not_worse: reject refinements the verifier scores lower
     stop_on_feedback: bool = True  # honour the task's stop signal in the feedback
-    stop_contains: list[str] = Field(default_factory=list)  # extra stop phrases
+    # extra stop phrases (whole words, never negated) and patterns (regexes): core/stoprule.py
+    stop_contains: list[str] = Field(default_factory=list)
+    stop_matches: list[str] = Field(default_factory=list)
     score_threshold: float | None = None  # None: the task's default threshold, if any
     stop_on_no_change: bool = True
     max_total_tokens: int | None = Field(default=None, gt=0)
@@ -92,15 +96,65 @@ class RefineConfig(BaseModel):
     def _one_spelling(cls, value: Any) -> Any:
         return canonical(value)
 
+    @field_validator("stop_matches")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            compile_pattern(pattern)  # a bad regex: ValueError naming it
+        return value
+
     @classmethod
     def build(cls, **values: object) -> RefineConfig:
         """Like the constructor, but a bad value is a ConfigError naming the option."""
         try:
             return cls(**{k: v for k, v in values.items() if v is not None})
         except ValidationError as exc:
+            unknown = [e for e in exc.errors() if e["type"] == "extra_forbidden"]
+            if unknown:
+                raise ConfigError(unknown_option(str(unknown[0]["loc"][0]), list(cls.model_fields))) from None
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "config"
             raise ConfigError(f"invalid option {where}: {first['msg']}") from None
+
+
+def unknown_option(name: str, valid: list[str]) -> str:
+    """The error for an option name that does not exist: the closest valid name, and all of them."""
+    close = difflib.get_close_matches(name, valid, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"unknown option {name!r}{hint}; valid options: {', '.join(valid)}"
+
+
+class RunOptions(TypedDict, total=False):
+    """:class:`RefineConfig`'s fields as keyword arguments (``SelfRefine(task, **options)``,
+    ``refine(...)``), typed for editors and type checkers; the names the API's options and
+    the CLI's flags set (tests/test_library_api.py keeps this list identical to the fields)."""
+
+    max_iterations: int | None
+    history: History | None
+    select: Select | None
+    feedback_mode: FeedbackMode
+    verifier_mode: VerifierMode
+    accept: Accept
+    stop_on_feedback: bool
+    stop_contains: list[str]
+    stop_matches: list[str]
+    score_threshold: float | None
+    stop_on_no_change: bool
+    max_total_tokens: int | None
+    max_seconds: float | None
+    seed: int | None
+    temperature: float | None
+    max_tokens: int | None
+    constrained: bool
+    parse_retries: int
+    backend_retries: int
+    retry_base_delay: float
+    retry_max_delay: float
+    record_prompts: bool
+    final_feedback: bool
+    samples: int
+    strategy: Strategy
+    preset: Preset | None
 
 
 DEFAULT_MAX_ITERATIONS = 4

@@ -24,6 +24,10 @@ class SandboxUnavailableError(ConfigError):
     """This machine cannot cut model-written code off from the network, so it is not run."""
 
 
+class EngineClosedError(ConfigError):
+    """A :class:`~selfrefine.SelfRefine` engine was used after ``close()``."""
+
+
 class InputError(SelfRefineError):
     """The input given to a task is empty, too large or malformed."""
 

@@ -3,6 +3,8 @@
 :class:`SelfRefine` builds (or is given) its backends, resolves its settings once
 (:mod:`.settings`) and runs each input as a :class:`~.refinement.Refinement`, whose steps
 it streams (:mod:`selfrefine.core.records`); :meth:`SelfRefine.run` is the sync wrapper.
+It is a context manager (``with`` / ``async with``) that closes its backends on exit; a
+closed engine refuses to run.
 """
 
 from __future__ import annotations
@@ -10,15 +12,17 @@ from __future__ import annotations
 import asyncio
 import atexit
 import threading
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any, Unpack
 
 from ..backends.base import Backend
 from ..backends.registry import get_backend
-from ..core.config import RefineConfig
-from ..core.errors import ConfigError
+from ..core.config import RefineConfig, RunOptions
+from ..core.errors import ConfigError, EngineClosedError
 from ..core.records import ResultStep, RunResult, Step
 from .calls import backend_semaphore
+from .checks import Checks, Verifier
 from .deltas import with_deltas
 from .plugins import find_task
 from .refinement import Refinement
@@ -33,7 +37,11 @@ class SelfRefine:
     """One task on one or more backends. Reusable across inputs; close it when done.
 
     ``model`` serves every role unless ``feedback_model``/``refine_model`` name a different
-    backend for that role (e.g. a cheap critic and a larger refiner).
+    backend for that role (e.g. a cheap critic and a larger refiner). ``verify``: a verifier
+    for a task without one, a function ``(input, draft) -> score``, or
+    :class:`~.checks.Checks` or their dict (see :mod:`.checks`). The run options are
+    :class:`~selfrefine.core.config.RefineConfig`'s fields, as keywords or as ``config``;
+    an unknown name is a ConfigError that lists the valid ones.
     """
 
     def __init__(
@@ -45,9 +53,13 @@ class SelfRefine:
         refine_model: Backend | str | None = None,
         config: RefineConfig | None = None,
         wrap: Wrap | None = None,
-        **options: Any,
+        verify: Verifier | Checks | Mapping[str, Any] | None = None,
+        **options: Unpack[RunOptions],
     ) -> None:
+        self.closed = False
         self.task = find_task(task)
+        if verify is not None:
+            self.task = self.task.with_verifier(verify)
         if config is not None and options:
             raise ConfigError("pass either config= or keyword options, not both")
         # run option over task default, resolved once (a bad combination fails here)
@@ -124,6 +136,11 @@ class SelfRefine:
         ``deltas``, also each piece of each draft and critique as the model writes it
         (:class:`~selfrefine.core.records.DeltaStep`; the other steps and the result are
         the same). Samples (``samples`` > 1) arrive whole, in their draft step."""
+        if self.closed:
+            raise EngineClosedError(
+                "this SelfRefine engine is closed (its backends are shut); make a new one, "
+                "or use `with SelfRefine(...) as engine:` around the runs"
+            )
         run = Refinement(self.task, self.settings, self.backends, self.task.prepare_input(input), reference)
         steps = with_deltas(run) if deltas else run.stream()
         try:
@@ -137,11 +154,34 @@ class SelfRefine:
         return list({id(b): b for b in self.backends.values()}.values())
 
     async def aclose(self) -> None:
+        """Close the backends; later runs raise EngineClosedError. Closing twice is harmless."""
+        if self.closed:
+            return
+        self.closed = True
         for backend in self.distinct_backends():
             await backend.aclose()
 
     def close(self) -> None:
-        asyncio.run(self.aclose())
+        """Sync :meth:`aclose`, on the loop ``run()`` uses (not inside a running event loop)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return _thread_runner().run(self.aclose())
+        raise ConfigError("SelfRefine.close() was called inside an event loop; use `await aclose()`")
+
+    def __enter__(self) -> SelfRefine:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    async def __aenter__(self) -> SelfRefine:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
     def examples_in_flight(self) -> int:
         """How many examples to run at once so no backend idles: each example has at most
@@ -151,13 +191,17 @@ class SelfRefine:
         return max(4, 4 * max(limits, default=1))
 
 
-def refine(task: Task | str, input: str, model: Backend | str | None = None, **options: Any) -> RunResult:
+def refine(
+    task: Task | str,
+    input: str,
+    model: Backend | str | None = None,
+    *,
+    verify: Verifier | Checks | Mapping[str, Any] | None = None,
+    **options: Unpack[RunOptions],
+) -> RunResult:
     """One-shot sync helper: ``refine("commongen", "dog, ball, park")``."""
-    engine = SelfRefine(task, model, **options)
-    try:
+    with SelfRefine(task, model, verify=verify, **options) as engine:
         return engine.run(input)
-    finally:
-        engine.close()
 
 
 _RUNNERS = threading.local()

@@ -37,6 +37,7 @@ from ..core.records import (
     Usage,
     Verification,
 )
+from ..core.stoprule import stop_hit
 from .calls import BudgetExceeded, Caller, CallLog
 from .candidates import Pool
 from .sampled import SampledSteps, chosen, same_text
@@ -216,10 +217,9 @@ class Refinement(SampledSteps):
         cfg = self.config
         if cfg.stop_on_feedback and feedback.done:
             return StopReason.FEEDBACK, "the feedback says the draft is done"
-        low = feedback.text.lower()
-        hit = next((s for s in cfg.stop_contains if s and s.lower() in low), None)
+        hit = stop_hit(feedback.text, cfg.stop_contains, cfg.stop_matches)
         if hit is not None:
-            return StopReason.FEEDBACK, f"the feedback contains {hit!r}"
+            return StopReason.FEEDBACK, f"the feedback {hit}"
         threshold = self.settings.score_threshold
         if threshold is not None and feedback.total is not None and feedback.total >= threshold:
             return StopReason.SCORE, f"score {feedback.total:g} >= {threshold:g}"

@@ -88,6 +88,12 @@ def with_preset(config: RefineConfig, task: Task) -> RefineConfig:
     """The config with its preset's values for the options it does not set itself."""
     if config.preset != "best":
         return config  # "paper" is RefineConfig's own defaults
+    if task.best_preset is None:  # not measured on this task: settings of other tasks would be a guess
+        raise ConfigError(
+            f"preset 'best' is a task's measured best configuration, and task {task.name!r} declares none; "
+            "give the options yourself (e.g. samples=4, max_iterations=1, verifier_mode='hybrid'), or declare "
+            "them as the task's best (TaskDefaults best=, a task file's best:)"
+        )
     values = task.best_preset if task.has_verifier else {}
     update = {k: v for k, v in values.items() if k not in config.model_fields_set}
     return RefineConfig.build(**{**config.model_dump(exclude_unset=True), **update})

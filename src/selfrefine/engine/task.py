@@ -12,11 +12,13 @@ same class built from strings, in Python or from a YAML file (:mod:`selfrefine.t
         score=r"Score:\\s*(\\d+)",
         stop_contains=["perfect"],
         score_threshold=9,
+        verify=lambda input, draft: len(draft.splitlines()) == 3,  # optional: a verifier (engine/checks.py)
     )
 """
 
 from __future__ import annotations
 
+import copy
 import re
 import warnings
 from collections.abc import Mapping
@@ -24,8 +26,11 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from ..core.config import RefineConfig
 from ..core.errors import DraftParseError, FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
+from ..core.stoprule import compile_pattern, stop_hit
+from .checks import Checks, FunctionVerifier, Verifier
 from .templates import BASE_VARIABLES, Template, packaged_template
 
 TEMPLATE_ROLES = ("generate", "feedback", "refine", "refine_nofeedback")
@@ -43,6 +48,11 @@ def system_message(who: str) -> str:
 
 
 REQUIRED_ROLES = ("generate", "feedback", "refine")
+
+# the loop --preset best runs on a task that declares it: several samples chosen by the
+# verifier, one round of refinement on hybrid feedback (measured on commongen and acronym,
+# docs/frontier.md)
+LOOP_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"}
 
 
 def compile_score(pattern: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
@@ -74,16 +84,18 @@ class TaskDefaults(BaseModel):
     feedback_schema: dict[str, Any] | None = None
     # text at which the engine stops generating, per role (cuts rambling on completion APIs)
     stop_sequences: dict[str, list[str]] = Field(default_factory=dict)
+    # stop phrases (whole words, never negated) and stop patterns (regexes): core/stoprule.py
     stop_contains: list[str] = Field(default_factory=list)
+    stop_matches: list[str] = Field(default_factory=list)
     score: str | None = None
     score_threshold: float | None = None
     max_iterations: int | None = None
     history: Literal["full", "last", "none"] = "full"  # the paper's per-task choices differ
     select: Literal["last", "best", "verified"] = "last"
-    # what preset "best" sets (options given explicitly win): several samples chosen by the
-    # task's verifier, one round of refinement on hybrid feedback (docs/frontier.md measures
-    # it); a task without a verifier has no better loop than the paper's
-    best: dict[str, Any] = Field(default_factory=lambda: {"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"})
+    # what preset "best" sets (options given explicitly win), the configuration measured
+    # best on this task (e.g. LOOP_BEST; {}: the paper's loop); None: none was measured, and
+    # preset "best" is refused rather than run with settings measured on other tasks
+    best: dict[str, Any] | None = None
 
     @field_validator("temperature", "max_tokens", mode="before")
     @classmethod
@@ -93,6 +105,23 @@ class TaskDefaults(BaseModel):
             return dict.fromkeys(REQUIRED_ROLES, value)
         if isinstance(value, Mapping):
             return _per_role(cls.model_fields[info.field_name].get_default(call_default_factory=True), value)
+        return value
+
+    @field_validator("stop_matches")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            compile_pattern(pattern)  # a bad regex: ValueError naming it
+        return value
+
+    @field_validator("best")
+    @classmethod
+    def _run_options(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        unknown = sorted(set(value or ()) - set(RefineConfig.model_fields) - {"preset"})
+        if unknown:
+            raise ValueError(
+                f"unknown run option(s) {', '.join(unknown)}; valid: {', '.join(RefineConfig.model_fields)}"
+            )
         return value
 
     def with_(self, **values: Any) -> TaskDefaults:
@@ -122,10 +151,14 @@ class Task:
     stop_description: ClassVar[str] = ""
     extra_variables: ClassVar[frozenset[str]] = frozenset()
     max_input_chars: ClassVar[int] = 20_000
+    # an input is one line (a concept list, a title): several lines would be several inputs,
+    # so `run` refuses them rather than join them (eval reads a .txt as one input per line)
+    one_line_input: ClassVar[bool] = False
     judge_criteria: ClassVar[str | None] = None  # what a pairwise judge compares (eval --judge)
     defaults: ClassVar[TaskDefaults] = TaskDefaults()
     capabilities: ClassVar[Capabilities] = Capabilities()
     runs_code: ClassVar[bool] = False  # capabilities.runs_code, readable on the class (serve filters by it)
+    _verifier: Verifier | None = None  # given as verify= (a function or checks), not by overriding
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -161,11 +194,13 @@ class Task:
         refine: str | None = None,
         refine_nofeedback: str | None = None,
         description: str | None = None,
+        verify: Verifier | Checks | Mapping[str, Any] | None = None,
         **defaults: Any,
     ) -> None:
-        """Templates as strings (a built-in's come from its packaged files), then any field
-        of :class:`TaskDefaults` to override (``score``, ``stop_contains``, ``temperature`` as
-        one value or per role, ...)."""
+        """Templates as strings (a built-in's come from its packaged files), a verifier
+        without subclassing (``verify``: a function, or :class:`~.checks.Checks` or their dict, see
+        :mod:`.checks`), then any field of :class:`TaskDefaults` to override (``score``,
+        ``stop_contains``, ``temperature`` as one value or per role, ...)."""
         self.name = name or type(self).name
         if not self.name:
             raise TaskError("a task needs a name")
@@ -173,19 +208,22 @@ class Task:
         self._apply(_merged(type(self).defaults, defaults))
         given = dict(generate=generate, feedback=feedback, refine=refine, refine_nofeedback=refine_nofeedback)
         self.templates = self._compile_templates(given)
+        if verify is not None:
+            self._set_verifier(verify)
 
     def _apply(self, d: TaskDefaults) -> None:
         """The task's effective defaults as attributes the engine reads."""
         self.system, self.generic_feedback = d.system, d.generic_feedback
         self.score_pattern = compile_score(d.score)
-        self.stop_contains = [s for s in d.stop_contains if s]
+        self.stop_contains = [s for s in d.stop_contains if s.strip()]
+        self.stop_matches = [compile_pattern(p) for p in d.stop_matches]
         self.score_threshold, self.max_iterations = d.score_threshold, d.max_iterations
         self.temperature, self.max_tokens = dict(d.temperature), dict(d.max_tokens)
         self.sampling_temperature = d.sampling_temperature
         self.feedback_schema = d.feedback_schema
         self.stop_sequences = {role: list(d.stop_sequences.get(role, ())) for role in REQUIRED_ROLES}
         self.default_history, self.default_select = d.history, d.select
-        self.best_preset = dict(d.best)
+        self.best_preset = dict(d.best) if d.best is not None else None
 
     def _compile_templates(self, given: Mapping[str, str | None]) -> dict[str, Template]:
         allowed = BASE_VARIABLES | self.extra_variables
@@ -242,11 +280,11 @@ class Task:
         return Feedback(text=raw, total=total, done=self.says_done(raw))
 
     def says_done(self, text: str) -> bool | None:
-        """True/False when the task has stop phrases, None when it has none."""
-        if not self.stop_contains:
+        """True/False when the task has stop phrases or patterns, None when it has none.
+        A phrase counts as whole words and not when negated ("not done"): core/stoprule.py."""
+        if not self.stop_contains and not self.stop_matches:
             return None
-        low = text.lower()
-        return any(s.lower() in low for s in self.stop_contains)
+        return stop_hit(text, self.stop_contains, self.stop_matches) is not None
 
     def metric(self, input: str, output: str, reference: Any = None) -> float | None:
         """The task's quality measure of an output (None: the task has no metric)."""
@@ -255,10 +293,29 @@ class Task:
     def verify(self, input: str, draft: str) -> Verification | None:
         """Tool findings on a draft (missing concepts, execution errors, failing tests).
 
-        Tasks that can check themselves override this; it drives ``verifier_mode``
-        ``verifier`` and ``hybrid``. It never sees the reference answer: feedback must not
-        leak the label. None: this task has no verifier."""
-        return None
+        Tasks that can check themselves override this, or are given ``verify=`` (a function
+        or checks); it drives ``verifier_mode`` ``verifier`` and ``hybrid``, ``select``
+        ``verified``, ``accept`` ``not_worse`` and ``samples``. It never sees the reference
+        answer: feedback must not leak the label. None: this task has no verifier."""
+        return self._verifier(input, draft) if self._verifier is not None else None
+
+    def with_verifier(self, verify: Verifier | Checks | Mapping[str, Any]) -> Task:
+        """A copy of this task checked by ``verify`` (``SelfRefine(task, verify=fn)``)."""
+        task = copy.copy(self)
+        task._set_verifier(verify)
+        return task
+
+    def _set_verifier(self, verify: Verifier | Checks | Mapping[str, Any]) -> None:
+        if type(self).capabilities.verifier:
+            raise TaskError(
+                f"task {self.name!r} has its own verifier ({type(self).__name__}.verify); "
+                "verify= is for a task without one"
+            )
+        if isinstance(verify, Mapping):  # checks as a task file writes them
+            verify = Checks.parse(verify)
+        self._verifier = verify if isinstance(verify, Checks) else FunctionVerifier(verify)
+        # this object's capabilities (the class's stay as declared)
+        self.capabilities = type(self).capabilities.model_copy(update={"verifier": True})  # type: ignore[misc]
 
     def combine(self, critique: Feedback, check: Verification, *, input: str, draft: str) -> Feedback:
         """Hybrid feedback: the model's critique plus the tool findings; the draft is done
@@ -308,7 +365,9 @@ class Task:
     def _stop_text(self) -> str:
         parts = []
         if self.stop_contains:
-            parts.append("feedback contains " + " / ".join(repr(s) for s in self.stop_contains))
+            parts.append("feedback says " + " / ".join(repr(s) for s in self.stop_contains) + " (not negated)")
+        if self.stop_matches:
+            parts.append("feedback matches " + " / ".join(repr(p.pattern) for p in self.stop_matches))
         if self.score_threshold is not None:
             parts.append(f"score >= {self.score_threshold:g}")
         return "; ".join(parts) or "fixed rounds"
@@ -335,7 +394,8 @@ def _merged(base: TaskDefaults, given: dict[str, Any]) -> TaskDefaults:
         return TaskDefaults.model_validate({**base.model_dump(), **values})
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise TaskError(f"task option {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+        msg = first["msg"].removeprefix("Value error, ")
+        raise TaskError(f"task option {'.'.join(map(str, first['loc']))}: {msg}") from None
 
 
 def _per_role(defaults: Mapping[str, Any], given: Any) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
 from ..engine.parsing import json_aspect_ratings
-from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 
 # key → label. Alphabetical, like every other key in the feedback JSON: the embedded
 # backend builds its grammar from the schema with sorted keys, so the few-shot example
@@ -236,8 +236,10 @@ class Acronym(Task):
             "feedback": ["\nTitle:", "\nAcronym:"],
             "refine": ["\n", "Title:"],
         },
+        best=LOOP_BEST,  # measured on this task (docs/frontier.md)
     )
     capabilities = Capabilities(verifier=True)
+    one_line_input = True  # `run` refuses several lines: eval --data FILE takes one input a line
 
     def prepare_input(self, text: str) -> str:
         title = " ".join(super().prepare_input(text).split())  # one line: it sits in "Title: …"

@@ -32,6 +32,7 @@ Role = Literal["system", "user", "assistant"]
 LABELS: dict[str, str] = {"system": "System", "user": "User", "assistant": "Assistant"}
 NO_ISSUES = "No issues."
 MAX_ISSUES = 6
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"  # a reasoning model's trace in an assistant turn
 
 FEEDBACK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -75,7 +76,11 @@ def conversation_text(messages: Sequence[ChatMessage]) -> str:
     one ``System: …`` / ``User: …`` / ``Assistant: …`` turn per message, turns separated
     by a blank line, the last user turn last. Messages with empty content are left out.
     Raises InputError when no user message remains or the conversation does not end with
-    one (the task answers the last user message)."""
+    one (the task answers the last user message). An assistant turn's ``<think>`` blocks
+    are left out (:func:`without_reasoning`)."""
+    messages = [
+        m.model_copy(update={"content": without_reasoning(m.content)}) if m.role == "assistant" else m for m in messages
+    ]
     turns = [m for m in messages if m.content.strip()]
     if not turns:
         raise InputError("the conversation is empty: send at least one user message with some content")
@@ -90,6 +95,25 @@ def conversation_text(messages: Sequence[ChatMessage]) -> str:
     if len(turns) == 1:
         return turns[0].content.strip()
     return "\n\n".join(f"{LABELS[m.role]}: {m.content.strip()}" for m in turns)
+
+
+def without_reasoning(text: str) -> str:
+    """An assistant turn without its reasoning, as reasoning servers drop it from the history:
+    every ``<think>…</think>`` block, a leading unterminated ``<think>`` (the rest is
+    reasoning), and what precedes a ``</think>`` whose opening tag was the prompt's. Linear in
+    the text (``str.find``, no backtracking), whatever a client sends."""
+    kept: list[str] = []
+    pos = 0
+    while (start := text.find(THINK_OPEN, pos)) >= 0:
+        end = text.find(THINK_CLOSE, start)
+        if end < 0:  # unterminated: all reasoning when it leads, else text that says "<think>"
+            if not "".join(kept).strip() and not text[pos:start].strip():
+                return ""
+            break
+        kept.append(text[pos:start])
+        pos = end + len(THINK_CLOSE)
+    answer = "".join(kept) + text[pos:]
+    return answer.rpartition(THINK_CLOSE)[2].strip()
 
 
 def messages_from_json(text: str) -> list[ChatMessage] | None:

@@ -19,7 +19,7 @@ from typing import Any
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
 from ..engine.parsing import FENCE, extract_program, parse_python, parses
-from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from ..sandbox.process import run_python
 from ..sandbox.timing import TimingResult, compare_programs
 from .codeopt_bench import TestCase, _normalise, find_by_source, to_test_cases
@@ -153,6 +153,7 @@ class CodeOpt(Task):
             "feedback": ["\n# code:", "\n# slower version", "\n# optimized version", "\n###"],
             "refine": ["\n# optimized version", "\n# slower version", "\n# why is it slow", "\n###"],
         },
+        best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
     )
     capabilities = Capabilities(verifier=True, runs_code=True)
     description = "Make a stdin/stdout Python program faster with the same output (PIE)"

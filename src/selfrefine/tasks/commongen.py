@@ -17,7 +17,7 @@ from typing import Any
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
 from ..engine.parsing import json_object
-from ..engine.task import Capabilities, Task, TaskDefaults
+from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults
 
 FEEDBACK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -187,8 +187,10 @@ class CommonGen(Task):
         max_tokens={"generate": 160, "feedback": 200, "refine": 160},  # 20-30 concepts need room
         feedback_schema=FEEDBACK_SCHEMA,
         stop_sequences={role: ["\nConcepts:"] for role in ("generate", "feedback", "refine")},
+        best=LOOP_BEST,  # measured on this task (docs/frontier.md)
     )
     capabilities = Capabilities(verifier=True)
+    one_line_input = True  # `run` refuses several lines: eval --data FILE takes one input a line
 
     def prepare_input(self, text: str) -> str:
         text = super().prepare_input(text)

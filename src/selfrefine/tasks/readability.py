@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 from ..core.errors import DraftParseError, FeedbackParseError
 from ..core.records import Feedback, Verification
 from ..engine.parsing import FENCE, extract_program, parse_python
-from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 
 # Single letters that are conventional loop indices, and short words that are real words.
 SHORT_ALLOWED = frozenset({"i", "j", "k", "id", "ok", "db", "io", "os"})
@@ -216,6 +216,7 @@ class Readability(Task):
             "feedback": ["\n\n", "```", "\nProgram:"],
             "refine": ["\n```", "\nProgram:"],
         },
+        best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
     )
     capabilities = Capabilities(verifier=True)
 

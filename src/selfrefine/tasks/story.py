@@ -23,7 +23,7 @@ from typing import Any
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
 from ..engine.parsing import json_aspect_ratings, json_input
-from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from .commongen import concept_coverage, missing_concepts
 
 ASPECTS = {
@@ -131,6 +131,7 @@ class Story(Task):
             "refine": ["\nPremise:", "\nRatings:", "\nImproved story:"],
         },
         max_iterations=3,
+        best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
     )
     capabilities = Capabilities(verifier=True)
 

@@ -1,6 +1,6 @@
 """User tasks as YAML files, no Python needed.
 
-Example (``examples/haiku.yaml``)::
+Example (``examples/haiku.yaml``, with ``checks`` added)::
 
     name: haiku
     description: a haiku about a topic
@@ -21,6 +21,10 @@ Example (``examples/haiku.yaml``)::
       contains: "no problems"
       score_at_least: 9
     max_iterations: 3
+    checks:             # optional: a verifier without code (selfrefine.engine.checks)
+      min_lines: 3
+      max_lines: 3
+      must_not_match: '(?i)\bsorry\b'
 
 Every problem is reported as one message naming the file and the key.
 """
@@ -34,6 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import TaskError, TaskFileError
+from ..engine.checks import Checks
 from ..engine.task import Task
 
 MAX_TASK_FILE_BYTES = 1_000_000
@@ -43,7 +48,8 @@ MAX_NODES = 100_000  # values after alias expansion: a "billion laughs" file sto
 
 class StopSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    contains: str | list[str] | None = None
+    contains: str | list[str] | None = None  # whole words, never negated ("not done" is no stop)
+    matches: str | list[str] | None = None  # regular expressions, taken as written
     score_at_least: float | None = None
 
 
@@ -65,7 +71,9 @@ class TaskSpec(BaseModel):
     feedback_schema: dict[str, Any] | None = None
     stop_sequences: list[str] | dict[str, list[str]] | None = None
     history: Literal["full", "last", "none"] | None = None
-    select: Literal["last", "best"] | None = None
+    select: Literal["last", "best", "verified"] | None = None
+    checks: Checks | None = None  # the task's verifier: regexes, word and line counts, required words
+    best: dict[str, Any] | None = None  # what --preset best sets, measured on this task
 
 
 def load_task(path: str | Path) -> Task:
@@ -85,6 +93,7 @@ def load_task(path: str | Path) -> Task:
 def task_from_spec(spec: TaskSpec) -> Task:
     stop = spec.stop or StopSpec()
     contains = [stop.contains] if isinstance(stop.contains, str) else (stop.contains or [])
+    matches = [stop.matches] if isinstance(stop.matches, str) else (stop.matches or [])
     return Task(
         spec.name,
         generate=spec.generate,
@@ -95,6 +104,7 @@ def task_from_spec(spec: TaskSpec) -> Task:
         system=spec.system,
         score=spec.score,
         stop_contains=contains,
+        stop_matches=matches,
         score_threshold=stop.score_at_least,
         max_iterations=spec.max_iterations,
         generic_feedback=spec.generic_feedback,
@@ -104,6 +114,8 @@ def task_from_spec(spec: TaskSpec) -> Task:
         stop_sequences=spec.stop_sequences,
         history=spec.history,
         select=spec.select,
+        verify=spec.checks,
+        best=spec.best,
     )
 
 
@@ -158,6 +170,9 @@ def _check_shape(data: Any, p: Path) -> None:
         todo.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
 
 
+_SECTIONS: dict[str, type[BaseModel]] = {"stop": StopSpec, "checks": Checks}
+
+
 def _describe(exc: ValidationError) -> str:
     messages = []
     for err in exc.errors():
@@ -165,7 +180,10 @@ def _describe(exc: ValidationError) -> str:
         if err["type"] == "missing":
             messages.append(f"missing key {key!r}")
         elif err["type"] == "extra_forbidden":
-            messages.append(f"unknown key {key!r} (known: {', '.join(TaskSpec.model_fields)})")
+            loc = err["loc"]
+            section = TaskSpec if len(loc) == 1 else _SECTIONS.get(str(loc[0])) if len(loc) == 2 else None
+            known = f" (known: {', '.join(section.model_fields)})" if section is not None else ""
+            messages.append(f"unknown key {key!r}{known}")
         else:
-            messages.append(f"key {key!r}: {err['msg']}")
+            messages.append(f"key {key!r}: {err['msg'].removeprefix('Value error, ')}")
     return "; ".join(dict.fromkeys(messages))

@@ -32,7 +32,7 @@ from typing import Any
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
 from ..engine.parsing import json_input
-from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from .commongen import lemmas
 
 THRESHOLD = 0.5  # p_toxic at or above this counts as toxic
@@ -148,8 +148,10 @@ class Toxicity(Task):
             "refine": ["\n\n", "\nComment:", "\nFeedback:"],
         },
         max_iterations=3,
+        best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
     )
     capabilities = Capabilities(verifier=True)
+    one_line_input = True  # `run` refuses several lines: eval --data FILE takes one input a line
 
     def prepare_input(self, text: str) -> str:
         text = super().prepare_input(text)

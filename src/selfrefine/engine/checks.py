@@ -1,0 +1,208 @@
+"""Verifiers without subclassing: a plain function, or checks declared as data.
+
+A task's verifier checks a draft without the reference (``Task.verify``). Besides a subclass
+that overrides ``verify``, a task takes ``verify=`` (``Task(..., verify=fn)``,
+``SelfRefine(task, verify=fn)``): a function ``(input, draft)`` returning a score in [0, 1]
+(or True/False), a ``(score, findings)`` pair (findings: a string or a list of strings,
+empty when nothing failed) or a :class:`~selfrefine.core.records.Verification`; or
+:class:`Checks`, what a YAML
+task's ``checks:`` declares (regexes that must or must not match, word and line counts,
+required words), scored as the share of checks that pass, with findings saying what failed.
+
+Check regexes run on model output, which is untrusted: Python's ``re`` has no timeout, so a
+pattern is refused when it is loaded if its backtracking could grow past a bound on a
+draft of ``MAX_REGEX_CHARS`` (nested repeats, backreferences, more than one unbounded
+repeat), and a longer draft fails the regex checks instead of being searched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..core.errors import TaskError
+from ..core.records import Verification
+from ..core.saferegex import MAX_REGEX_CHARS, bounded, shown
+
+Verifier = Callable[[str, str], "float | tuple[float, str | Sequence[str]] | Verification"]
+"""A verify function: ``(input, draft)`` -> a score in [0, 1], ``(score, findings)`` or a Verification."""
+
+
+# --- a verify function's reply as a Verification -----------------------------------------
+
+
+def as_verification(value: Any, who: str) -> Verification:
+    """What a verify function returned, as the record the engine keeps; a reply of another
+    shape, or a score outside [0, 1], is a TaskError naming the function."""
+    if isinstance(value, Verification):
+        return value
+    if isinstance(value, tuple) and len(value) == 2:
+        score, findings = value
+        problems = [findings] if isinstance(findings, str) else findings
+        if not isinstance(problems, (list, tuple)) or not all(isinstance(p, str) for p in problems):
+            raise TaskError(f"{who} returned findings {findings!r}; give a string or a list of strings")
+        problems = [p for p in problems if p.strip()]
+        score = _score(score, who)
+        return Verification(text="; ".join(problems) or "ok", passed=not problems, score=score)
+    if isinstance(value, bool):  # a pass/fail check
+        return Verification(text="ok" if value else "fails the check", passed=value, score=float(value))
+    score = _score(value, who)
+    return Verification(text="ok" if score >= 1 else f"score {score:.2f} of 1", passed=score >= 1, score=score)
+
+
+def _score(value: Any, who: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise TaskError(
+            f"{who} returned {value!r}; a verify function returns a score in [0, 1], "
+            "a (score, findings) pair or a Verification"
+        )
+    return float(value)
+
+
+class FunctionVerifier:
+    """A verify function as a task's verifier: its replies checked, its errors named."""
+
+    def __init__(self, fn: Verifier) -> None:
+        if not callable(fn):
+            raise TaskError(f"verify must be a function (input, draft) -> score, not {type(fn).__name__}")
+        self.fn = fn
+        self.who = f"verify function {getattr(fn, '__qualname__', None) or type(fn).__name__}"
+
+    def __call__(self, input: str, draft: str) -> Verification:
+        try:
+            value = self.fn(input, draft)
+        except TaskError:
+            raise
+        except Exception as exc:
+            raise TaskError(f"{self.who} raised {type(exc).__name__}: {exc}") from None
+        return as_verification(value, self.who)
+
+
+# --- checks declared as data (a YAML task's ``checks:``) ----------------------------------
+
+
+class Checks(BaseModel):
+    """Simple checks of a draft, declared without code. Each regex, each required word, the
+    word count and the line count (blank lines not counted) is one check; the score is the
+    share that pass and the findings say what failed ("needs 3 lines, has 4")."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    must_match: list[str] = Field(default_factory=list)  # regexes (re syntax, ^/$ per line; (?i) ignores case)
+    must_not_match: list[str] = Field(default_factory=list)
+    min_words: int | None = Field(default=None, ge=0)
+    max_words: int | None = Field(default=None, ge=0)
+    min_lines: int | None = Field(default=None, ge=0)
+    max_lines: int | None = Field(default=None, ge=0)
+    required_words: list[str] = Field(default_factory=list)  # whole words, any case
+
+    @field_validator("must_match", "must_not_match", "required_words", mode="before")
+    @classmethod
+    def _listed(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("must_match", "must_not_match")
+    @classmethod
+    def _bounded(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                bounded_regex(pattern)
+            except TaskError as exc:
+                raise ValueError(str(exc)) from None
+        return patterns
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Checks:
+        for what in ("words", "lines"):
+            low, high = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
+            if low is not None and high is not None and low > high:
+                raise ValueError(f"min_{what} {low} is more than max_{what} {high}")
+        if not self.count():
+            raise ValueError("no checks given: declare at least one of " + ", ".join(type(self).model_fields))
+        return self
+
+    @classmethod
+    def parse(cls, values: Any) -> Checks:
+        """Checks from a mapping (``Task(..., verify={"max_words": 8})``); a TaskError naming
+        the first problem otherwise."""
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "checks"
+            if first["type"] == "extra_forbidden":
+                raise TaskError(f"unknown check {where!r}; known: {', '.join(cls.model_fields)}") from None
+            raise TaskError(f"check {where}: {first['msg'].removeprefix('Value error, ')}") from None
+
+    def count(self) -> int:
+        """How many checks a draft is scored on."""
+        counts = (self.min_words, self.max_words), (self.min_lines, self.max_lines)
+        ranges = sum(any(v is not None for v in pair) for pair in counts)
+        return len(self.must_match) + len(self.must_not_match) + len(self.required_words) + ranges
+
+    def __call__(self, input: str, draft: str) -> Verification:
+        problems = self.findings(draft)
+        score = (self.count() - len(problems)) / self.count()
+        return Verification(text="; ".join(problems) or "all checks pass", passed=not problems, score=score)
+
+    def findings(self, draft: str) -> list[str]:
+        """One line per failed check."""
+        words = len(draft.split())
+        lines = sum(1 for line in draft.splitlines() if line.strip())
+        found = [
+            _count_problem(words, self.min_words, self.max_words, "word"),
+            _count_problem(lines, self.min_lines, self.max_lines, "line"),
+        ]
+        found += [f"needs the word {w!r}" for w in self.required_words if not _has_word(draft, w)]
+        found += self._regex_findings(draft)
+        return [f for f in found if f]
+
+    def _regex_findings(self, draft: str) -> list[str]:
+        if not (self.must_match or self.must_not_match):
+            return []
+        if len(draft) > MAX_REGEX_CHARS:
+            n = len(self.must_match) + len(self.must_not_match)
+            return [f"is {len(draft):,} characters; the regex checks read at most {MAX_REGEX_CHARS:,}"] * n
+        found = [f"does not match {shown(p)}" for p in self.must_match if not bounded_regex(p).search(draft)]
+        for p in self.must_not_match:
+            hit = bounded_regex(p).search(draft)
+            if hit is not None:
+                found.append(f"must not match {shown(p)} (found {_excerpt(hit.group(0))!r})")
+        return found
+
+
+def _count_problem(n: int, low: int | None, high: int | None, unit: str) -> str | None:
+    if (low is None or n >= low) and (high is None or n <= high):
+        return None
+    have = f"has {n}"
+    if low is not None and low == high:
+        return f"needs {_plural(low, unit)}, {have}"
+    if low is not None and high is not None:
+        return f"needs {low} to {high} {unit}s, {have}"
+    if low is not None:
+        return f"needs at least {_plural(low, unit)}, {have}"
+    return f"needs at most {_plural(high or 0, unit)}, {have}"
+
+
+def _plural(n: int, unit: str) -> str:
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
+
+
+def _has_word(text: str, word: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(word.strip())}(?!\w)", text, re.IGNORECASE) is not None
+
+
+def _excerpt(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def bounded_regex(pattern: str) -> re.Pattern[str]:
+    """The compiled check regex, or a TaskError naming it (invalid, or its backtracking
+    unbounded: :func:`selfrefine.core.saferegex.bounded`)."""
+    try:
+        return bounded(pattern, re.MULTILINE)
+    except ValueError as exc:
+        raise TaskError(str(exc)) from None
