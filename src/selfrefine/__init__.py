@@ -33,6 +33,7 @@ from .core.errors import (
 from .core.records import (
     CallRecord,
     DecisionStep,
+    DeltaStep,
     DraftStep,
     Feedback,
     FeedbackStep,
@@ -66,6 +67,7 @@ __all__ = [
     "CompletionResponse",
     "ConfigError",
     "DecisionStep",
+    "DeltaStep",
     "DraftStep",
     "EngineClosedError",
     "FakeBackend",

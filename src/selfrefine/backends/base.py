@@ -12,6 +12,7 @@ loop owns the retry policy so every attempt is recorded the same way for all bac
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -45,6 +46,10 @@ class CompletionResponse(BaseModel):
     cached_prompt_tokens: int | None = None
 
 
+#: receives each piece of a reply as it is generated (in the event loop's thread, in order)
+TextSink = Callable[[str], None]
+
+
 class Backend(abc.ABC):
     """Subclass this (or register an entry point in ``selfrefine.backends``) to add models."""
 
@@ -60,6 +65,18 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         """Answer one request. Must be safe to call from concurrent tasks."""
+
+    async def stream(self, request: CompletionRequest, on_text: TextSink) -> CompletionResponse:
+        """Answer one request as :meth:`complete` does, handing each piece of the reply to
+        ``on_text`` as it is generated; the pieces concatenate to the response's text, and
+        the response (text, token counts) is what :meth:`complete` would have returned.
+
+        This default sends the whole reply as one piece once it is complete; a backend that
+        can do better (llama.cpp in-process, the ``openai`` SDK, the fake) overrides it."""
+        response = await self.complete(request)
+        if response.text:
+            on_text(response.text)
+        return response
 
     async def complete_n(self, request: CompletionRequest, n: int) -> list[CompletionResponse]:
         """``n`` samples of one prompt (the loop asks for them at a temperature above 0).

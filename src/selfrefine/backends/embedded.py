@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from .base import (
     CompletionRequest,
     CompletionResponse,
     ModelInfo,
+    TextSink,
     chat_messages,
     flat_prompt,
 )
@@ -217,7 +219,24 @@ class LlamaCppBackend(Backend):
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         return await asyncio.to_thread(self._complete_sync, request)
 
-    def _complete_sync(self, request: CompletionRequest) -> CompletionResponse:
+    async def stream(self, request: CompletionRequest, on_text: TextSink) -> CompletionResponse:
+        """The reply as llama.cpp writes it, through the same call as :meth:`complete` (the
+        same text, token counts and prefix reuse). With a named ``chat_format``
+        llama-cpp-python formats and runs the chat itself: that reply comes whole."""
+        if self.chat_format is not None:
+            return await super().stream(request, on_text)
+        loop = asyncio.get_running_loop()
+        pieces = Pieces(lambda text: loop.call_soon_threadsafe(on_text, text))
+        try:
+            response = await asyncio.to_thread(self._complete_sync, request, pieces)
+        except asyncio.CancelledError:
+            pieces.cancelled = True  # the model stops at its next token and frees the role
+            raise
+        # the thread's pieces were queued on the loop before its result: they came first
+        pieces.finish(response.text)
+        return response
+
+    def _complete_sync(self, request: CompletionRequest, pieces: Pieces | None = None) -> CompletionResponse:
         llm, lock = self._instance(request.role)
         with lock:
             if self.chat_format is not None:  # a named format: llama-cpp-python formats it
@@ -233,7 +252,8 @@ class LlamaCppBackend(Backend):
                 return self._response(choice["message"].get("content"), out, choice, cached=None)
             tokens, stop = self._prompt_tokens(llm, request)
             cached = self._prepare_context(llm, tokens)
-            out = _rejecting(llm.create_completion, prompt=tokens, stop=stop, **self._sampling(request))
+            watch = {} if pieces is None else {"stopping_criteria": pieces.watching(llm, stop)}
+            out = _rejecting(llm.create_completion, prompt=tokens, stop=stop, **watch, **self._sampling(request))
             self._after_call(llm, tokens)
         choice = out["choices"][0]
         return self._response(choice.get("text"), out, choice, cached=cached)
@@ -339,6 +359,56 @@ class LlamaCppBackend(Backend):
             close = getattr(llm, "close", None)
             if close is not None:
                 close()
+
+
+class Pieces:
+    """Hands a reply to ``emit`` while llama.cpp writes it, from llama.cpp's thread. It is
+    called as a stopping criterion (always answering "go on") after each sampled token; it
+    decodes the tokens so far and sends what is new, holding back what may still become a
+    stop string or a whole character. llama.cpp calls it before adding the newest token, so
+    it runs one token behind; :meth:`finish` sends the rest of the finished reply."""
+
+    def __init__(self, emit: TextSink) -> None:
+        self.emit = emit
+        self.sent = ""
+        self.cancelled = False  # set from the event loop: stop generating
+        self.llm: Any = None
+        self.stops: list[str] = []
+        self.start: int | None = None  # where the reply begins in the context's tokens
+
+    def watching(self, llm: Any, stops: list[str]) -> Callable[[Any, Any], bool]:
+        self.llm, self.stops = llm, [s for s in stops if s]
+        return self.check
+
+    def check(self, input_ids: Any, logits: Any) -> bool:
+        if self.cancelled:
+            return True
+        if self.start is None:  # first call: nothing sampled is in the context yet
+            self.start = len(input_ids)
+        reply = self.llm.detokenize(list(input_ids[self.start :])).decode("utf-8", errors="ignore")
+        self._send(settled(reply, self.stops))
+        return False
+
+    def finish(self, text: str) -> None:
+        self._send(text)
+
+    def _send(self, text: str) -> None:
+        if self.cancelled or len(text) <= len(self.sent) or not text.startswith(self.sent):
+            return
+        piece, self.sent = text[len(self.sent) :], text
+        self.emit(piece)
+
+
+def settled(text: str, stops: list[str]) -> str:
+    """The part of a reply being written that can no longer change: up to its first stop
+    string, or short of an end that may be the start of one."""
+    hits = [text.index(s) for s in stops if s in text]
+    if hits:
+        return text[: min(hits)]
+    for k in range(min(len(text), max((len(s) for s in stops), default=1) - 1), 0, -1):
+        if any(s.startswith(text[-k:]) for s in stops):
+            return text[:-k]
+    return text
 
 
 def _rejecting(call: Any, **kwargs: Any) -> dict[str, Any]:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..core.errors import BackendError, ModelNotFoundError
-from .base import Backend, CompletionRequest, CompletionResponse
+from .base import Backend, CompletionRequest, CompletionResponse, TextSink
 
 Reply = str | BaseException
 
@@ -99,14 +100,41 @@ class FakeBackend(Backend):
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         self.requests.append(request)
-        delay = self.latency.get(request.role, 0.0) if isinstance(self.latency, Mapping) else self.latency
-        if delay:
-            try:
-                await asyncio.sleep(delay)
-            except asyncio.CancelledError:
-                self.cancelled.append(request)  # lets tests see that a call was cut off mid-way
-                raise
+        await self._wait(request, self._delay(request))
+        return self._response(request, self._next_reply(request))
+
+    async def stream(self, request: CompletionRequest, on_text: TextSink) -> CompletionResponse:
+        """The reply in pieces (a word and the space after it), its latency spread over them:
+        half before the first piece, the rest between pieces, so the call takes as long as
+        :meth:`complete` and its first piece arrives while it is still running."""
+        self.requests.append(request)
+        delay = self._delay(request)
+        await self._wait(request, delay / 2)
         reply = self._next_reply(request)
+        if isinstance(reply, BaseException):
+            raise reply
+        pieces = text_pieces(cut_at(reply, request.max_tokens)[0])  # what _response records
+        gap = delay / 2 / max(1, len(pieces))
+        for piece in pieces:
+            on_text(piece)
+            await self._wait(request, gap)
+        if not pieces:
+            await self._wait(request, gap)
+        return self._response(request, reply)
+
+    def _delay(self, request: CompletionRequest) -> float:
+        return self.latency.get(request.role, 0.0) if isinstance(self.latency, Mapping) else self.latency
+
+    async def _wait(self, request: CompletionRequest, delay: float) -> None:
+        if not delay:
+            return
+        try:
+            await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            self.cancelled.append(request)  # lets tests see that a call was cut off mid-way
+            raise
+
+    def _response(self, request: CompletionRequest, reply: Reply) -> CompletionResponse:
         if isinstance(reply, BaseException):
             raise reply
         reply, finish = cut_at(reply, request.max_tokens)
@@ -126,6 +154,12 @@ def cut_at(reply: str, max_tokens: int) -> tuple[str, str]:
     if count_tokens(reply) <= max_tokens:
         return reply, "stop"
     return " ".join(reply.split()[:max_tokens]), "length"
+
+
+def text_pieces(text: str) -> list[str]:
+    """``text`` as the pieces the fake streams: each word with the whitespace after it (the
+    leading whitespace on its own); they concatenate to ``text``."""
+    return re.findall(r"^\s+|\S+\s*", text)
 
 
 def _read_replies_file(path: str | Path) -> object:

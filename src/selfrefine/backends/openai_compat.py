@@ -16,6 +16,7 @@ hands back a half-built object, so the reply is checked here before it is used.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from typing import Any
@@ -30,6 +31,7 @@ from .base import (
     Backend,
     CompletionRequest,
     CompletionResponse,
+    TextSink,
     chat_messages,
     flat_prompt,
     nth_sample,
@@ -86,6 +88,8 @@ class OpenAIBackend(Backend):
         # default. Off only makes sense to measure what the cache saves.
         self.cache_prompt = cache_prompt
         self._client = openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=float(timeout))
+        # False once the server streamed a reply without its usage: later calls come whole
+        self.stream_usage = True
 
     def cache_identity(self) -> str:
         return f"{self.name}@{self.base_url or 'api.openai.com'}/{self.api}"
@@ -118,6 +122,64 @@ class OpenAIBackend(Backend):
             self.supports_n = False
             got += [await self.complete(nth_sample(request, i)) for i in range(len(got), n)]
         return got
+
+    async def stream(self, request: CompletionRequest, on_text: TextSink) -> CompletionResponse:
+        """The reply as the server writes it (``stream=True``), its token counts from the
+        usage the stream ends with (``stream_options.include_usage``). A server that sends
+        no usage in a stream (``llama_cpp.server``) has that call counted as 0 tokens and
+        is asked for whole replies from then on, so the counts stay right."""
+        if not self.stream_usage:
+            return await super().stream(request, on_text)
+        return (await self._mapped(self._streamed(request, on_text)))[0]
+
+    async def _streamed(self, request: CompletionRequest, on_text: TextSink) -> list[CompletionResponse]:
+        import openai
+
+        pieces: list[str] = []
+        finish, usage, last = None, None, None
+        try:
+            async with await self._open_stream(request) as chunks:
+                async for last in chunks:
+                    for choice in getattr(last, "choices", None) or []:
+                        piece = _piece(choice)
+                        if piece:
+                            pieces.append(piece)
+                            on_text(piece)
+                        finish = getattr(choice, "finish_reason", None) or finish
+                    usage = last if getattr(last, "usage", None) is not None else usage
+        except _transport_errors() as exc:  # the connection broke off mid-stream
+            raise TransientBackendError(f"{self.name}: the stream broke off: {exc!r}") from exc
+        except openai.APIError as exc:
+            if isinstance(exc, openai.APIStatusError | openai.APIConnectionError | openai.APIResponseValidationError):
+                raise
+            raise TransientBackendError(
+                f"{self.name}: the server ended the stream with an error: {exc.message}"
+            ) from exc
+        if last is None:
+            raise TransientBackendError(f"{self.name}: {MALFORMED}: the stream held no reply")
+        self.stream_usage = usage is not None
+        return self._responses([("".join(pieces), finish)], usage or last)
+
+    async def _open_stream(self, request: CompletionRequest) -> Any:
+        """The streamed call; the json_schema fallback as :meth:`_chat` does it."""
+        import openai
+
+        kwargs = {**self._sampling(request), "stream": True, "stream_options": {"include_usage": True}}
+        if self.api == "completion":
+            return await self._client.completions.create(model=self.model, prompt=flat_prompt(request), **kwargs)
+        fmt = self._response_format(request)
+        messages = chat_messages(request)
+        try:
+            return await self._client.chat.completions.create(
+                model=self.model, messages=messages, **kwargs, **({"response_format": fmt} if fmt else {})
+            )
+        except openai.APIStatusError as exc:
+            if not self._schema_form_refused(fmt, exc):
+                raise
+            self.json_format = "json_object"
+            return await self._client.chat.completions.create(
+                model=self.model, messages=messages, response_format=self._response_format(request), **kwargs
+            )
 
     async def _mapped(self, call: Any) -> list[CompletionResponse]:
         """Await one API call, its errors mapped onto the package's (transient or not)."""
@@ -250,6 +312,25 @@ def _first_choice(name: str, resp: Any) -> Any:
     if not isinstance(choices, list) or not choices or isinstance(choices[0], (str, int, float, list, dict)):
         raise TransientBackendError(f"{name}: {MALFORMED}: no usable choice in {_preview(resp)}")
     return choices[0]
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """The connection errors of the HTTP library the SDK reads its streams with (httpx, or
+    httpx2 in newer SDKs): raised as they are while a stream is read."""
+    errors = []
+    for name in ("httpx2", "httpx"):
+        try:
+            errors.append(importlib.import_module(name).TransportError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(errors)
+
+
+def _piece(choice: Any) -> str:
+    """The text a streamed chunk's choice adds: a chat delta's content, a completion's text."""
+    delta = getattr(choice, "delta", None)
+    text = getattr(delta, "content", None) if delta is not None else getattr(choice, "text", None)
+    return text if isinstance(text, str) else ""
 
 
 def _count(name: str, value: Any) -> int:

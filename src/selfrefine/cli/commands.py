@@ -27,10 +27,9 @@ from ..engine.spec import ModelSpec
 from ..engine.task import Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
+from .inputs import one_input, read_input
 from .options import engine_options, engine_spec, role_model
 from .tables import keep_whole
-
-MAX_INPUT_BYTES = 10_000_000
 
 
 class Group(click.Group):
@@ -76,59 +75,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.ensure_object(dict)["debug"] = debug
 
 
-def _read_input(text: str | None, input_file: Path | None) -> str:
-    if text is not None and input_file is not None:
-        raise click.UsageError("give INPUT or --input-file, not both")
-    if input_file is not None:
-        try:
-            if input_file.stat().st_size > MAX_INPUT_BYTES:
-                raise InputError(f"input file {input_file} is larger than {MAX_INPUT_BYTES:,} bytes")
-            return input_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"cannot read input file {input_file}: {exc}") from None
-    if text is not None and text != "-":
-        return _valid_text(text, "INPUT")
-    if text is None and sys.stdin.isatty():
-        raise click.UsageError("no input: give INPUT, --input-file PATH, or pipe it on stdin")
-    return _read_stdin()
-
-
-def _one_input(task: Task, text: str, input_file: Path | None, where: str) -> None:
-    """Refuse several lines for a task whose input is one line (a concept list, a title):
-    they would be joined into one input silently, where ``eval`` reads one input a line. A
-    JSON value (``[...]``, ``{...}``) may span lines."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if not task.one_line_input or len(lines) < 2 or text.lstrip().startswith(("[", "{")):
-        return
-    where, data = (f"--input-file {input_file}", input_file) if input_file is not None else (where, "FILE")
-    raise InputError(
-        f"{task.name} takes one input on one line, and {where} has {len(lines)} lines: for one input "
-        f"per line use `selfrefine eval {task.name} --data {data} --out DIR`, or join them into one line"
-    )
-
-
-def _read_stdin() -> str:
-    """stdin as strict UTF-8, as ``-f`` reads a file (Python's own stdin may turn bad bytes
-    into lone surrogates that fail much later, at the first write)."""
-    data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(
-            f"stdin is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-            "convert it first, e.g. with iconv -t UTF-8"
-        ) from None
-
-
-def _valid_text(text: str, where: str) -> str:
-    """``text`` unless it holds a lone surrogate (a command-line argument's undecodable byte)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InputError(f"{where} is not UTF-8 text (character {exc.start}); pass UTF-8 text") from None
-    return text
-
-
 def build_engine(task: str, flags: dict[str, Any], loaded: Task | None = None, **extra: Any) -> SelfRefine:
     """The engine of ``run`` from its flags (config errors surface before any model loads);
     ``task`` is the name or path given, ``loaded`` the Task already read from it."""
@@ -148,8 +94,19 @@ def build_engine(task: str, flags: dict[str, Any], loaded: Task | None = None, *
 @click.option("--reference", help="Reference answer, for the task's metric.")
 @click.option("--record-prompts", is_flag=True, help="Keep every prompt in the result.")
 @click.option("--json", "as_json", is_flag=True, help="Print the run result as one JSON object.")
+@click.option(
+    "--live/--no-live",
+    default=None,
+    help="Show each draft and critique while the model writes it (default: when stdout is a terminal).",
+)
 def run(
-    task: str, input: str | None, input_file: Path | None, reference: str | None, as_json: bool, **options: Any
+    task: str,
+    input: str | None,
+    input_file: Path | None,
+    reference: str | None,
+    as_json: bool,
+    live: bool | None,
+    **options: Any,
 ) -> None:
     """Run Self-Refine on one INPUT with TASK (a built-in name or a YAML task file).
 
@@ -163,11 +120,15 @@ def run(
       selfrefine run examples/haiku.yaml "autumn rain" --model openai:gpt-4o-mini
     """
     the_task = get_task(task)
-    text = _read_input(input, input_file)
-    _one_input(the_task, text, input_file, "INPUT" if input not in (None, "-") else "stdin")
+    text = read_input(input, input_file)
+    one_input(the_task, text, input_file, "INPUT" if input not in (None, "-") else "stdin")
     the_task.prepare_input(text)  # fail on bad input before loading any model
     engine = build_engine(task, options, the_task, record_prompts=options.pop("record_prompts"))
-    show = None if as_json else StepPrinter(metric_name=the_task.metric_name)
+    show = (
+        None
+        if as_json
+        else StepPrinter(metric_name=the_task.metric_name, live=sys.stdout.isatty() if live is None else live)
+    )
     result = asyncio.run(_drive(engine, text, reference, show))
     if as_json:
         click.echo(result.model_dump_json())
@@ -414,7 +375,7 @@ def _check_ray_flags(
 async def _drive(engine: SelfRefine, text: str, reference: str | None, show: StepPrinter | None) -> RunResult:
     result = None
     try:
-        async for step in engine.astream(text, reference):
+        async for step in engine.astream(text, reference, deltas=show is not None and show.live):
             if show is not None:
                 show(step)
             if isinstance(step, ResultStep):

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
@@ -13,6 +14,7 @@ from rich.text import Text
 from ..core.records import (
     CallStep,
     DecisionStep,
+    DeltaStep,
     DraftStep,
     FeedbackStep,
     ResultStep,
@@ -24,13 +26,26 @@ from ..engine.incomplete import cut_off
 
 
 class StepPrinter:
-    """Prints each step as it arrives: draft panels, feedback panels, decisions, summary."""
+    """Prints each step as it arrives: draft panels, feedback panels, decisions, summary.
 
-    def __init__(self, console: Console | None = None, metric_name: str | None = None) -> None:
+    ``live``: drafts and critiques are also shown while the model writes them (the
+    :class:`DeltaStep` pieces of ``astream(..., deltas=True)``): on a terminal in a panel
+    that grows in place and gives way to the step's own panel; elsewhere (a pipe, a file)
+    as their title and then their text as it comes, before that panel."""
+
+    def __init__(self, console: Console | None = None, *, metric_name: str | None = None, live: bool = False) -> None:
         self.console = console or Console(highlight=False)
         self.metric_name = metric_name  # what the task's metric measures, for the summary
+        self.live = live
+        self.writing: Writing | None = None
 
     def __call__(self, step: Step) -> None:
+        if isinstance(step, DeltaStep):
+            self._delta(step)
+            return
+        if self.writing is not None:
+            self.writing.end()
+            self.writing = None
         if isinstance(step, DraftStep):
             self._draft(step)
         elif isinstance(step, FeedbackStep):
@@ -45,6 +60,15 @@ class StepPrinter:
             )
         elif isinstance(step, ResultStep):
             self.summary(step.result)
+
+    def _delta(self, step: DeltaStep) -> None:
+        if not self.live:
+            return
+        if self.writing is None or self.writing.key != (step.role, step.iteration, step.attempt):
+            if self.writing is not None:  # a retry of the call: its own block
+                self.writing.end()
+            self.writing = Writing(self.console, step)
+        self.writing.add(step.text)
 
     def _draft(self, step: DraftStep) -> None:
         role = "generate" if step.iteration == 0 else "refine"
@@ -110,6 +134,40 @@ class StepPrinter:
             f"{plural(u.calls, 'call')}, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, "
             f"{u.seconds:.1f}s in model calls"
         )
+
+
+class Writing:
+    """One reply while the model writes it (see :class:`StepPrinter`)."""
+
+    def __init__(self, console: Console, step: DeltaStep) -> None:
+        self.console, self.key, self.text = console, (step.role, step.iteration, step.attempt), ""
+        what = f"feedback {step.iteration}" if step.role == "feedback" else f"draft {step.iteration} ({step.role})"
+        self.title = what + (f", attempt {step.attempt}" if step.attempt > 1 else "") + ", writing…"
+        self.view: Live | None = None
+        if console.is_terminal:
+            self.view = Live(self._panel(), console=console, transient=True, refresh_per_second=10)
+            self.view.start()
+        else:
+            console.print(f"[dim]{escape(self.title)}[/dim]")
+
+    def add(self, text: str) -> None:
+        self.text += text
+        if self.view is not None:
+            self.view.update(self._panel())
+        else:
+            self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+
+    def end(self) -> None:
+        if self.view is not None:
+            self.view.stop()  # transient: the step's own panel takes its place
+        else:
+            self.console.print()
+
+    def _panel(self) -> Panel:
+        """The text so far, its last lines when it is taller than the terminal."""
+        rows = max(3, self.console.height - 4)
+        lines = self.text[-rows * max(20, self.console.width - 4) :].split("\n")[-rows:]
+        return Panel(Text("\n".join(lines)), title=self.title, border_style="dim")
 
 
 def candidate_lines(step: DraftStep) -> list[Text]:

@@ -223,9 +223,22 @@ class CallStep(BaseModel):
     call: CallRecord
 
 
+class DeltaStep(BaseModel):
+    """A piece of a reply while the model writes it (only with ``astream(..., deltas=True)``):
+    call ``attempt`` of ``role`` on draft ``iteration``. The pieces of one call concatenate
+    to its recorded response; a new attempt (a retry) starts over. The draft or feedback
+    step that follows carries the parsed result, as without deltas."""
+
+    kind: Literal["delta"] = "delta"
+    role: Role
+    iteration: int
+    attempt: int = 1
+    text: str
+
+
 class ResultStep(BaseModel):
     kind: Literal["result"] = "result"
     result: RunResult
 
 
-Step = DraftStep | FeedbackStep | DecisionStep | CallStep | ResultStep
+Step = DraftStep | FeedbackStep | DecisionStep | CallStep | DeltaStep | ResultStep

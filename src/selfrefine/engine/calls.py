@@ -11,16 +11,21 @@ Robustness rules implemented here:
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..backends.base import Backend, CompletionRequest, CompletionResponse
+from ..backends.base import Backend, CompletionRequest, CompletionResponse, TextSink
 from ..core.config import RefineConfig
 from ..core.errors import BackendError, TransientBackendError
 from ..core.records import CallRecord, Role, StopReason
+
+#: receives each piece of a streamed reply with its call's role, iteration and attempt
+DeltaSink = Callable[[Role, int, int, str], None]
 
 
 class BudgetExceeded(Exception):
@@ -65,17 +70,20 @@ class Caller:
 
     def __init__(self, config: RefineConfig, backends: dict[str, Backend], log: CallLog) -> None:
         self.config, self.backends, self.log = config, backends, log
+        self.sink: DeltaSink | None = None  # set: calls asked to stream hand it their pieces
 
     async def call(
-        self, role: Role, t: int, request: CompletionRequest, n: int = 1
+        self, role: Role, t: int, request: CompletionRequest, n: int = 1, *, stream: bool = False
     ) -> list[tuple[CompletionResponse, CallRecord]]:
-        """One logical call (``n`` samples of the request) with transient-error retries."""
+        """One logical call (``n`` samples of the request) with transient-error retries;
+        ``stream``: a single sample's reply goes to the sink piece by piece as it comes."""
         backend = self.backends[role]
         for attempt in range(1, self.config.backend_retries + 2):
             self.check_budgets()
             calls = [self._record(role, t, backend, request) for _ in range(n)]
             try:
-                responses = await self._send(backend, request, calls[0], n)
+                on_text = self._pieces(role, t, calls[0].attempt) if stream and n == 1 else None
+                responses = await self._send(backend, request, calls[0], n, on_text)
             except (TransientBackendError, BackendError, BudgetExceeded) as exc:
                 self._failed(calls, str(exc))
                 if isinstance(exc, TransientBackendError) and attempt <= self.config.backend_retries:
@@ -88,6 +96,9 @@ class Caller:
             share = round(calls[0].seconds / n, 6)
             return [self._finished(r, c, share, calls[0].wait_seconds) for r, c in zip(responses, calls)]
         raise AssertionError("unreachable")
+
+    def _pieces(self, role: Role, t: int, attempt: int) -> TextSink | None:
+        return None if self.sink is None else functools.partial(self.sink, role, t, attempt)
 
     def _record(self, role: Role, t: int, backend: Backend, request: CompletionRequest) -> CallRecord:
         call = CallRecord(role=role, iteration=t, attempt=self.log.next_attempt(role, t), model=backend.name)
@@ -113,7 +124,7 @@ class Caller:
         return response, call
 
     async def _send(
-        self, backend: Backend, request: CompletionRequest, call: CallRecord, n: int
+        self, backend: Backend, request: CompletionRequest, call: CallRecord, n: int, on_text: TextSink | None
     ) -> list[CompletionResponse]:
         """One attempt under the backend's concurrency limit; times the wait and the call apart."""
         queued = time.perf_counter()
@@ -125,7 +136,7 @@ class Caller:
                 self.check_budgets()
                 remaining = self.config.max_seconds - self.log.elapsed()
             try:
-                return await asyncio.wait_for(_complete(backend, request, n), remaining)
+                return await asyncio.wait_for(_complete(backend, request, n, on_text), remaining)
             except TimeoutError:
                 if remaining is None:  # the backend's own timeout surfaced as asyncio's
                     raise TransientBackendError(f"{backend.name}: request timed out") from None
@@ -156,9 +167,11 @@ class Caller:
         return delay
 
 
-async def _complete(backend: Backend, request: CompletionRequest, n: int) -> list[CompletionResponse]:
+async def _complete(
+    backend: Backend, request: CompletionRequest, n: int, on_text: TextSink | None = None
+) -> list[CompletionResponse]:
     if n == 1:
-        return [await backend.complete(request)]
+        return [await (backend.complete(request) if on_text is None else backend.stream(request, on_text))]
     responses = await backend.complete_n(request, n)
     if len(responses) != n:
         raise BackendError(f"{backend.name}: asked for {n} samples, got {len(responses)}")

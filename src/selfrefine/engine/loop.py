@@ -23,6 +23,7 @@ from ..core.errors import ConfigError, EngineClosedError
 from ..core.records import ResultStep, RunResult, Step
 from .calls import backend_semaphore
 from .checks import Checks, Verifier
+from .deltas import with_deltas
 from .plugins import find_task
 from .refinement import Refinement
 from .settings import Settings
@@ -130,16 +131,23 @@ class SelfRefine:
             return _thread_runner().run(self.arun(input, reference))
         raise ConfigError("SelfRefine.run() was called inside an event loop; use `await arun()`")
 
-    async def astream(self, input: str, reference: Any = None) -> AsyncIterator[Step]:
-        """Run the loop, yielding each draft, feedback and decision as it happens."""
+    async def astream(self, input: str, reference: Any = None, *, deltas: bool = False) -> AsyncIterator[Step]:
+        """Run the loop, yielding each draft, feedback and decision as it happens; with
+        ``deltas``, also each piece of each draft and critique as the model writes it
+        (:class:`~selfrefine.core.records.DeltaStep`; the other steps and the result are
+        the same). Samples (``samples`` > 1) arrive whole, in their draft step."""
         if self.closed:
             raise EngineClosedError(
                 "this SelfRefine engine is closed (its backends are shut); make a new one, "
                 "or use `with SelfRefine(...) as engine:` around the runs"
             )
         run = Refinement(self.task, self.settings, self.backends, self.task.prepare_input(input), reference)
-        async for step in run.stream():
-            yield step
+        steps = with_deltas(run) if deltas else run.stream()
+        try:
+            async for step in steps:
+                yield step
+        finally:
+            await steps.aclose()
 
     def distinct_backends(self) -> list[Backend]:
         """Each backend once, however many roles share it."""

@@ -297,7 +297,7 @@ class Refinement(SampledSteps):
         """A parsed draft; after the parse retries, the raw reply, or when that is empty the
         draft being refined (an empty refinement then counts as unchanged: "no change")."""
         reseed = self._rejections() if role == "refine" else 0
-        draft, call, error = await self._parsed_call(role, t, prompt, None, self.task.parse_draft, reseed)
+        draft, call, error = await self._parsed_call(role, t, prompt, None, self.task.parse_draft, reseed, stream=True)
         if error is None:
             return draft, call
         return _raw(call) or (self.iterations[self.current].draft if self.iterations else ""), call
@@ -335,7 +335,9 @@ class Refinement(SampledSteps):
 
     async def _critique(self, t: int, draft: str | None = None, transcript: list[int] | None = None) -> Feedback:
         """The critic on draft t (or on ``draft``, a sample for step t, with the transcript the
-        prompt will have once it is step t's draft: its critique is then reused as is)."""
+        prompt will have once it is step t's draft: its critique is then reused as is).
+        A sample's critique is not streamed: it may never be the step's feedback."""
+        own = draft is None
         draft = self.iterations[t].draft if draft is None else draft
         history = self._history(transcript)
         prompt = self.task.render("feedback", self.input, draft=draft, history=history, iteration=t)
@@ -344,20 +346,29 @@ class Refinement(SampledSteps):
         def parse(text: str) -> Feedback:
             return self.task.parse_feedback(text, input=self.input, draft=draft)
 
-        feedback, call, error = await self._parsed_call("feedback", t, prompt, schema, parse)
+        feedback, call, error = await self._parsed_call("feedback", t, prompt, schema, parse, stream=own)
         if error is None:
             return feedback
         raw = _raw(call)
         return Feedback(text=raw, done=self.task.says_done(raw), parse_error=error)
 
     async def _parsed_call(
-        self, role: Role, t: int, prompt: str, schema: dict[str, Any] | None, parse: Callable[[str], T], reseed: int = 0
+        self,
+        role: Role,
+        t: int,
+        prompt: str,
+        schema: dict[str, Any] | None,
+        parse: Callable[[str], T],
+        reseed: int = 0,
+        *,
+        stream: bool = False,
     ) -> tuple[Any, CallRecord, str | None]:
-        """Call, parse; on a parse error re-ask this step only. Returns (value, call, error)."""
+        """Call, parse; on a parse error re-ask this step only. Returns (value, call, error);
+        ``stream``: each attempt's reply goes to the caller's sink as it is written."""
         error = None
         for attempt in range(1, self.config.parse_retries + 2):
             request = self._request(role, prompt, schema, attempt, reseed)
-            [(response, call)] = await self.caller.call(role, t, request)
+            [(response, call)] = await self.caller.call(role, t, request, stream=stream)
             try:
                 return parse(response.text), call, None
             except ParseError as exc:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..backends.base import Backend, CompletionRequest, CompletionResponse, ModelInfo
+from ..backends.base import Backend, CompletionRequest, CompletionResponse, ModelInfo, TextSink
 from .storage import cache_error
 
 
@@ -110,13 +110,25 @@ class CachedBackend(Backend):
         return f"{self.inner.describe()} [cached]"
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
+        return await self._answer(request, None)
+
+    async def stream(self, request: CompletionRequest, on_text: TextSink) -> CompletionResponse:
+        """A hit is sent as one piece; a miss streams from the model and is stored whole."""
+        return await self._answer(request, on_text)
+
+    async def _answer(self, request: CompletionRequest, on_text: TextSink | None) -> CompletionResponse:
         key = ResponseCache.key(self.inner.cache_identity(), request)
         hit = await self.lookup(key)
         if hit is not None:
             self.hits += 1
+            if on_text is not None and hit.text:
+                on_text(hit.text)
             return hit.model_copy(update={"cached": True})
         self.misses += 1
-        response = await self.inner.complete(request)
+        if on_text is None:
+            response = await self.inner.complete(request)
+        else:
+            response = await self.inner.stream(request, on_text)
         await self.store(key, response)
         return response
 

@@ -290,7 +290,14 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             events = _guarded(
-                service, reservation, span, request, engine, text, lambda steps: completion.stream(steps, include_usage)
+                service,
+                reservation,
+                span,
+                request,
+                engine,
+                text,
+                lambda steps: completion.stream(steps, include_usage),
+                deltas=completion.reasoning_format != "none",  # the trace token by token
             )
             return _stream_response(events, reservation, span)
         result, decisions = await _run(service, reservation, span, request, engine, text)
@@ -306,7 +313,7 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         span = service.tracing.request("/v1/refine", task=task, stream=body.stream)
         reservation = _reserve(service, span)
         if body.stream:
-            events = _guarded(service, reservation, span, request, engine, body.input, step_events)
+            events = _guarded(service, reservation, span, request, engine, body.input, step_events, deltas=body.deltas)
             return _stream_response(events, reservation, span)
         result, _ = await _run(service, reservation, span, request, engine, body.input)
         return _json(result.model_dump_json())
@@ -344,14 +351,23 @@ async def _run(
 
 
 async def _guarded(
-    service: Service, reservation: Reservation, span: Any, request: Request, engine: SelfRefine, text: str, render: Any
+    service: Service,
+    reservation: Reservation,
+    span: Any,
+    request: Request,
+    engine: SelfRefine,
+    text: str,
+    render: Any,
+    *,
+    deltas: bool = False,
 ) -> AsyncIterator[str]:
     """A streamed run: under a slot, cancelled when the client leaves; an error after the
-    first byte is sent as an error event (the status line has gone already)."""
+    first byte is sent as an error event (the status line has gone already). ``deltas``:
+    the steps include each piece of each draft and critique as the model writes it."""
     error = None
     try:
         async with service.admission.slot(reservation):
-            steps = service.tracing.steps(engine.astream(text), engine.task.name, span)
+            steps = service.tracing.steps(engine.astream(text, deltas=deltas), engine.task.name, span)
             async for event in render(until_disconnected(request, steps)):
                 yield event
     except ClientGone as exc:

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from ..core.records import (
     CallStep,
     DecisionStep,
+    DeltaStep,
     DraftStep,
     FeedbackStep,
     ResultStep,
@@ -178,6 +179,61 @@ def _samples_text(step: DraftStep) -> str:
     return "\n".join(lines) + "\n\n" if lines else ""
 
 
+class StreamedTrace:
+    """The reasoning text of a streamed reply, step by step: a draft or critique whose call
+    streamed is sent piece by piece as it is written, under the header its whole step has;
+    its step then adds only what the pieces did not say (a critique's score, the losing
+    samples, a verifier's findings combined with the critique). Other steps: as whole."""
+
+    def __init__(self) -> None:
+        self.open: tuple[str, int, int] | None = None  # the call whose pieces are being sent
+        self.streamed: tuple[str, int] | None = None  # (draft|feedback, iteration) sent in pieces
+        self.pieces = ""
+
+    def text(self, step: Step) -> str | None:
+        if isinstance(step, DeltaStep):
+            key = (step.role, step.iteration, step.attempt)
+            head = ""
+            if key != self.open:  # a new call, or a retry of one: a block of its own
+                head = self._close() + _delta_header(step)
+                self.open, self.pieces = key, ""
+                self.streamed = ("feedback" if step.role == "feedback" else "draft", step.iteration)
+            self.pieces += step.text
+            return head + step.text
+        close = self._close()
+        if isinstance(step, CallStep):  # a failed attempt, reported before its step's retry ends
+            return close + (reasoning_text(step) or "")
+        streamed, self.streamed = self.streamed, None
+        if isinstance(step, DraftStep) and streamed == ("draft", step.iteration):
+            return close + self._rest(step.draft) + _samples_text(step)
+        if isinstance(step, FeedbackStep) and streamed == ("feedback", step.iteration):
+            score = f"(score {step.feedback.total:g})\n\n" if step.feedback.total is not None else ""
+            return close + self._rest(step.feedback.text) + score
+        return close + (reasoning_text(step) or "")
+
+    def _close(self) -> str:
+        """The end of the block being streamed, if one is."""
+        if self.open is None:
+            return ""
+        self.open = None
+        return "\n\n"
+
+    def _rest(self, text: str) -> str:
+        """What the whole step says beyond what its pieces said (the pieces are the raw
+        reply, the step its parsed text: a parsed draft that differs adds nothing)."""
+        whole, said = text.strip(), self.pieces.strip()
+        rest = whole[len(said) :].strip() if whole.startswith(said) else ""
+        return f"{rest}\n\n" if rest else ""
+
+
+def _delta_header(step: DeltaStep) -> str:
+    again = f", attempt {step.attempt}" if step.attempt > 1 else ""
+    if step.role == "feedback":
+        return f"### Feedback on draft {step.iteration}{again}\n"
+    title = "Draft 0 (first answer)" if step.iteration == 0 else f"Draft {step.iteration} (refined)"
+    return f"### {title}{again}\n"
+
+
 async def collect(steps: AsyncIterator[Step]) -> tuple[RunResult, list[DecisionStep]]:
     """Run to the end: the result and the decisions taken on the way."""
     decisions: list[DecisionStep] = []
@@ -234,6 +290,7 @@ class Completion:
         think = self.reasoning_format == "think"
         yield self.chunk(Delta(role="assistant", content=THINK_OPEN if think else ""))
         decisions: list[DecisionStep] = []
+        trace = StreamedTrace()
         async for step in steps:
             if isinstance(step, DecisionStep):
                 decisions.append(step)
@@ -247,7 +304,7 @@ class Completion:
                 if include_usage:
                     yield self.chunk(Delta(), no_choices=True, usage=usage_of(result))
                 break
-            text = reasoning_text(step) if self.reasoning_format != "none" else None
+            text = trace.text(step) if self.reasoning_format != "none" else None
             if text:
                 yield self.chunk(Delta(content=text) if think else Delta(reasoning_content=text))
         yield sse("[DONE]")

@@ -126,6 +126,7 @@ class RefineRequest(BaseModel):
     input: str
     options: LoopOptions = Field(default_factory=LoopOptions)
     stream: bool = False
+    deltas: bool = False  # with stream: each piece of each draft and critique as it is written
 
 
 class ErrorBody(BaseModel):

@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..backends.base import Backend, CompletionRequest, CompletionResponse
+from ..backends.base import Backend, CompletionRequest, CompletionResponse, TextSink
 from ..core.records import DecisionStep, DraftStep, ModelInfo, ResultStep, Step
 
 NAME = "selfrefine"
@@ -179,12 +179,19 @@ class TracedBackend(Backend):
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
         with self._span(request) as span:
-            response = await self.inner.complete(request)
-            span.set_attribute("selfrefine.prompt_tokens", response.prompt_tokens)
-            span.set_attribute("selfrefine.completion_tokens", response.completion_tokens)
-            if response.finish_reason:
-                span.set_attribute("selfrefine.finish_reason", response.finish_reason)
-            return response
+            return self._finished(span, await self.inner.complete(request))
+
+    async def stream(self, request: CompletionRequest, on_text: TextSink) -> CompletionResponse:
+        with self._span(request) as span:
+            return self._finished(span, await self.inner.stream(request, on_text))
+
+    @staticmethod
+    def _finished(span: Any, response: CompletionResponse) -> CompletionResponse:
+        span.set_attribute("selfrefine.prompt_tokens", response.prompt_tokens)
+        span.set_attribute("selfrefine.completion_tokens", response.completion_tokens)
+        if response.finish_reason:
+            span.set_attribute("selfrefine.finish_reason", response.finish_reason)
+        return response
 
     @contextmanager
     def _span(self, request: CompletionRequest) -> Iterator[Any]:
