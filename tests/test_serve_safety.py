@@ -362,3 +362,63 @@ def test_clients_that_stop_reading_do_not_keep_their_slots(serve):
         time.sleep(0.1)
     for sock in stalled:
         sock.close()
+
+
+# -- issue 30 item 7: the samples cap, the upstream's address, a strict Host ------------------
+
+
+def _status_for_host(port: int, host: str) -> int:
+    sock = raw(port, f"GET /health HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode("latin-1"))
+    sock.settimeout(10)
+    try:
+        return int(sock.recv(1 << 16).split(b" ", 2)[1])
+    finally:
+        sock.close()
+
+
+def test_host_header_is_a_bracketed_ipv6_or_a_name_then_an_optional_port(serve):
+    served = serve()
+    for host in ("[::1]evil.com", "[::1]evil.com:80", "[::1]:80:80", "127.0.0.1 evil.com", "evil.com@127.0.0.1",
+                 "[::1", "localhost:80x", ":80"):  # fmt: skip
+        assert _status_for_host(served.port, host) == 400, host
+    for host in ("[::1]", "[::1]:8000", "127.0.0.1", f"localhost:{served.port}"):
+        assert _status_for_host(served.port, host) == 200, host
+
+
+def test_samples_over_the_limit_get_the_limit_the_readme_states(serve):
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "8 samples per step (asking more gets the limit" in readme
+    served = serve()
+    for asked in (9, 17, 10**6):
+        reply = httpx2.post(
+            f"{served.url}/v1/refine",
+            json={"task": "commongen", "input": "dog, ball", "options": {"samples": asked, "max_iterations": 0}},
+        )
+        assert reply.status_code == 200, (asked, reply.text)
+        assert reply.json()["config"]["samples"] == Caps.LIMITS["samples"] == 8
+    zero = httpx2.post(
+        f"{served.url}/v1/refine", json={"task": "commongen", "input": "a, b", "options": {"samples": 0}}
+    )
+    assert zero.status_code == 400 and "samples" in zero.json()["error"]["message"]
+
+
+UPSTREAM = "http://10.77.0.9:8000/v1"
+
+
+def test_a_502_does_not_tell_the_client_the_upstream_address(serve, caplog):
+    from selfrefine.core.errors import BackendError
+
+    message = f"openai:qwen: cannot reach server: Connection error. (at {UPSTREAM})"
+    served = serve(FakeBackend(default=lambda request: (_ for _ in ()).throw(BackendError(message))))
+    with caplog.at_level("WARNING", logger="selfrefine.serve"):
+        native = httpx2.post(f"{served.url}/v1/refine", json={"task": "commongen", "input": "dog, ball"})
+        chat = httpx2.post(f"{served.url}/v1/chat/completions", json={"model": COMMONGEN, "messages": user("a, b")})
+        streamed = httpx2.post(
+            f"{served.url}/v1/chat/completions", json={"model": COMMONGEN, "messages": user("a, b"), "stream": True}
+        )
+    assert chat.status_code == 502, chat.text  # /v1/refine answers its run result, error included
+    for text in (native.text, chat.text, streamed.text):
+        assert "cannot reach server" in text and "10.77.0.9" not in text and "http://" not in text, text
+    assert UPSTREAM in caplog.text  # the operator still sees where it failed

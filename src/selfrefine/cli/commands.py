@@ -275,12 +275,15 @@ def _eval(task: str, flags: dict[str, Any]) -> None:
     judge = _judge(judge_spec, the_task, flags["seed"], cache)
     concurrency = f["concurrency"] or engine.examples_in_flight()
     store = RunStore(f["out"])
-    store.start(run_meta(f["out"].name, engine, source, f["limit"], f["tests_path"]))
-    console = Console(stderr=True)  # one console: the pool's lines print above the bar
-    runner = recipe and _ray_runner(recipe, console, concurrency, cache, **ray)
-    run = run_eval(engine, examples, store, concurrency=concurrency, judge=judge, retry_failed=f["retry_failed"],
-                   runner=runner, console=console)  # fmt: skip
-    summary, _ = asyncio.run(run)
+    try:  # the run folder's lock, held until the run ends: one writer per folder
+        store.start(run_meta(f["out"].name, engine, source, f["limit"], f["tests_path"]))
+        console = Console(stderr=True)  # one console: the pool's lines print above the bar
+        runner = recipe and _ray_runner(recipe, console, concurrency, cache, **ray)
+        run = run_eval(engine, examples, store, concurrency=concurrency, judge=judge,
+                       retry_failed=f["retry_failed"], runner=runner, console=console)  # fmt: skip
+        summary, _ = asyncio.run(run)
+    finally:
+        store.release()
     Console().print(summary_table(summary, f["out"], metric=has_metric(the_task), metric_name=the_task.metric_name))
 
 

@@ -14,17 +14,25 @@ from importlib import resources
 from typing import Any
 
 import jinja2
-from jinja2 import meta, nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2 import nodes
 
 from ..core.errors import TemplateError
+from .template_bounds import (
+    BoundedEnvironment,
+    BoundsError,
+    Rendering,
+    charge_bodies,
+    refused_node,
+    undeclared_variables,
+)
 
 BASE_VARIABLES = frozenset({"input", "draft", "feedback", "history", "iteration"})
 
 # Task files come from users and API clients: a plain Environment lets
 # ``{{ ''.__class__.__mro__ ... }}`` reach ``os`` and run commands on every render. The
-# immutable sandbox refuses underscore attributes, function internals and mutating methods.
-_ENV = ImmutableSandboxedEnvironment(
+# immutable sandbox refuses underscore attributes, function internals and mutating methods;
+# the bounded one also caps what a render may cost (time, memory, output: template_bounds).
+_ENV = BoundedEnvironment(
     undefined=jinja2.StrictUndefined,
     keep_trailing_newline=False,
     autoescape=False,
@@ -39,36 +47,60 @@ class Template:
     def __init__(self, name: str, source: str, allowed: Iterable[str] = BASE_VARIABLES) -> None:
         self.name = name
         self.source = source
+        self.origin: str | None = None  # the task file it came from, for error messages
         try:
             ast = _ENV.parse(source)
-            self._template = _ENV.from_string(source)
         except jinja2.TemplateSyntaxError as exc:
             raise TemplateError(f"template {name!r} has a syntax error on line {exc.lineno}: {exc.message}") from None
+        except RecursionError:  # the parser recurses once per nested expression
+            raise TemplateError(f"template {name!r} nests its expressions too deeply") from None
         _refuse_unsafe_access(name, ast)
         allowed = frozenset(allowed)
-        unknown = sorted(meta.find_undeclared_variables(ast) - allowed)
+        self.variables = undeclared_variables(ast)
+        unknown = sorted(self.variables - allowed)
         if unknown:
             raise TemplateError(
                 f"template {name!r} uses unknown variable(s) {', '.join(unknown)}; "
                 f"available: {', '.join(sorted(allowed))}"
             )
-        self.variables = frozenset(meta.find_undeclared_variables(ast))
+        try:  # compiling evaluates nothing (template_bounds): bounded time and memory
+            self._template = _ENV.from_string(charge_bodies(ast))
+        except (RecursionError, jinja2.TemplateError) as exc:
+            raise TemplateError(f"template {name!r} cannot be compiled: {_one_line(exc)}") from None
 
     def render(self, context: Mapping[str, Any]) -> str:
         try:
-            return self._template.render(**context)
+            with Rendering():
+                return self._template.render(**context)
+        except BoundsError as exc:
+            raise self._error(exc, f"is over a bound: {exc}") from None
         except jinja2.exceptions.SecurityError as exc:
-            raise TemplateError(
-                f"template {self.name!r} line {_template_line(exc)} reaches for something templates may not use: {exc}"
-            ) from None
+            raise self._error(exc, f"reaches for something templates may not use: {exc}") from None
         except jinja2.UndefinedError as exc:
-            raise TemplateError(f"template {self.name!r} failed to render: {exc.message}") from None
+            raise self._error(exc, f"failed to render: {exc.message}") from None
         except jinja2.TemplateError as exc:
-            raise TemplateError(f"template {self.name!r} failed to render: {exc}") from None
+            raise self._error(exc, f"failed to render: {exc}") from None
+        except Exception as exc:  # OverflowError, RecursionError, MemoryError, TypeError...: one line, no traceback
+            raise self._error(exc, f"failed to render: {type(exc).__name__}: {exc}") from None
+
+    def _error(self, exc: BaseException, what: str) -> TemplateError:
+        where = f"task file {self.origin}: " if self.origin else ""
+        return TemplateError(f"{where}template {self.name!r} line {_template_line(exc)} {_one_line(what)}")
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
 
 
 def _refuse_unsafe_access(name: str, ast: nodes.Template) -> None:
-    """Report, when the task is loaded, attribute access the sandbox would refuse at render."""
+    """Report, when the task is loaded, attribute access the sandbox would refuse at render,
+    and templates that name other templates (there are none to reach)."""
+    refused = refused_node(ast)
+    if refused is not None:
+        raise TemplateError(
+            f"template {name!r} line {refused.lineno}: {type(refused).__name__.lower()} is not allowed in templates "
+            "(a task's template stands alone)"
+        )
     for node in ast.find_all((nodes.Getattr, nodes.Getitem, nodes.Filter)):
         attr = _accessed_name(node)
         if attr is not None and not _ENV.is_safe_attribute("", attr, None):

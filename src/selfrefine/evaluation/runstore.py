@@ -5,12 +5,15 @@ Layout of ``runs/NAME/``::
     meta.json       what was run: task, models, config, data path, limit (RunMeta)
     results.jsonl   one ExampleRow per finished example, appended and fsync'ed
     summary.json    the EvalSummary of the rows, rewritten at the end of each eval
+    lock            held (flock) by the one eval writing the folder: its pid, host and start
 
 Every finished example is on disk (written, flushed and fsync'ed) before the next one is
 counted, so a ``kill -9`` loses at most the examples in flight. A line cut short by a
 crash is dropped on the next open, and a whole last row that lost its newline gets it back
 (else the next row would be appended onto its line); rerunning the same eval skips the
 finished ids. A folder that cannot be written (read-only, full disk) is a StorageError.
+One eval writes a folder at a time: a second one is refused before any model call, naming
+the holder; the kernel drops the lock when its holder dies, so a killed eval never blocks.
 
 A failed example (no result, or a run stopped by an error) is retried by a rerun: its new
 row is appended and supersedes the old one, which stays in the file. ``rows()`` returns
@@ -20,21 +23,25 @@ one row per id, the latest, except that a failed row never replaces a good one.
 from __future__ import annotations
 
 import contextlib
+import datetime
+import fcntl
 import json
 import os
+import socket
 import threading
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ..core.errors import ConfigError, InputError
+from ..core.errors import ConfigError, InputError, StorageError
 from .runner import EvalSummary, ExampleRow
 from .storage import run_folder_error, run_folder_read_error
 
 RESULTS = "results.jsonl"
 META = "meta.json"
 SUMMARY = "summary.json"
+LOCK = "lock"
 
 
 class RunMeta(BaseModel):
@@ -60,6 +67,7 @@ class RunStore:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         self._lock = threading.Lock()
+        self._held: int | None = None  # the lock file's descriptor while this store writes
 
     # -- meta --------------------------------------------------------------------------------
 
@@ -77,7 +85,13 @@ class RunStore:
             raise run_folder_read_error(path, exc) from None
 
     def start(self, meta: RunMeta) -> None:
-        """Create the folder, or check that an existing one holds the same experiment."""
+        """Create the folder and take its lock (:meth:`acquire`), or check that an existing
+        one holds the same experiment. The lock is held until :meth:`release`."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise run_folder_error(self.folder, exc) from None
+        self.acquire()
         if (self.folder / META).exists():
             old = self.meta()
             if not old.same_job(meta):
@@ -86,11 +100,40 @@ class RunStore:
                     "use another --out, the old settings, or delete that folder"
                 )
             return
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise run_folder_error(self.folder, exc) from None
         _atomic_write(self.folder / META, meta.model_dump_json(indent=2))
+
+    # -- one writer ----------------------------------------------------------------------------
+
+    def acquire(self) -> None:
+        """Take the folder's lock, or raise a StorageError naming the eval that holds it.
+        ``flock`` belongs to the open file: the kernel drops it when the holder exits or
+        is killed, so a stale lock file never blocks a resume."""
+        if self._held is not None:
+            return
+        path = self.folder / LOCK
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise run_folder_error(path, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = _holder(fd)
+            os.close(fd)
+            if isinstance(exc, BlockingIOError):
+                raise StorageError(
+                    f"{self.folder} is being written by another eval ({holder}); wait for it to finish, "
+                    "or give another --out"
+                ) from None
+            raise run_folder_error(path, exc) from None
+        self._held = fd
+        _write_holder(fd)
+
+    def release(self) -> None:
+        """Let another eval write the folder (the lock file stays, unlocked)."""
+        if self._held is not None:
+            os.close(self._held)  # closing the only descriptor drops the flock
+            self._held = None
 
     # -- rows --------------------------------------------------------------------------------
 
@@ -174,6 +217,25 @@ def _repair_tail(path: Path, good_bytes: int, newline: bool) -> None:
                 os.fsync(fh.fileno())
     except OSError:
         pass
+
+
+def _write_holder(fd: int) -> None:
+    """Who holds the lock, for the message a second eval gets (best effort: the lock is
+    what keeps it out)."""
+    started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    record = json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": started})
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, record.encode() + b"\n", 0)
+        os.fsync(fd)
+
+
+def _holder(fd: int) -> str:
+    try:
+        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        return f"pid {int(data['pid'])} on {data['host']}, started {data['started']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not yet said which"
 
 
 def differences(old: RunMeta, new: RunMeta) -> list[str]:

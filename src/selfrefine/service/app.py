@@ -55,7 +55,7 @@ from .schemas import (
     RefineRequest,
 )
 from .tracing import Tracing, end
-from .upstream import UPSTREAM_SEPARATOR, Upstream, UpstreamModelError, split_model_id
+from .upstream import UPSTREAM_SEPARATOR, Upstream, UpstreamModelError, public_message, public_steps, split_model_id
 from .validation import describe
 
 MAX_BODY_BYTES = 1_000_000
@@ -117,8 +117,8 @@ def as_api_error(exc: Exception) -> ApiError:
         return ApiError(400, str(exc), code="model_not_allowed")
     if isinstance(exc, InputError):
         return ApiError(400, str(exc), code="invalid_input")
-    if isinstance(exc, BackendError):
-        return ApiError(502, str(exc), "backend_error", "backend_failed")
+    if isinstance(exc, BackendError):  # the upstream's address stays in the server log
+        return ApiError(502, public_message(str(exc)), "backend_error", "backend_failed")
     if isinstance(exc, SelfRefineError):  # config and task errors: the request asked for it
         return ApiError(400, str(exc), code="invalid_option")
     return ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error", "internal_error")
@@ -339,7 +339,7 @@ async def _run(
 
     async def run() -> Any:
         async with service.admission.slot(reservation):
-            return await collect(service.tracing.steps(engine.astream(text), engine.task.name, span))
+            return await collect(public_steps(service.tracing.steps(engine.astream(text), engine.task.name, span)))
 
     try:  # the wait for a slot is watched too: a client gone from the queue frees its place
         return await cancel_on_disconnect(request, run)
@@ -367,7 +367,7 @@ async def _guarded(
     error = None
     try:
         async with service.admission.slot(reservation):
-            steps = service.tracing.steps(engine.astream(text, deltas=deltas), engine.task.name, span)
+            steps = public_steps(service.tracing.steps(engine.astream(text, deltas=deltas), engine.task.name, span))
             async for event in render(until_disconnected(request, steps)):
                 yield event
     except ClientGone as exc:

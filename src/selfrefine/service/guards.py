@@ -10,6 +10,7 @@ import asyncio
 import hmac
 import ipaddress
 import json
+import re
 from typing import Any
 
 Scope = dict[str, Any]
@@ -62,13 +63,18 @@ class BearerAuth:
         )
 
 
+# a Host header: a bracketed IPv6 address or a name (letters, digits, '-', '.', '_'), then
+# at most an optional ':port'; nothing else (``[::1]evil.com`` was read as ``::1``)
+_HOST = re.compile(r"(?:\[(?P<ip6>[0-9a-f:.]+(?:%25[0-9a-z._~-]+)?)\]|(?P<name>[0-9a-z._-]+))(?::[0-9]{1,5})?")
+
+
 def host_name(header: str) -> str:
-    """The name of a Host header, without its port: ``[::1]:8000`` -> ``::1``."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1 : header.find("]")] if "]" in header else header
-    name, colon, port = header.rpartition(":")
-    return name if colon and port.isdigit() else header
+    """The name of a Host header, without its port: ``[::1]:8000`` -> ``::1``; ``""`` when
+    the header is not one bracketed IPv6 address or name and an optional port."""
+    match = _HOST.fullmatch(header.strip().lower())
+    if match is None:
+        return ""
+    return match["ip6"] or match["name"]
 
 
 def is_loopback_name(name: str) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from ..core.config import REQUEST_OPTIONS, RefineConfig, canonical
@@ -18,11 +19,13 @@ MODEL_PREFIX = "selfrefine/"
 
 def _request_fields() -> dict[str, Any]:
     """RefineConfig's request options, each optional (None: the server's or task's default)
-    with RefineConfig's own type and bounds, so the two cannot drift apart."""
+    with RefineConfig's own type and lower bounds, so the two cannot drift apart. Upper
+    bounds are the server's (``Caps``): asking more gets its limit, as for every budget,
+    instead of a 400 (``samples`` 17 was refused while 9 to 16 got the server's 8)."""
     fields: dict[str, Any] = {}
     for name in REQUEST_OPTIONS:
         info = RefineConfig.model_fields[name]
-        constraints = [m for m in info.metadata]
+        constraints = [m for m in info.metadata if not isinstance(m, (annotated_types.Le, annotated_types.Lt))]
         annotation = Annotated[info.annotation | None, *constraints] if constraints else info.annotation | None
         fields[name] = (annotation, Field(default=None, description=info.description))
     return fields

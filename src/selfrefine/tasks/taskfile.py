@@ -85,9 +85,12 @@ def load_task(path: str | Path) -> Task:
     except ValidationError as exc:
         raise TaskFileError(f"task file {p}: {_describe(exc)}") from None
     try:
-        return task_from_spec(spec)
+        task = task_from_spec(spec)
     except TaskError as exc:
         raise TaskFileError(f"task file {p}: {exc}") from None
+    for template in task.templates.values():  # a render's error names the file too
+        template.origin = str(p)
+    return task
 
 
 def task_from_spec(spec: TaskSpec) -> Task:
