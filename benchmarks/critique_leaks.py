@@ -38,8 +38,8 @@ from _peers import ROOT, select_examples, write_between
 from selfrefine.core.config import RefineConfig
 from selfrefine.core.errors import SelfRefineError
 from selfrefine.engine.loop import SelfRefine
-from selfrefine.engine.parsing import json_object
 from selfrefine.tasks.commongen import CommonGen, mentions
+from selfrefine.tasks.parsing import json_object
 
 START, END = "<!-- leaks:start -->", "<!-- leaks:end -->"
 

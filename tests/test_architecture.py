@@ -1,10 +1,13 @@
 """The house rules that code review would otherwise have to remember: short functions,
-a small loop module, no import circle between the package's modules."""
+a small loop module, no import circle between the package's modules, click only in cli/,
+docstrings that name real modules."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,3 +63,43 @@ def test_no_import_circle_between_modules():
     for node in graph:
         if node not in state:
             visit(node, [])
+
+
+def _imports_click(path: Path) -> bool:
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import) and any(a.name.partition(".")[0] == "click" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").partition(".")[0] == "click":
+            return True
+    return False
+
+
+def test_only_the_cli_imports_click():
+    # commands, flags and echo belong to cli/; evaluation, service, … are library parts it wraps
+    outside = [p.relative_to(SRC) for p in SRC.rglob("*.py") if p.relative_to(SRC).parts[0] != "cli"]
+    assert sorted(str(p) for p in outside if _imports_click(SRC / p)) == []
+
+
+# :mod:`selfrefine.x`, :class:`~selfrefine.x.Y`, … in docstrings and comments
+_ROLE = re.compile(r":(?:mod|class|func|meth|attr|data|exc):`~?(?:[^`<]*<)?(selfrefine(?:\.\w+)*)>?`")
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):  # the longest importable module, then attributes
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(found, name):
+                return False
+            found = getattr(found, name)
+        return True
+    return False
+
+
+def test_docstrings_name_real_modules():
+    named = {(str(p.relative_to(SRC)), m) for p in SRC.rglob("*.py") for m in _ROLE.findall(p.read_text())}
+    assert named, "the pattern finds the references"
+    assert sorted((where, name) for where, name in named if not _resolves(name)) == []

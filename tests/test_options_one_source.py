@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 from selfrefine.cli.commands import cli
 from selfrefine.cli.options import FLAG_FIELDS, LOOP_OPTIONS, config_of
-from selfrefine.core.config import REQUEST_OPTIONS, RefineConfig, choices
+from selfrefine.core.config import RefineConfig, choices
 from selfrefine.core.errors import ConfigError
-from selfrefine.service.schemas import LoopOptions
+from selfrefine.service.schemas import REQUEST_OPTIONS, LoopOptions
 
 
 def _flags() -> dict[str, click.Option]:

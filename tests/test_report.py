@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from selfrefine.cli.report import compare_command, report_command
 from selfrefine.core.records import (
     CallRecord,
     Feedback,
@@ -17,9 +18,7 @@ from selfrefine.core.records import (
     Usage,
 )
 from selfrefine.evaluation.report import (
-    compare_command,
     compare_table,
-    report_command,
     run_table,
     word_diff,
     write_report,

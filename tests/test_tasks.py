@@ -156,8 +156,8 @@ def test_sandbox_caps_output():
 
 
 def test_json_aspect_ratings_is_the_one_rating_reader():
-    from selfrefine.engine.parsing import json_aspect_ratings
     from selfrefine.tasks import acronym, dialogue
+    from selfrefine.tasks.parsing import json_aspect_ratings
 
     def key_of(name):
         return {"clear": "clear", "clarity": "clear", "fun": "fun"}.get(name.lower())

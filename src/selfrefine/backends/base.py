@@ -4,7 +4,7 @@ A backend turns a rendered prompt into text. It knows nothing about Self-Refine:
 tells it which role is calling (so a backend can keep a warm cache per role) and whether
 the answer must follow a JSON schema (constrained decoding where the engine supports it).
 
-Backends raise :class:`~selfrefine.errors.TransientBackendError` for failures worth
+Backends raise :class:`~selfrefine.core.errors.TransientBackendError` for failures worth
 retrying (connection, 429, 5xx, timeouts) and other :class:`BackendError`s otherwise; the
 loop owns the retry policy so every attempt is recorded the same way for all backends.
 """

@@ -535,7 +535,7 @@ def models_pull(name: str) -> None:
 
 
 def _add_commands() -> None:
-    from ..evaluation.report import compare_command, report_command
+    from .report import compare_command, report_command
     from .serve import serve
 
     cli.add_command(report_command)

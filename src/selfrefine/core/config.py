@@ -173,24 +173,3 @@ def choices(field: str) -> tuple[str, ...]:
     for arg in get_args(RefineConfig.model_fields[field].annotation):  # Literal[...] or Literal[...] | None
         found += [arg] if isinstance(arg, str) else [v for v in get_args(arg) if isinstance(v, str)]
     return tuple(found)
-
-
-# What a request to ``selfrefine serve`` may choose about its run: these options of
-# RefineConfig, with the same types and bounds (service/schemas.py builds its model from them)
-REQUEST_OPTIONS = (
-    "max_iterations",
-    "select",
-    "history",
-    "accept",
-    "feedback_mode",
-    "verifier_mode",
-    "max_total_tokens",
-    "max_seconds",
-    "temperature",
-    "seed",
-    "max_tokens",
-    "final_feedback",
-    "samples",
-    "strategy",
-    "preset",
-)

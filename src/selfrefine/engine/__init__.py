@@ -1,8 +1,13 @@
 """The engine: the Self-Refine loop and what it is made of.
 
-``loop`` (the draft → feedback → refine loop as a stream of typed steps), ``records``
-(the typed steps and results), ``config`` (loop options), ``task`` (the Task contract),
-``templates`` (strict, prefix-stable prompt rendering), ``parsing`` (reading model
-output) and ``errors`` (the one error hierarchy every layer raises). It depends only on
-``backends``; tasks, evaluation, sandbox and cli build on it.
+``loop`` (:class:`SelfRefine`: the draft → feedback → refine loop as a stream of typed
+steps), ``spec`` (an engine described as data), ``settings`` (a run's options resolved
+once), ``refinement`` and ``sampled`` (one run's steps), ``calls`` (model calls, retries,
+budgets), ``candidates``, ``votes``, ``selection`` and ``strategy`` (samples, which draft
+is kept and returned, the budgeted strategy), ``task`` (the Task contract), ``plugins``
+(tasks by name), ``templates`` and ``template_bounds`` (strict, bounded prompt rendering),
+``checks`` (verifiers as data), ``deltas`` (token streaming) and ``incomplete`` (refusals,
+cut-off drafts). The records, run options and errors it shares with every layer are in
+``core``; it depends only on ``core`` and ``backends``; tasks, evaluation, service and cli
+build on it.
 """

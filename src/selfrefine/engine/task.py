@@ -2,7 +2,7 @@
 
 A task is data plus a few small hooks. Built-in tasks are thin subclasses whose templates
 are packaged files (``selfrefine/tasks/prompts/<name>/<role>.j2``); a user's task is the
-same class built from strings, in Python or from a YAML file (:mod:`selfrefine.taskfile`)::
+same class built from strings, in Python or from a YAML file (:mod:`selfrefine.tasks.taskfile`)::
 
     task = Task(
         name="haiku",

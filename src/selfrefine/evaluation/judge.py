@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from ..backends.base import Backend, CompletionRequest
 from ..core.errors import ConfigError
-from ..engine.parsing import json_object
+from ..tasks.parsing import json_object
 
 Winner = Literal["a", "b", "tie"]
 Verdict = Literal["1", "2", "tie"]

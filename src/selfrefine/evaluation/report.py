@@ -1,13 +1,13 @@
 """Reports over run folders: the paper's tables, plots, and a self-contained HTML viewer.
 
 Everything here reads finished run folders (``runs/NAME/meta.json`` + ``results.jsonl``,
-see :mod:`selfrefine.runstore`) and never calls a model, so a report can be rebuilt at any
+see :mod:`selfrefine.evaluation.runstore`) and never calls a model, so a report can be rebuilt at any
 time and for any mix of runs (an ablation is just several folders).
 
 Numbers follow the paper's layout: the one-step baseline is draft 0 of the same run (the
 paper's "base" column), "Self-Refine" is the returned output (``result.selected``), the
 per-iteration rows carry a stopped example's last draft forward, and the gain comes with a
-paired bootstrap interval (:mod:`selfrefine.stats`). Failed examples (no result, or a run
+paired bootstrap interval (:mod:`selfrefine.evaluation.stats`). Failed examples (no result, or a run
 stopped by an error) are counted and left out of every mean, Δ and interval; judge,
 metric and answer-hook errors recorded in the rows are counted and shown.
 """
@@ -25,8 +25,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import click
-
 from ..core.errors import InputError
 from ..core.records import Iteration, RunResult
 from ..engine.incomplete import cut_off
@@ -39,14 +37,12 @@ from .report_tables import (
     html_tables,
     interval_text,
     markdown,
-    mixed_tasks_warning,
     number,
     unique_names,
 )
 from .runner import ExampleRow, summarize
 from .runstore import RunMeta, RunStore
 from .stats import Interval, mean_known, paired_bootstrap_diff
-from .storage import report_error
 
 MARKDOWN = "report.md"
 HTML = "report.html"
@@ -381,52 +377,3 @@ def compare_table(folder_a: str | Path, folder_b: str | Path, *, seed: int = 0) 
     if paired is not None:
         console.print(f"final B - A on {paired.n} shared examples: {delta_text(paired)} {interval_text(paired)}")
     return buffer.getvalue()
-
-
-# --- CLI commands (the lead adds them with cli.add_command) ---------------------------------
-
-_RUN = click.Path(exists=True, file_okay=False, path_type=Path)
-
-
-@click.command("report")
-@click.argument("runs", nargs=-1, required=True, type=_RUN)
-@click.option(
-    "--out",
-    "-o",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("report"),
-    show_default=True,
-    help="Folder for report.md, report.html and the plots.",
-)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
-def report_command(runs: tuple[Path, ...], out: Path, seed: int) -> None:
-    """Tables, plots and an HTML trajectory viewer for one or more run folders."""
-    try:
-        reports = write_report(list(runs), out, seed=seed)
-    except OSError as exc:  # a read-only or full --out: one line, not a traceback
-        raise report_error(out, exc) from None
-    warning = mixed_tasks_warning(reports)
-    if warning:
-        click.echo(warning, err=True)
-    click.echo(compare_lines(reports))
-    for name in (MARKDOWN, HTML, METRIC_PLOT, COST_PLOT):
-        click.echo(f"wrote {out / name}")
-
-
-def compare_lines(reports: Sequence[RunReport]) -> str:
-    """One line per run: the headline numbers, for the terminal."""
-    return "\n".join(
-        f"{name}: base {number(r.baseline)} -> final {number(r.final)} (Δ {delta_text(r.delta)} {interval_text(r.delta)}, n={r.n}"
-        + (f", {r.failed} failed left out" if r.failed else "")
-        + ")"
-        for name, r in zip(unique_names(reports), reports)
-    )
-
-
-@click.command("compare")
-@click.argument("run_a", type=_RUN)
-@click.argument("run_b", type=_RUN)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
-def compare_command(run_a: Path, run_b: Path, seed: int) -> None:
-    """Two run folders side by side: metric by iteration, gain with its CI, and cost."""
-    click.echo(compare_table(run_a, run_b, seed=seed), nl=False)

@@ -6,7 +6,7 @@ wall-clock timeout that kills the whole process group, capped output (read incre
 so a program printing forever cannot fill the caller's memory) and no network:
 
 1. the kernel keeps the child and everything it starts off the network, with a network
-   namespace and/or a seccomp filter (:mod:`selfrefine.isolation`); where neither works,
+   namespace and/or a seccomp filter (:mod:`selfrefine.sandbox.isolation`); where neither works,
    :func:`run_python` refuses with :class:`SandboxUnavailableError` unless
    ``SELFREFINE_SANDBOX_NETWORK=allow``;
 2. the program sees only its own files and processes (:mod:`selfrefine.sandbox.confine`): a

@@ -11,10 +11,30 @@ from typing import Annotated, Any, Literal
 import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from ..core.config import REQUEST_OPTIONS, RefineConfig, canonical
+from ..core.config import RefineConfig, canonical
 from .reasoning import ReasoningFormat
 
 MODEL_PREFIX = "selfrefine/"
+
+# What a request to ``selfrefine serve`` may choose about its run: these options of
+# RefineConfig, with the same types and bounds (LoopOptions below is built from them)
+REQUEST_OPTIONS = (
+    "max_iterations",
+    "select",
+    "history",
+    "accept",
+    "feedback_mode",
+    "verifier_mode",
+    "max_total_tokens",
+    "max_seconds",
+    "temperature",
+    "seed",
+    "max_tokens",
+    "final_feedback",
+    "samples",
+    "strategy",
+    "preset",
+)
 
 
 def _request_fields() -> dict[str, Any]:

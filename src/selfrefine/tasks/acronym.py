@@ -31,8 +31,8 @@ from pydantic import BaseModel, Field
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
-from ..engine.parsing import json_aspect_ratings
 from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
+from .parsing import json_aspect_ratings
 
 # key → label. Alphabetical, like every other key in the feedback JSON: the embedded
 # backend builds its grammar from the schema with sorted keys, so the few-shot example

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ValidationError
 
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback
-from ..engine.parsing import json_object
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from .parsing import json_object
 
 Role = Literal["system", "user", "assistant"]
 LABELS: dict[str, str] = {"system": "System", "user": "User", "assistant": "Assistant"}

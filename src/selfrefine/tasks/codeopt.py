@@ -5,7 +5,7 @@ to use instead) and ends with a verdict, "# this code is slow" or "# this code i
 slow"; the latter is the stop signal (the last verdict wins). The metric is computed by
 running code, never from the feedback: the output program must print the same as the
 original (or the expected output) on every test input AND be at least 5% faster with
-p < 0.05 over repeated, interleaved sandboxed timings (:mod:`selfrefine.timing`).
+p < 0.05 over repeated, interleaved sandboxed timings (:mod:`selfrefine.sandbox.timing`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
-from ..engine.parsing import FENCE, extract_program, parse_python, parses
 from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from ..sandbox.process import run_python
 from ..sandbox.timing import TimingResult, compare_programs
 from .codeopt_bench import TestCase, _normalise, find_by_source, to_test_cases
+from .parsing import FENCE, extract_program, parse_python, parses
 
 # "this code is slow", "it's not slow", "the program isn't slow", "code is already fast"
 _VERDICT = re.compile(

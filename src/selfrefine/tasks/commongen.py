@@ -17,8 +17,8 @@ from typing import Any
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
 from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
-from ..engine.parsing import json_object
 from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults
+from .parsing import json_object
 
 FEEDBACK_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -9,7 +9,7 @@ decoding makes even a tiny model's feedback parse; a plain text form ("Relevant:
 one aspect per line, "Total: 27/30") is parsed as well for backends without constraints.
 The paper runs fixed rounds (≤3) and keeps the best-scored response (``select="best"``).
 There is no code metric: quality is a pairwise preference against the one-step response,
-measured by :class:`selfrefine.judge.PairwiseJudge`.
+measured by :class:`selfrefine.evaluation.judge.PairwiseJudge`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..core.records import Feedback
-from ..engine.parsing import json_aspect_ratings, json_input
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from .parsing import json_aspect_ratings, json_input
 
 ASPECTS = (
     "Relevant",

@@ -13,9 +13,9 @@ from typing import Any
 
 from ..core.errors import DraftParseError, FeedbackParseError
 from ..core.records import Feedback, Verification
-from ..engine.parsing import fenced_blocks
 from ..engine.task import Capabilities, Task, TaskDefaults
 from ..sandbox.process import run_python
+from .parsing import fenced_blocks
 
 _VERDICT = re.compile(r"\bit(?:\s+is|'s)\s+(not\s+correct|incorrect|correct|wrong)", re.I)
 

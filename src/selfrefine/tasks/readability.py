@@ -32,8 +32,8 @@ from pydantic import BaseModel, Field
 
 from ..core.errors import DraftParseError, FeedbackParseError
 from ..core.records import Feedback, Verification
-from ..engine.parsing import FENCE, extract_program, parse_python
 from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
+from .parsing import FENCE, extract_program, parse_python
 
 # Single letters that are conventional loop indices, and short words that are real words.
 SHORT_ALLOWED = frozenset({"i", "j", "k", "id", "ok", "db", "io", "os"})

@@ -24,8 +24,8 @@ from typing import Any
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
 from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
-from ..engine.parsing import json_input
 from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from .parsing import json_input
 
 POLARITIES = ("positive", "negative")
 NEUTRAL_BAND = 0.05  # VADER's convention: |compound| < 0.05 is neutral

@@ -24,9 +24,9 @@ from typing import Any
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
 from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
-from ..engine.parsing import json_aspect_ratings, json_input
 from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from .commongen import concept_coverage, missing_concepts
+from .parsing import json_aspect_ratings, json_input
 
 ASPECTS = {
     "coherence": "coherence",

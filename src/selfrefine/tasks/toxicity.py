@@ -32,9 +32,9 @@ from typing import Any
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
 from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
-from ..engine.parsing import json_input
 from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from .commongen import lemmas
+from .parsing import json_input
 
 THRESHOLD = 0.5  # p_toxic at or above this counts as toxic
 DATA = Path(__file__).resolve().parent / "data"

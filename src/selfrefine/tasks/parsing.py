@@ -1,4 +1,4 @@
-"""Small parsers shared by the tasks: JSON objects in model replies, fenced code blocks."""
+"""Small parsers shared by the tasks and the judge: JSON objects in model replies, fenced code blocks."""
 
 from __future__ import annotations
 
