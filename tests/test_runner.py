@@ -1,16 +1,16 @@
-"""Evaluate: many examples at once, metric per iteration, failures kept as rows."""
+"""An eval over many examples (``selfrefine eval``'s run_eval): many at once, metric per
+iteration, failures kept as rows."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import FB_DONE, FB_MISSING
+from conftest import FB_DONE, FB_MISSING, eval_into
 
 from selfrefine import FakeBackend, SelfRefine, get_task
 from selfrefine.evaluation.datasets import Example
-from selfrefine.evaluation.runner import evaluate
 
 
-def test_summary_matches_hand_computed_numbers():
+def test_summary_matches_hand_computed_numbers(tmp_path):
     backend = FakeBackend(
         table={  # first matching key wins: refine prompts also hold the other keys
             "Improved sentence:": "A dog chases a ball.",
@@ -22,8 +22,11 @@ def test_summary_matches_hand_computed_numbers():
         }
     )
     examples = [Example(id="a", input="dog, ball"), Example(id="b", input="cat, mat"), Example(id="c", input="  ")]
-    summary, rows = evaluate(SelfRefine("commongen", backend, max_iterations=1), examples, concurrency=3)
-    assert [r.id for r in rows] == ["a", "b", "c"]
+    summary, found = eval_into(
+        tmp_path / "run", SelfRefine("commongen", backend, max_iterations=1), examples, concurrency=3
+    )
+    assert sorted(r.id for r in found) == ["a", "b", "c"]
+    rows = sorted(found, key=lambda r: r.id)
     assert rows[0].metrics == [0.5, 1.0] and rows[1].metrics == [1.0]
     assert rows[2].result is None and "empty" in rows[2].error
     assert summary.by_iteration == [pytest.approx(0.75), 1.0]
@@ -34,21 +37,23 @@ def test_summary_matches_hand_computed_numbers():
     assert summary.stop_reasons == {"max_iterations": 1, "feedback": 1}
 
 
-def test_cumulative_solve_rate_for_binary_metrics():
+def test_cumulative_solve_rate_for_binary_metrics(tmp_path):
     wrong = "def solution():\n    return 1"
     right = "def solution():\n    return 2"
     backend = FakeBackend({"generate": [wrong], "feedback": ["# it is wrong", "# it is wrong"], "refine": [right]})
-    summary, rows = evaluate(
-        SelfRefine("gsm8k", backend, max_iterations=1), [Example(id="q", input="1+1?", reference=2)]
+    summary, rows = eval_into(
+        tmp_path / "run", SelfRefine("gsm8k", backend, max_iterations=1), [Example(id="q", input="1+1?", reference=2)]
     )
     assert rows[0].metrics == [0.0, 1.0]
     assert summary.by_iteration == [0.0, 1.0] and summary.cumulative == 1.0
 
 
-def test_tasks_without_a_code_metric_have_no_scores():
+def test_tasks_without_a_code_metric_have_no_scores(tmp_path):
     backend = FakeBackend(default="Sounds fun! Which trail?")
-    summary, rows = evaluate(
-        SelfRefine(get_task("dialogue"), backend, max_iterations=1), [Example(id="d", input="User: hi")]
+    summary, rows = eval_into(
+        tmp_path / "run",
+        SelfRefine(get_task("dialogue"), backend, max_iterations=1),
+        [Example(id="d", input="User: hi")],
     )
     assert rows[0].metrics == [None] * len(rows[0].result.iterations)
     assert summary.by_iteration == [None, None] and summary.final is None and summary.cumulative is None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import scored_task
+from conftest import eval_into, scored_task
 
 from selfrefine import ConfigError, FakeBackend, SelfRefine, StopReason, Task
 from selfrefine.cli.commands import cli
@@ -26,7 +26,7 @@ from selfrefine.core.records import (
 from selfrefine.engine.selection import select_index
 from selfrefine.engine.task import Capabilities
 from selfrefine.evaluation.datasets import Example
-from selfrefine.evaluation.runner import evaluate, summarize
+from selfrefine.evaluation.runner import summarize
 
 # prefix-stable like the built-in prompts: each history item is rendered like the current
 # draft and ends with the cue the next draft follows
@@ -351,23 +351,23 @@ def test_paper_mode_never_verifies():
 # --- the eval summary ---------------------------------------------------------------------------
 
 
-def test_summary_follows_accepted_drafts_and_counts_rejections():
+def test_summary_follows_accepted_drafts_and_counts_rejections(tmp_path):
     task = Checked({"d0": 0.8, "d1": 0.6, "d2": 0.9})
     engine = SelfRefine(
         task, fake(["score: 1", "score: 2"], ["d1", "d2"]), max_iterations=2, accept="not_worse", retry_base_delay=0.0
     )
-    summary, rows = evaluate(engine, [Example(id="a", input="cats")])
+    summary, rows = eval_into(tmp_path / "run", engine, [Example(id="a", input="cats")])
     assert rows[0].metrics == [0.8, 0.6, 0.9]
     assert summary.by_iteration == [0.8, 0.8, 0.9]  # after the rejected refinement: still d0
     assert summary.final == 0.9 and summary.rejected_per_example == 1.0
 
 
-def test_summary_final_of_a_verified_run():
+def test_summary_final_of_a_verified_run(tmp_path):
     task = Checked({"d0": 0.2, "d1": 0.9, "d2": 0.5})
     engine = SelfRefine(
         task, fake(["score: 1"] * 3, ["d1", "d2"]), max_iterations=2, select="verified", retry_base_delay=0.0
     )
-    summary, rows = evaluate(engine, [Example(id="a", input="cats")])
+    summary, rows = eval_into(tmp_path / "run", engine, [Example(id="a", input="cats")])
     assert rows[0].result.selected == 1
     assert summary.final == 0.9 and summary.by_iteration == [0.2, 0.9, 0.5]
     assert summary.rejected_per_example == 0.0

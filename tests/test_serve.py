@@ -193,7 +193,7 @@ def test_models_lists_every_task_and_a_loaded_task_file(serve):
 
     ids = [m.id for m in client.models.list().data]
     # tasks that run model-written code are offered only with --allow-code-tasks
-    offered = [name for name, cls in BUILTIN_TASKS.items() if not cls.runs_code]
+    offered = [name for name, cls in BUILTIN_TASKS.items() if not cls.capabilities.runs_code]
     assert sorted(ids) == sorted([f"selfrefine/{name}" for name in offered] + ["selfrefine/haiku"])
     assert "selfrefine/chat" in ids
     # the loaded task is served, not only listed: its score stop rule ends the run

@@ -12,7 +12,6 @@ from selfrefine.sandbox.timing import compare_programs, significance
 from selfrefine.tasks.codeopt import CodeOpt, extract_program, outputs_match, verdicts
 from selfrefine.tasks.codeopt_bench import (
     TestCase,
-    get_program,
     load_benchmark,
     load_pie,
 )
@@ -133,7 +132,8 @@ def test_compare_programs_needs_enough_repeats():
 
 @pytest.fixture(scope="module")
 def stairs():
-    return get_program("stairs_recursion")
+    (stairs,) = load_benchmark(["stairs_recursion"])
+    return stairs
 
 
 def test_metric_slow_to_fast_is_one(task, stairs):
@@ -160,7 +160,7 @@ def test_metric_compares_with_the_original_when_no_expected_output(task):
 
 
 def test_metric_looks_up_benchmark_tests(task):
-    pascal = get_program("pascal_recursion")
+    (pascal,) = load_benchmark(["pascal_recursion"])
     assert task.known_tests(task.prepare_input(pascal.slow)) == pascal.tests
     assert CodeOpt(use_benchmark=False).known_tests(pascal.slow) == []
 

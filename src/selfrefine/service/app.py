@@ -139,9 +139,9 @@ class Service:
         tasks: dict[str, Task] = {name: get_task(name) for name in BUILTIN_TASKS}
         tasks.update({t.name: t for t in settings.extra_tasks})
         # a client picks the input, so the program a code task runs is the client's choice
-        self.code_tasks = sorted(n for n, t in tasks.items() if t.runs_code)
+        self.code_tasks = sorted(n for n, t in tasks.items() if t.capabilities.runs_code)
         if not settings.allow_code_tasks:
-            tasks = {n: t for n, t in tasks.items() if not t.runs_code}
+            tasks = {n: t for n, t in tasks.items() if not t.capabilities.runs_code}
         self.tasks = tasks
         self.pool = EnginePool(backends, tasks, settings.caps, traced_upstream(settings.upstream, tracing))
         self.admission = Admission(settings.max_concurrency, settings.max_queue)

@@ -282,10 +282,6 @@ def load_benchmark(ids: Sequence[str] | None = None) -> list[CodeOptProgram]:
     return [programs[i] for i in ids]
 
 
-def get_program(program_id: str) -> CodeOptProgram:
-    return load_benchmark([program_id])[0]
-
-
 def find_by_source(source: str) -> CodeOptProgram | None:
     """The benchmark program whose slow (or fast) source is ``source``, ignoring blank lines."""
     key = _normalise(source)
