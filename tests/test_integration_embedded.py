@@ -52,8 +52,10 @@ def test_commongen_on_embedded_model(backend, concepts):
     reply = [c for c in result.calls if c.role == "feedback" and c.iteration == 0][-1].response
     data = json.loads(reply)
     assert set(data) == {"missing_concepts", "commonsense"} and isinstance(data["missing_concepts"], list), reply
-    # the metric is the coverage of the returned output, not of some other draft
-    assert result.metric == concept_coverage(parse_concepts(concepts), result.output)
+    # the metric is the coverage of the returned output, not of some other draft; an output
+    # cut off at the token limit is no answer and scores 0 (SmolLM runs into it at times)
+    cut = result.iterations[result.selected].finish_reason == "length"
+    assert result.metric == (0.0 if cut else concept_coverage(parse_concepts(concepts), result.output))
 
 
 @pytest.mark.parametrize(
@@ -71,7 +73,8 @@ def test_gsm8k_on_embedded_model(backend, question, answer):
         assert "def solution" in it.draft or (last.error or "").startswith("parse:"), it.draft
     # the metric is whether the returned program's solution() gives the reference, run here anew
     ran = run_python(result.output, call="solution")
-    assert result.metric == float(ran.ok and to_number(ran.value) == answer), (result.output, ran)
+    cut = result.iterations[result.selected].finish_reason == "length"  # no answer: 0
+    assert result.metric == float(not cut and ran.ok and to_number(ran.value) == answer), (result.output, ran)
     assert result.iterations[0].feedback.parse_error is None, result.iterations[0].feedback
 
 
