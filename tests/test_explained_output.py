@@ -43,7 +43,7 @@ def test_the_metric_says_what_it_measures(tmp_path):
         tmp_path, {"generate": ["A dog runs."], "feedback": [FB_MISSING], "refine": ["A dog can catch a frisbee."]}
     )
     out = _live("run", "commongen", CONCEPTS, "-m", model, "--max-iters", "1")
-    assert "metric (concept coverage (code)): 1" in out
+    assert "metric — concept coverage (code): 1" in out
     assert "\nmetric: " not in out
 
 

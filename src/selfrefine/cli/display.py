@@ -125,7 +125,7 @@ class StepPrinter:
         if result.answer is not None:
             self.console.print(f"answer: [bold]{escape(result.answer)}[/bold]")
         if result.metric is not None:
-            what = f" ({escape(self.metric_name)})" if self.metric_name else ""
+            what = f" — {escape(self.metric_name)}" if self.metric_name else ""
             self.console.print(f"metric{what}: {result.metric:.3g}")
         if result.metric_error is not None:
             self.console.print(f"[yellow]metric failed: {escape(result.metric_error)}[/yellow]")
