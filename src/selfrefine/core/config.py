@@ -8,7 +8,7 @@ from typing import Any, Literal, TypedDict, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
-from .stoprule import compile_pattern
+from .stoprule import checked_patterns
 
 History = Literal["full", "last", "none"]
 Select = Literal["last", "best", "verified"]
@@ -99,9 +99,7 @@ class RefineConfig(BaseModel):
     @field_validator("stop_matches")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            compile_pattern(pattern)  # a bad regex: ValueError naming it
-        return value
+        return checked_patterns(value)
 
     @classmethod
     def build(cls, **values: object) -> RefineConfig:

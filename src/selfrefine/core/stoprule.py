@@ -53,6 +53,14 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
         raise ValueError(f"stop pattern: {exc}") from None
 
 
+def checked_patterns(patterns: list[str]) -> list[str]:
+    """``patterns`` unchanged once each compiles as a bounded stop pattern (a field
+    validator's check; a bad one raises ValueError naming it)."""
+    for pattern in patterns:
+        compile_pattern(pattern)
+    return patterns
+
+
 def negated(before: str) -> bool:
     """Whether the text just before a phrase negates it (same clause, a few words back)."""
     clause = _CLAUSE_END.split(before.replace("\u2019", "'"))[-1]

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from ..core.config import RefineConfig
 from ..core.errors import DraftParseError, FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
-from ..core.stoprule import compile_pattern, stop_hit
+from ..core.stoprule import checked_patterns, compile_pattern, stop_hit
 from .checks import Checks, FunctionVerifier, Verifier
 from .templates import BASE_VARIABLES, Template, packaged_template
 
@@ -110,9 +110,7 @@ class TaskDefaults(BaseModel):
     @field_validator("stop_matches")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            compile_pattern(pattern)  # a bad regex: ValueError naming it
-        return value
+        return checked_patterns(value)
 
     @field_validator("best")
     @classmethod
