@@ -171,8 +171,10 @@ def test_without_a_cgroup_the_time_is_the_launchers_rusage_and_cannot_be_written
 
 def test_codeopt_timing_sees_the_work_of_an_unwaited_child():
     result = compare_programs(WORK, FORGE_CHILD, ["\n"], repeats=4, warmup=False)
-    assert not result.errors and not result.faster, result.summary()
-    assert result.speedup < 2
+    # the forgery measured 133x faster before; honest timings of the same work differ by
+    # noise only (once 1.74x, p=0.03 with 4 runs each, on a loaded 2-core machine), so the
+    # bound is on the ratio, not on the significance test
+    assert not result.errors and result.speedup < 3, result.summary()
 
 
 # 4. memory for all processes together ------------------------------------------------------
