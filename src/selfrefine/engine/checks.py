@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..core.errors import TaskError
 from ..core.records import Verification
 from ..core.saferegex import MAX_REGEX_CHARS, bounded, shown
+from ..core.wording import plural
 
 Verifier = Callable[[str, str], "float | tuple[float, str | Sequence[str]] | Verification"]
 """A verify function: ``(input, draft)`` -> a score in [0, 1], ``(score, findings)`` or a Verification."""
@@ -179,16 +180,12 @@ def _count_problem(n: int, low: int | None, high: int | None, unit: str) -> str 
         return None
     have = f"has {n}"
     if low is not None and low == high:
-        return f"needs {_plural(low, unit)}, {have}"
+        return f"needs {plural(low, unit)}, {have}"
     if low is not None and high is not None:
         return f"needs {low} to {high} {unit}s, {have}"
     if low is not None:
-        return f"needs at least {_plural(low, unit)}, {have}"
-    return f"needs at most {_plural(high or 0, unit)}, {have}"
-
-
-def _plural(n: int, unit: str) -> str:
-    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
+        return f"needs at least {plural(low, unit)}, {have}"
+    return f"needs at most {plural(high or 0, unit)}, {have}"
 
 
 def _has_word(text: str, word: str) -> bool:
