@@ -78,6 +78,13 @@ def refusal_check(draft: str) -> Verification | None:
     )
 
 
+def output_metric(value: float | None, finish_reason: str | None) -> float | None:
+    """A draft's metric as the loop and eval report it: :data:`INCOMPLETE_METRIC` for a
+    draft cut off at the token limit (no answer, whatever is in it), else ``value``; a
+    metric that failed (None) stays None."""
+    return INCOMPLETE_METRIC if value is not None and cut_off(finish_reason) else value
+
+
 def demoted(check: Verification | None, finish_reason: str | None) -> Verification | None:
     """A task's check of a draft (None: the task has none), demoted when its reply was cut
     off at the token limit: it does not pass and scores below any complete draft, and the findings say why."""

@@ -40,7 +40,7 @@ from ..core.records import (
 from ..core.stoprule import stop_hit
 from .calls import BudgetExceeded, Caller, CallLog
 from .candidates import Pool
-from .incomplete import INCOMPLETE_METRIC, cut_off
+from .incomplete import output_metric
 from .sampled import SampledSteps, chosen, same_text
 from .selection import rejection, rejection_detail, select_index
 from .settings import Settings
@@ -405,8 +405,7 @@ class Refinement(SampledSteps):
         metric = answer = metric_error = answer_error = None
         if selected is not None and output is not None:
             (metric, metric_error), (answer, answer_error) = await asyncio.to_thread(self._score_output, output)
-            if metric is not None and cut_off(self.iterations[selected].finish_reason):
-                metric = INCOMPLETE_METRIC  # a cut-off output is no answer, whatever is in it
+            metric = output_metric(metric, self.iterations[selected].finish_reason)
         models = {role: self.backends[role].name for role in ROLES}
         files = {r: i for r in ROLES if (i := self.backends[r].model_info()) is not None}
         return RunResult(

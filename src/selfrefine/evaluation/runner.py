@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from ..core.errors import StorageError, error_text
 from ..core.records import RunResult, StopReason
-from ..engine.incomplete import INCOMPLETE_METRIC, cut_off
+from ..engine.incomplete import output_metric
 from ..engine.loop import SelfRefine
 from .datasets import Example
 from .judge import JudgeResult, PairwiseJudge, Preference, preference_rate
@@ -100,10 +100,7 @@ def _metrics(engine: SelfRefine, example: Example, result: RunResult) -> tuple[l
                 known[it.draft] = (None, error_text(exc))
     # a draft cut off at the token limit is no answer, whatever its text scores (as the loop
     # scores the returned output)
-    values = [
-        INCOMPLETE_METRIC if cut_off(it.finish_reason) and known[it.draft][0] is not None else known[it.draft][0]
-        for it in result.iterations
-    ]
+    values = [output_metric(known[it.draft][0], it.finish_reason) for it in result.iterations]
     errors = [known[it.draft][1] for it in result.iterations]
     return values, errors if any(errors) else []
 
