@@ -197,14 +197,20 @@ def test_self_referencing_or_exploding_aliases_are_one_line(tmp_path, name, text
 
 
 def test_full_disk_injected_at_the_write_is_one_line_and_keeps_the_rows(tmp_path, monkeypatch):
-    """Where no tmpfs can be mounted: ENOSPC from the third fsync (meta.json, two rows), 4 in flight."""
+    """Where no tmpfs can be mounted: ENOSPC from the second row's fsync, 4 in flight.
+
+    Only results.jsonl's fsyncs are counted: the lock's and meta.json's come first, and
+    counting them too once made the failing row the first one, which left 2 rows or 1
+    depending on whether another example finished in the same event-loop turn."""
     out = tmp_path / "run"
-    real_fsync, calls = os.fsync, []
+    real_fsync, rows = os.fsync, []
 
     def fsync(fd: int) -> None:
-        calls.append(fd)
-        if len(calls) == 3:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        results = out / "results.jsonl"
+        if results.exists() and os.path.samestat(os.fstat(fd), results.stat()):
+            rows.append(fd)
+            if len(rows) == 2:  # the first row is on disk, the second written but not synced
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real_fsync(fd)
 
     args = eval_args(tmp_path, out, 12)
