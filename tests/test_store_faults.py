@@ -24,6 +24,8 @@ from click.testing import CliRunner, Result
 from conftest import FB_DONE
 
 from selfrefine.cli.commands import cli
+from selfrefine.core.errors import StorageError
+from selfrefine.evaluation.runner import ExampleRow
 from selfrefine.evaluation.runstore import RunStore
 
 
@@ -94,6 +96,45 @@ def test_rerun_after_a_lost_newline_appends_on_a_line_of_its_own(tmp_path):
     third = CliRunner().invoke(cli, args)  # and the folder stays usable
     assert third.exit_code == 0, third.output
     assert len(RunStore(out).rows()) == 3
+
+
+class TornAppend:
+    """The file of one append on a disk that fills mid-row: half the row goes in, then ENOSPC."""
+
+    def __init__(self, fh) -> None:
+        self.fh = fh
+
+    def __enter__(self) -> TornAppend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.fh.close()
+
+    def write(self, data: bytes) -> None:
+        self.fh.write(data[: len(data) // 2])
+        self.fh.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_row_appended_after_a_torn_one_starts_a_line_of_its_own(tmp_path, monkeypatch):
+    """Examples in flight still hand their rows to the store after an append failed (eval
+    stops at the next turn of its event loop): a torn row must not swallow the next one."""
+    store, real_open, torn = RunStore(tmp_path), Path.open, []
+
+    def open_(path: Path, mode: str = "r", *args, **kwargs):
+        fh = real_open(path, mode, *args, **kwargs)
+        if path.name == "results.jsonl" and mode == "ab" and not torn:
+            torn.append(path)
+            return TornAppend(fh)
+        return fh
+
+    store.append(ExampleRow(id="a", metrics=[1.0]))
+    monkeypatch.setattr(Path, "open", open_)
+    with pytest.raises(StorageError, match="disk is full"):
+        store.append(ExampleRow(id="b", metrics=[1.0]))
+    store.append(ExampleRow(id="c", metrics=[1.0]))  # the disk has room again
+    monkeypatch.undo()
+    assert torn and [r.id for r in RunStore(tmp_path).rows()] == ["a", "c"]  # b is run again on resume
 
 
 # --- item 9: a cache entry that does not parse ---------------------------------------------

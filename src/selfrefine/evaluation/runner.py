@@ -147,7 +147,8 @@ async def evaluate_rows(
     tasks = [asyncio.ensure_future(one(e)) for e in examples]
     try:
         return list(await asyncio.gather(*tasks))
-    except BaseException:  # a storage error or a cancel: nothing more runs or is written
+    except BaseException:  # a storage error or a cancel: nothing more runs (examples that finish in
+        # this turn of the event loop still hand their rows on: RunStore.append copes)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

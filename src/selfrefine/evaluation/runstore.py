@@ -68,6 +68,7 @@ class RunStore:
         self.folder = Path(folder)
         self._lock = threading.Lock()
         self._held: int | None = None  # the lock file's descriptor while this store writes
+        self._torn = False  # the last append failed: it may have left part of its row
 
     # -- meta --------------------------------------------------------------------------------
 
@@ -171,13 +172,18 @@ class RunStore:
     def append(self, row: ExampleRow) -> None:
         line = (row.model_dump_json() + "\n").encode()  # the row and its newline in one write
         path = self.folder / RESULTS
-        try:
-            with self._lock, path.open("ab") as fh:
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
-        except OSError as exc:  # rows written before stay whole; a torn one is dropped on resume
-            raise run_folder_error(path, exc) from None
+        with self._lock:
+            if self._torn:  # examples in flight may still finish after an append failed:
+                self.all_rows()  # drop what it left of its row, or this row would join that line
+            try:
+                with path.open("ab") as fh:
+                    fh.write(line)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as exc:  # rows written before stay whole; a torn one is dropped on resume
+                self._torn = True
+                raise run_folder_error(path, exc) from None
+            self._torn = False
 
     def write_summary(self, summary: EvalSummary, extra: dict[str, Any] | None = None) -> None:
         data = summary.model_dump(mode="json")
