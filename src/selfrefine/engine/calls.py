@@ -146,11 +146,11 @@ class Caller:
 
     def budget_spent(self) -> tuple[StopReason, str] | None:
         """The budget that has run out (the one place both budgets are checked), or None."""
-        cfg, log = self.policy, self.log
-        if cfg.max_total_tokens is not None and log.tokens() >= cfg.max_total_tokens:
-            return StopReason.TOKEN_BUDGET, f"token budget used up: {log.tokens()} tokens of {cfg.max_total_tokens}"
-        if cfg.max_seconds is not None and log.elapsed() >= cfg.max_seconds:
-            return StopReason.TIME_BUDGET, f"time budget ran out: {log.elapsed():.1f}s of {cfg.max_seconds:g}s"
+        policy, log = self.policy, self.log
+        if policy.max_total_tokens is not None and log.tokens() >= policy.max_total_tokens:
+            return StopReason.TOKEN_BUDGET, f"token budget used up: {log.tokens()} tokens of {policy.max_total_tokens}"
+        if policy.max_seconds is not None and log.elapsed() >= policy.max_seconds:
+            return StopReason.TIME_BUDGET, f"time budget ran out: {log.elapsed():.1f}s of {policy.max_seconds:g}s"
         return None
 
     def check_budgets(self) -> None:
@@ -159,11 +159,11 @@ class Caller:
             raise BudgetExceeded(*spent)
 
     def backoff(self, attempt: int) -> float:
-        cfg = self.policy
-        delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2 ** (attempt - 1))
+        policy = self.policy
+        delay = min(policy.retry_max_delay, policy.retry_base_delay * 2 ** (attempt - 1))
         delay *= random.uniform(0.5, 1.0)  # jitter so concurrent runs do not retry in lockstep
-        if cfg.max_seconds is not None:
-            delay = max(0.0, min(delay, cfg.max_seconds - self.log.elapsed()))
+        if policy.max_seconds is not None:
+            delay = max(0.0, min(delay, policy.max_seconds - self.log.elapsed()))
         return delay
 
 

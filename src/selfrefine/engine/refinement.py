@@ -2,7 +2,7 @@
 
 A :class:`Refinement` runs one input: its state is one record (:class:`~.state.RunState`),
 its drafts come from one drafting part chosen from the settings (:mod:`.drafting`), its
-calls go through :class:`~.calls.Caller`; :class:`~.loop.SelfRefine` makes one per input and
+stops from :class:`~.stopping.StopRules`, its calls go through :class:`~.calls.Caller`; :class:`~.loop.SelfRefine` makes one per input and
 streams its steps. Which draft is returned and how drafts rank are pure functions
 (:mod:`.selection`, :mod:`.ranking`).
 
@@ -33,7 +33,6 @@ from ..core.records import (
     StopReason,
     Usage,
 )
-from ..core.stoprule import stop_hit
 from .budgeted import Budgeted
 from .calls import BudgetExceeded, Caller, CallLog
 from .candidates import Pool
@@ -44,6 +43,7 @@ from .sampling import BestOfK, Votes
 from .selection import rejection_detail, select_index
 from .settings import Settings
 from .state import RunState
+from .stopping import StopRules
 from .task import Task
 
 
@@ -67,6 +67,7 @@ class Refinement:
         self.caller = Caller(settings.calls, backends, self.state.log)
         self.run = RunContext(task, settings, self.state, self.caller)
         self.drafter = drafter_for(settings)
+        self.stops = StopRules(self.run)
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -80,10 +81,10 @@ class Refinement:
                 yield step
         except BudgetExceeded as exc:
             stop = exc.reason
-            yield self._final_decision(stop, str(exc))
+            yield self.stops.ended(stop, str(exc))
         except BackendError as exc:
             stop, error = StopReason.ERROR, str(exc)
-            yield self._final_decision(stop, error)
+            yield self.stops.ended(stop, error)
         for call in self.state.log.drain():
             yield CallStep(call=call)
         yield ResultStep(result=await self.result(stop, error))
@@ -102,9 +103,7 @@ class Refinement:
     async def _round(self) -> AsyncIterator[Step]:
         """Critique the current draft, decide, and refine it until a refinement is accepted."""
         state, t = self.state, self.state.current
-        early = (
-            self._skip_final_feedback(t) if self._final_feedback_wasted() else self.drafter.before_round(self.run, t)
-        )
+        early = self.stops.before_critique(t) or self.drafter.before_round(self.run, t)
         if early is not None:
             yield state.decided(early)
             return
@@ -113,7 +112,7 @@ class Refinement:
         for call in state.log.drain():
             yield CallStep(call=call)
         yield FeedbackStep(iteration=t, feedback=feedback)
-        decision = state.decided(self._decide(t, feedback))
+        decision = state.decided(self.stops.after(t, feedback))
         yield decision
         if not decision.stop:
             async for step in self._refine(t):
@@ -137,13 +136,13 @@ class Refinement:
                 yield step
             if not verdict.rejected:
                 if verdict.stops:
-                    yield state.decided(self._no_change(n))
+                    yield state.decided(self.stops.no_change(n))
                 else:
                     state.accepted(t, n)
                 return
             yield FeedbackStep(iteration=n, feedback=it.feedback)
             state.rejected(t, n)
-            decision = state.decided(self._decide(n, None))
+            decision = state.decided(self.stops.after(n, None))
             yield decision.model_copy(update={"detail": rejection_detail(f"rejected: {verdict.rejected}", t, decision)})
 
     def _drafted(self, made: Drafted) -> list[Step]:
@@ -152,72 +151,6 @@ class Refinement:
             iteration=it.index, draft=it.draft, call=made.call, candidates=it.candidates, accepted=it.accepted
         )
         return [*(CallStep(call=c) for c in self.state.log.drain()), step]
-
-    # -- decisions -------------------------------------------------------------------------
-
-    def _decide(self, t: int, feedback: Feedback | None) -> DecisionStep:
-        """Stop or refine after draft t. ``feedback`` None: t is a rejected refinement, whose
-        findings stop nothing; only the refinement cap and the budgets apply."""
-        reason = self._feedback_stop(feedback) if feedback is not None else None
-        if reason is None and self.run.at_cap(len(self.state.iterations) - 1):
-            reason = (StopReason.MAX_ITERATIONS, f"reached {self.settings.max_iterations} refinement(s)")
-        reason = reason or self.caller.budget_spent()
-        if reason is not None:
-            return DecisionStep(iteration=t, stop=True, reason=reason[0], detail=reason[1])
-        return DecisionStep(iteration=t, stop=False, detail="refine")
-
-    def _feedback_stop(self, feedback: Feedback) -> tuple[StopReason, str] | None:
-        """The stop the feedback itself asks for: its done signal, a stop phrase, a score."""
-        settings = self.settings
-        if settings.stop_on_feedback and feedback.done:
-            return StopReason.FEEDBACK, "the feedback says the draft is done"
-        hit = stop_hit(feedback.text, settings.stop_contains, settings.stop_matches)
-        if hit is not None:
-            return StopReason.FEEDBACK, f"the feedback {hit}"
-        threshold = settings.score_threshold
-        if threshold is not None and feedback.total is not None and feedback.total >= threshold:
-            return StopReason.SCORE, f"score {feedback.total:g} >= {threshold:g}"
-        return None
-
-    def _no_change(self, n: int) -> DecisionStep:
-        return DecisionStep(
-            iteration=n, stop=True, reason=StopReason.NO_CHANGE, detail="the refinement changed nothing"
-        )
-
-    def _final_feedback_wasted(self) -> bool:
-        """Whether the next critique can change neither the returned draft nor when the run
-        stops: at the refinement cap the run stops whatever the critique says (on the default
-        model it was 70 s of a 241 s run), and the returned draft ignores it under select
-        "last", and under "verified" unless another draft ties with it on the verifier (the
-        critic's score breaks that tie; a gsm8k best-of-5 paid ~250 tokens for nothing)."""
-        settings = self.settings
-        at_cap = self.run.at_cap(len(self.state.iterations) - 1)
-        if not at_cap or settings.feedback_mode != "actionable" or settings.final_feedback:
-            return False
-        select = settings.select
-        return select == "last" or (select == "verified" and not self._tied_on_verifier(self.state.current))
-
-    def _tied_on_verifier(self, t: int) -> bool:
-        """Whether another returnable draft has draft t's verifier score."""
-        iterations = self.state.iterations
-        mine = iterations[t].verification
-        return mine is None or any(
-            it.index != t and it.accepted and it.verification is not None and it.verification.score == mine.score
-            for it in iterations
-        )
-
-    def _skip_final_feedback(self, t: int) -> DecisionStep:
-        """The stop _decide would give at the cap, without the critique it would have read."""
-        detail = (
-            f"reached {self.settings.max_iterations} refinement(s); the last draft's critique is skipped "
-            "(it cannot change the result; final_feedback asks for it)"
-        )
-        return DecisionStep(iteration=t, stop=True, reason=StopReason.MAX_ITERATIONS, detail=detail)
-
-    def _final_decision(self, reason: StopReason, detail: str) -> DecisionStep:
-        iterations = self.state.iterations
-        t = iterations[-1].index if iterations else 0
-        return DecisionStep(iteration=t, stop=True, reason=reason, detail=detail)
 
     # -- feedback --------------------------------------------------------------------------
 
