@@ -2,9 +2,11 @@
 
 ``loop`` (:class:`SelfRefine`: the draft → feedback → refine loop as a stream of typed
 steps), ``spec`` (an engine described as data), ``settings`` (a run's options resolved
-once), ``refinement`` and ``sampled`` (one run's steps), ``calls`` (model calls, retries,
-budgets), ``candidates``, ``votes``, ``selection`` and ``strategy`` (samples, which draft
-is kept and returned, the budgeted strategy), ``task`` (the Task contract), ``plugins``
+once), ``refinement`` (one run's loop), ``state`` (its record), ``context`` (the model
+steps every part uses), ``drafting``, ``sampling`` and ``budgeted`` (the ways to draft a
+step: one draft, best of K, votes, the auto strategy, over ``budget``), ``calls`` (model
+calls, retries, budgets), ``candidates``, ``votes``, ``ranking``, ``selection`` and
+``strategy`` (samples, how drafts rank, which is returned, the auto rule), ``task`` (the Task contract), ``plugins``
 (tasks by name), ``templates`` and ``template_bounds`` (strict, bounded prompt rendering),
 ``checks`` (verifiers as data), ``deltas`` (token streaming) and ``incomplete`` (refusals,
 cut-off drafts). The records, run options and errors it shares with every layer are in

@@ -16,13 +16,13 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..backends.base import Backend, CompletionRequest, CompletionResponse, TextSink
-from ..core.config import RefineConfig
 from ..core.errors import BackendError, TransientBackendError
 from ..core.records import CallRecord, Role, StopReason
+from .settings import CallPolicy
 
 #: receives each piece of a streamed reply with its call's role, iteration and attempt
 DeltaSink = Callable[[Role, int, int, str], None]
@@ -66,34 +66,34 @@ class CallLog:
 
 
 class Caller:
-    """Makes one run's calls under its config's retries and budgets."""
+    """Makes one run's calls under its policy's retries and budgets."""
 
-    def __init__(self, config: RefineConfig, backends: dict[str, Backend], log: CallLog) -> None:
-        self.config, self.backends, self.log = config, backends, log
+    def __init__(self, policy: CallPolicy, backends: Mapping[Role, Backend], log: CallLog) -> None:
+        self.policy, self.backends, self.log = policy, backends, log
         self.sink: DeltaSink | None = None  # set: calls asked to stream hand it their pieces
 
     async def call(
-        self, role: Role, t: int, request: CompletionRequest, n: int = 1, *, stream: bool = False
+        self, role: Role, t: int, request: CompletionRequest, samples: int = 1, *, stream: bool = False
     ) -> list[tuple[CompletionResponse, CallRecord]]:
-        """One logical call (``n`` samples of the request) with transient-error retries;
+        """One logical call (``samples`` replies to the request) with transient-error retries;
         ``stream``: a single sample's reply goes to the sink piece by piece as it comes."""
         backend = self.backends[role]
-        for attempt in range(1, self.config.backend_retries + 2):
+        for attempt in range(1, self.policy.backend_retries + 2):
             self.check_budgets()
-            calls = [self._record(role, t, backend, request) for _ in range(n)]
+            calls = [self._record(role, t, backend, request) for _ in range(samples)]
             try:
-                on_text = self._pieces(role, t, calls[0].attempt) if stream and n == 1 else None
-                responses = await self._send(backend, request, calls[0], n, on_text)
+                on_text = self._pieces(role, t, calls[0].attempt) if stream and samples == 1 else None
+                responses = await self._send(backend, request, calls[0], samples, on_text)
             except (TransientBackendError, BackendError, BudgetExceeded) as exc:
                 self._failed(calls, str(exc))
-                if isinstance(exc, TransientBackendError) and attempt <= self.config.backend_retries:
+                if isinstance(exc, TransientBackendError) and attempt <= self.policy.backend_retries:
                     await asyncio.sleep(self.backoff(attempt))
                     continue
                 if isinstance(exc, TransientBackendError):
                     raise BackendError(f"{backend.name} failed {attempt} times; last error: {exc}") from exc
                 raise
             # a batch's time is shared among its samples, so that a run's seconds add up
-            share = round(calls[0].seconds / n, 6)
+            share = round(calls[0].seconds / samples, 6)
             return [self._finished(r, c, share, calls[0].wait_seconds) for r, c in zip(responses, calls)]
         raise AssertionError("unreachable")
 
@@ -102,7 +102,7 @@ class Caller:
 
     def _record(self, role: Role, t: int, backend: Backend, request: CompletionRequest) -> CallRecord:
         call = CallRecord(role=role, iteration=t, attempt=self.log.next_attempt(role, t), model=backend.name)
-        if self.config.record_prompts:
+        if self.policy.record_prompts:
             call.prompt = request.prompt
         self.log.calls.append(call)  # counted now, so the next record of this step numbers on
         return call
@@ -124,7 +124,7 @@ class Caller:
         return response, call
 
     async def _send(
-        self, backend: Backend, request: CompletionRequest, call: CallRecord, n: int, on_text: TextSink | None
+        self, backend: Backend, request: CompletionRequest, call: CallRecord, samples: int, on_text: TextSink | None
     ) -> list[CompletionResponse]:
         """One attempt under the backend's concurrency limit; times the wait and the call apart."""
         queued = time.perf_counter()
@@ -132,11 +132,11 @@ class Caller:
             start = time.perf_counter()
             call.wait_seconds = round(start - queued, 6)
             remaining = None
-            if self.config.max_seconds is not None:  # measured after the wait in the queue
+            if self.policy.max_seconds is not None:  # measured after the wait in the queue
                 self.check_budgets()
-                remaining = self.config.max_seconds - self.log.elapsed()
+                remaining = self.policy.max_seconds - self.log.elapsed()
             try:
-                return await asyncio.wait_for(_complete(backend, request, n, on_text), remaining)
+                return await asyncio.wait_for(_complete(backend, request, samples, on_text), remaining)
             except TimeoutError:
                 if remaining is None:  # the backend's own timeout surfaced as asyncio's
                     raise TransientBackendError(f"{backend.name}: request timed out") from None
@@ -146,11 +146,11 @@ class Caller:
 
     def budget_spent(self) -> tuple[StopReason, str] | None:
         """The budget that has run out (the one place both budgets are checked), or None."""
-        cfg, log = self.config, self.log
-        if cfg.max_total_tokens is not None and log.tokens() >= cfg.max_total_tokens:
-            return StopReason.TOKEN_BUDGET, f"token budget used up: {log.tokens()} tokens of {cfg.max_total_tokens}"
-        if cfg.max_seconds is not None and log.elapsed() >= cfg.max_seconds:
-            return StopReason.TIME_BUDGET, f"time budget ran out: {log.elapsed():.1f}s of {cfg.max_seconds:g}s"
+        policy, log = self.policy, self.log
+        if policy.max_total_tokens is not None and log.tokens() >= policy.max_total_tokens:
+            return StopReason.TOKEN_BUDGET, f"token budget used up: {log.tokens()} tokens of {policy.max_total_tokens}"
+        if policy.max_seconds is not None and log.elapsed() >= policy.max_seconds:
+            return StopReason.TIME_BUDGET, f"time budget ran out: {log.elapsed():.1f}s of {policy.max_seconds:g}s"
         return None
 
     def check_budgets(self) -> None:
@@ -159,22 +159,22 @@ class Caller:
             raise BudgetExceeded(*spent)
 
     def backoff(self, attempt: int) -> float:
-        cfg = self.config
-        delay = min(cfg.retry_max_delay, cfg.retry_base_delay * 2 ** (attempt - 1))
+        policy = self.policy
+        delay = min(policy.retry_max_delay, policy.retry_base_delay * 2 ** (attempt - 1))
         delay *= random.uniform(0.5, 1.0)  # jitter so concurrent runs do not retry in lockstep
-        if cfg.max_seconds is not None:
-            delay = max(0.0, min(delay, cfg.max_seconds - self.log.elapsed()))
+        if policy.max_seconds is not None:
+            delay = max(0.0, min(delay, policy.max_seconds - self.log.elapsed()))
         return delay
 
 
 async def _complete(
-    backend: Backend, request: CompletionRequest, n: int, on_text: TextSink | None = None
+    backend: Backend, request: CompletionRequest, samples: int, on_text: TextSink | None = None
 ) -> list[CompletionResponse]:
-    if n == 1:
+    if samples == 1:
         return [await (backend.complete(request) if on_text is None else backend.stream(request, on_text))]
-    responses = await backend.complete_n(request, n)
-    if len(responses) != n:
-        raise BackendError(f"{backend.name}: asked for {n} samples, got {len(responses)}")
+    responses = await backend.complete_n(request, samples)
+    if len(responses) != samples:
+        raise BackendError(f"{backend.name}: asked for {samples} samples, got {len(responses)}")
     return responses
 
 

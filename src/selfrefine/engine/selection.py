@@ -7,6 +7,7 @@ stored rows (``select_index`` with another policy shows what it would have retur
 from __future__ import annotations
 
 from ..core.records import DecisionStep, Iteration, Verification
+from .ranking import best_iteration, worse
 
 
 def select_index(iterations: list[Iteration], policy: str) -> int | None:
@@ -15,9 +16,8 @@ def select_index(iterations: list[Iteration], policy: str) -> int | None:
 
     - ``last``: the last accepted draft;
     - ``best``: the highest feedback score, ties → later (no scores: the last);
-    - ``verified``: the highest verifier score, ties → the draft the critic found done, then
-      the higher feedback score, then the earlier draft (a refinement that adds nothing
-      measurable never replaces what it refined); a missing score of either kind ranks lowest.
+    - ``verified``: the highest rank (:mod:`.ranking`): the verifier score, then the critic's
+      done, then its score, then the earlier draft.
     """
     candidates = [it for it in iterations if it.accepted]
     if not candidates:
@@ -27,25 +27,8 @@ def select_index(iterations: list[Iteration], policy: str) -> int | None:
         if scored:
             return max(scored)[1]
     if policy == "verified":
-        return max(candidates, key=_verified_rank).index
+        return best_iteration(candidates).index
     return candidates[-1].index
-
-
-def _verified_rank(it: Iteration) -> tuple[bool, float, bool, bool, float, int]:
-    score = it.verification.score if it.verification is not None else None
-    total = it.feedback.total if it.feedback is not None else None
-    done = it.feedback is not None and it.feedback.done is True
-    return (score is not None, score or 0.0, done, total is not None, total or 0.0, -it.index)
-
-
-def worse(new: Verification | None, old: Verification | None) -> bool:
-    """Whether a refinement's verifier score fell below the draft it refined (a missing
-    score counts as the lowest; nothing to compare with: not worse)."""
-    old_score = old.score if old is not None else None
-    new_score = new.score if new is not None else None
-    if old_score is None:
-        return False
-    return new_score is None or new_score < old_score
 
 
 def rejection_detail(rejected: str, t: int, decision: DecisionStep) -> str:

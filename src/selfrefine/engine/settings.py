@@ -13,21 +13,61 @@ from typing import Any
 from ..core.config import DEFAULT_MAX_ITERATIONS, RefineConfig
 from ..core.errors import ConfigError
 from ..core.records import ROLES, Role, RunConfig
+from .strategy import START_WIDTH
 from .task import Task
 
 
 @dataclass(frozen=True)
+class CallPolicy:
+    """What a run's :class:`~.calls.Caller` obeys: retries, their delays, the budgets."""
+
+    backend_retries: int
+    retry_base_delay: float
+    retry_max_delay: float
+    max_total_tokens: int | None
+    max_seconds: float | None
+    record_prompts: bool
+
+    @classmethod
+    def of(cls, config: RefineConfig) -> CallPolicy:
+        return cls(
+            backend_retries=config.backend_retries,
+            retry_base_delay=config.retry_base_delay,
+            retry_max_delay=config.retry_max_delay,
+            max_total_tokens=config.max_total_tokens,
+            max_seconds=config.max_seconds,
+            record_prompts=config.record_prompts,
+        )
+
+
+@dataclass(frozen=True)
 class Settings:
-    """What one engine's runs use: the config as given and the values it resolves."""
+    """What one engine's runs read: every value resolved (the run never reads ``config``,
+    which is kept, after its preset, for the record)."""
 
     config: RefineConfig
+    calls: CallPolicy
     max_iterations: int
     history: str
     select: str
     score_threshold: float | None
     temperature: dict[Role, float]
     max_tokens: dict[Role, int]
-    stop: dict[Role, list[str]]
+    stop_sequences: dict[Role, list[str]]
+    feedback_mode: str
+    verifier_mode: str
+    accept: str
+    stop_on_feedback: bool
+    stop_contains: list[str]
+    stop_matches: list[str]
+    stop_on_no_change: bool
+    final_feedback: bool
+    seed: int | None
+    parse_retries: int
+    constrained: bool
+    auto: bool  # strategy "auto": the budget chooses each round's samples
+    samples: int  # samples of a step: the option, or the auto strategy's first width
+    greedy_first: dict[Role, bool]  # a sampled step of this role starts with its greedy draft
     sample_temperature: float = 0.7  # of each of several samples (samples > 1, strategy auto)
     votes: bool = False  # several samples of an answer task: agreement is part of the score
 
@@ -38,50 +78,66 @@ class Settings:
         config = with_preset(config, task)
         _check_fits(config, task)
         _check_sampling(config, task)
-        sampling = config.samples > 1 or config.strategy == "auto"
+        auto = config.strategy == "auto"
+        several = config.samples > 1 or auto
         given = config.max_iterations
         default = task.max_iterations if task.max_iterations is not None else DEFAULT_MAX_ITERATIONS
+        temperature = {r: config.temperature if config.temperature is not None else task.temperature[r] for r in ROLES}
         return cls(
             config=config,
+            calls=CallPolicy.of(config),
             max_iterations=given if given is not None else default,
             history=config.history or task.default_history,
             # several samples are chosen by the verifier, and so is the returned draft
-            select=config.select or ("verified" if sampling else task.default_select),
+            select=config.select or ("verified" if several else task.default_select),
             score_threshold=config.score_threshold if config.score_threshold is not None else task.score_threshold,
-            temperature={
-                r: config.temperature if config.temperature is not None else task.temperature[r] for r in ROLES
-            },
+            temperature=temperature,
             max_tokens={r: config.max_tokens or task.max_tokens[r] for r in ROLES},
-            stop={r: list(task.stop_sequences[r]) for r in ROLES},
+            stop_sequences={r: list(task.stop_sequences[r]) for r in ROLES},
+            **_loop_options(config),
+            auto=auto,
+            samples=START_WIDTH if auto else config.samples,
+            # a role the task drafts greedily (gsm8k) keeps its greedy draft among the samples,
+            # unless the run set a temperature of its own
+            greedy_first={r: temperature[r] == 0 and config.temperature is None for r in ROLES},
             sample_temperature=config.temperature if config.temperature is not None else task.sampling_temperature,
-            votes=sampling and task.capabilities.answer,
+            votes=several and task.capabilities.answer,
         )
 
     @property
-    def sampling(self) -> bool:
+    def several_samples(self) -> bool:
         """Several samples per step (samples > 1, or the auto strategy)."""
-        return self.config.samples > 1 or self.config.strategy == "auto"
+        return self.samples > 1 or self.auto
 
     @property
     def verify_every_draft(self) -> bool:
         """Whether each draft is verified as it arrives (selection or acceptance need it)."""
-        return self.select == "verified" or self.config.accept == "not_worse" or self.sampling
+        return self.select == "verified" or self.accept == "not_worse" or self.several_samples
 
     @property
     def refine_samples(self) -> bool:
         """Whether the refiner samples (temperature > 0), so a new seed gives a new reply."""
         return self.temperature["refine"] > 0
 
+    def recorded(self) -> dict[str, Any]:
+        """The options as run: the config with the resolved policies (a run's record, an
+        eval folder's meta)."""
+        values = self.config.model_dump(mode="json")
+        values.update(max_iterations=self.max_iterations, history=self.history, select=self.select)
+        return values
+
     def run_config(self, models: dict[str, str], model_files: dict[str, Any]) -> RunConfig:
         """The record of what a run ran with: the options, the resolved policies, the models."""
-        return RunConfig(
-            **self.config.model_dump(exclude={"max_iterations", "history", "select"}),
-            max_iterations=self.max_iterations,
-            history=self.history,
-            select=self.select,
-            models=models,
-            model_files=model_files,
-        )
+        return RunConfig(**self.recorded(), models=models, model_files=model_files)
+
+
+def _loop_options(config: RefineConfig) -> dict[str, Any]:
+    """The options the loop reads as given (no task default applies to them)."""
+    names = (
+        "feedback_mode verifier_mode accept stop_on_feedback stop_contains stop_matches stop_on_no_change "
+        "final_feedback seed parse_retries constrained"
+    ).split()
+    return {name: getattr(config, name) for name in names}
 
 
 def with_preset(config: RefineConfig, task: Task) -> RefineConfig:

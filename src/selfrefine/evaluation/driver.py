@@ -35,8 +35,7 @@ from .runstore import RunMeta, RunStore
 def run_meta(name: str, engine: SelfRefine, data: str, limit: int | None, tests: Path | None = None) -> RunMeta:
     """What the run folder holds; ``tests`` is the --tests file of a codeopt eval (its
     content is part of the experiment: other tests, other metric)."""
-    config = engine.config.model_dump(mode="json")
-    config.update(max_iterations=engine.max_iterations, history=engine.history, select=engine.select)
+    config = engine.settings.recorded()
     for volatile in ("record_prompts", "retry_base_delay", "retry_max_delay", "backend_retries"):
         config.pop(volatile, None)  # do not change results: resuming with other values is fine
     if config.get("accept") == "any":

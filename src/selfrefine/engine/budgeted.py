@@ -1,0 +1,100 @@
+"""``strategy="auto"`` as a drafting part: :class:`Budgeted` chooses each round's samples
+and when to stop from the token budget and what the verifier saw (the rule:
+:mod:`.strategy`), and drafts each step with a best of K (:mod:`.sampling`) of that width.
+"""
+
+from __future__ import annotations
+
+from ..core.records import DecisionStep, Iteration, StopReason
+from .budget import TokenBudget
+from .context import RunContext
+from .drafting import Drafted, Drafter, Verdict
+from .sampling import BestOfK, Votes
+from .strategy import RoundOutcome, affordable_width, lead, next_wave, plan_round, settled
+from .votes import majority_answer, tally
+
+
+class Budgeted(Drafter):
+    """The auto strategy: a width per round, priced in tokens; an answer task's first draft
+    sampled in waves until its votes are settled."""
+
+    def __init__(self, width: int, votes: bool) -> None:
+        self.budget = TokenBudget()
+        self.votes = votes
+        self.inner: BestOfK = (Votes if votes else BestOfK)(width, self.budget)
+        self.width = width  # the last round's width
+        self.outcome: RoundOutcome | None = None  # what the verifier saw in the last round
+        self.planned: tuple[int, str] | None = None  # the width planned for the round begun
+
+    async def first(self, run: RunContext, prompt: str) -> Drafted:
+        """Draft 0 from ``width`` samples; on an answer task, more in waves while their answers
+        are not settled (:func:`.strategy.next_wave`), up to MAX_WIDTH and what the budget
+        pays for: disagreement is answered by more independent votes before any critique
+        (self-consistency, adaptively; the 1.5B critic approves wrong programs)."""
+        cands, last_call = await self.inner.gather(run, "generate", 0, prompt, self.width)
+        while self.votes:
+            answers = [e.answer for e in run.state.pool.entries]
+            wave = next_wave(answers, len(cands), self.budget.remaining(run), self.budget.costs(run))
+            if wave == 0:
+                break
+            more, _ = await self.inner.gather(run, "generate", 0, prompt, wave, start=len(cands))
+            cands += more
+        return await self.inner.choose(run, 0, cands, last_call)
+
+    def before_round(self, run: RunContext, t: int) -> DecisionStep | None:
+        """Stop when the current draft satisfies the verifier, or when the budget cannot pay
+        for the round's critique and one sample; otherwise plan the round's width."""
+        satisfied = self._satisfied(run, t)
+        if satisfied is not None:
+            return satisfied
+        self.planned = self._plan(run, critique=True)
+        if self.planned[0] == 0:
+            return DecisionStep(iteration=t, stop=True, reason=StopReason.TOKEN_BUDGET, detail=self.planned[1])
+        return None
+
+    async def refinement(self, run: RunContext, index: int, prompt: str) -> Drafted | DecisionStep:
+        width, why = self._width(run, prompt)
+        if width == 0:
+            return DecisionStep(iteration=run.state.current, stop=True, reason=StopReason.TOKEN_BUDGET, detail=why)
+        return await self.inner.step(run, "refine", index, prompt, width)
+
+    async def judge(self, run: RunContext, parent: Iteration, new: Iteration) -> Verdict:
+        verdict = await self.inner.judge(run, parent, new)
+        self.outcome = RoundOutcome(accepted=not verdict.rejected, echoed=verdict.echoed)
+        return verdict
+
+    def _width(self, run: RunContext, prompt: str) -> tuple[int, str]:
+        """The width of the round's next samples: the one planned with the critique, priced
+        again by the rendered refinement ``prompt``; a retry after a rejected round makes
+        no critique, and is planned anew."""
+        if self.planned is None:
+            return self._plan(run, critique=False, prompt=prompt)
+        (planned, why), self.planned = self.planned, None
+        remaining = self.budget.remaining(run)
+        fits = affordable_width(planned, remaining, self.budget.costs(run, prompt), critique=False)
+        if fits == 0:
+            return 0, f"the budget left ({remaining:.0f} tokens) pays for no sample of this round's prompt"
+        return fits, why if fits == planned else f"{why}; {fits} of {planned} samples fit in the budget left"
+
+    def _plan(self, run: RunContext, critique: bool, prompt: str | None = None) -> tuple[int, str]:
+        remaining, costs = self.budget.remaining(run), self.budget.costs(run, prompt)
+        width, why = plan_round(self.width, self.outcome, remaining, costs, critique=critique)
+        self.width = width or self.width
+        return width, why
+
+    def _satisfied(self, run: RunContext, t: int) -> DecisionStep | None:
+        """Whether the verifier passes draft t (on an answer task: whether the votes are
+        settled and draft t carries the leading answer)."""
+        check = run.state.iterations[t].verification
+        if check is None:
+            return None
+        if self.votes:
+            answers = [e.answer for e in run.state.pool.entries]
+            if not (settled(answers) and check.passed is not False and check.answer == majority_answer(tally(answers))):
+                return None
+            detail = f"the votes are settled on draft {t}'s answer ({lead(answers)} ahead)"
+        elif check.passed:
+            detail = f"the task's verifier is satisfied with draft {t}"
+        else:
+            return None
+        return DecisionStep(iteration=t, stop=True, reason=StopReason.VERIFIED, detail=detail)

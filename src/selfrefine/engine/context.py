@@ -1,0 +1,153 @@
+"""What the loop and its drafting parts share for one run: the task, the resolved settings,
+the run's state (:class:`~.state.RunState`) and its calls (:class:`~.calls.Caller`); and the
+steps every way of drafting uses: a request, a parsed call with its retries, a draft, a
+critique, the task's check.
+
+- an unparsable draft or feedback is re-requested at that step only (resampled with a new
+  seed), never by restarting the example; after the retries the raw text is kept and the
+  feedback carries ``parse_error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..backends.base import CompletionRequest
+from ..core.errors import ParseError
+from ..core.records import CallRecord, Feedback, Role, Verification
+from .calls import Caller
+from .incomplete import demoted
+from .settings import Settings
+from .state import RunState
+from .task import Task
+
+T = TypeVar("T")
+
+
+class RunContext:
+    """One run's task, settings, state and caller, and the model steps on them."""
+
+    def __init__(self, task: Task, settings: Settings, state: RunState, caller: Caller) -> None:
+        self.task, self.settings, self.state, self.caller = task, settings, state, caller
+
+    def at_cap(self, refinements: int) -> bool:
+        """Whether ``refinements`` reach the refinement cap."""
+        return refinements >= self.settings.max_iterations
+
+    # -- prompts ---------------------------------------------------------------------------
+
+    def refine_prompt(self) -> str:
+        """The prompt that refines the current draft with its feedback and the history."""
+        state, t = self.state, self.state.current
+        current = state.iterations[t]
+        role = "refine"
+        if self.settings.feedback_mode == "none" and "refine_nofeedback" in self.task.templates:
+            role = "refine_nofeedback"
+        feedback = current.feedback.text if current.feedback else ""
+        history = state.history(self.settings.history)
+        return self.task.render(role, state.input, draft=current.draft, feedback=feedback, history=history, iteration=t)
+
+    def request(
+        self, role: Role, prompt: str, schema: dict[str, Any] | None, attempt: int, reseed: int = 0
+    ) -> CompletionRequest:
+        """The request of one attempt: a parse retry resamples (a deterministic model would
+        repeat itself), a ``reseed`` > 0 seeds that much further on."""
+        settings = self.settings
+        temperature = settings.temperature[role]
+        seed = settings.seed if not reseed else (settings.seed or 0) + reseed
+        if attempt > 1:
+            temperature = max(temperature, 0.7)
+            seed = (seed or 0) + attempt - 1
+        return CompletionRequest(
+            role=role,
+            prompt=prompt,
+            system=self.task.system,
+            max_tokens=settings.max_tokens[role],
+            temperature=temperature,
+            seed=seed,
+            stop=settings.stop_sequences[role],
+            json_schema=schema,
+        )
+
+    # -- calls -----------------------------------------------------------------------------
+
+    async def draft(self, role: Role, t: int, prompt: str) -> tuple[str, CallRecord]:
+        """A parsed draft; after the parse retries, the raw reply, or when that is empty the
+        draft being refined (an empty refinement then counts as unchanged: "no change").
+        Each refine call is seeded one further per rejected refinement, so a sampled retry
+        of the same draft is a new sample (0 keeps the paper's seeds)."""
+        state = self.state
+        reseed = state.rejections() if role == "refine" else 0
+        draft, call, error = await self.parsed_call(role, t, prompt, None, self.task.parse_draft, reseed, stream=True)
+        if error is None:
+            return draft, call
+        return raw_reply(call) or (state.parent().draft if state.iterations else ""), call
+
+    async def critique(self, t: int, draft: str | None = None, transcript: list[int] | None = None) -> Feedback:
+        """The critic on draft t (or on ``draft``, a sample for step t, with the transcript the
+        prompt will have once it is step t's draft: its critique is then reused as is).
+        A sample's critique is not streamed: it may never be the step's feedback."""
+        state, task = self.state, self.task
+        own = draft is None
+        text = state.iterations[t].draft if draft is None else draft
+        history = state.history(self.settings.history, transcript)
+        prompt = task.render("feedback", state.input, draft=text, history=history, iteration=t)
+        schema = task.feedback_schema if self.settings.constrained else None
+
+        def parse(reply: str) -> Feedback:
+            return task.parse_feedback(reply, input=state.input, draft=text)
+
+        feedback, call, error = await self.parsed_call("feedback", t, prompt, schema, parse, stream=own)
+        if error is None:
+            return feedback
+        raw = raw_reply(call)
+        return Feedback(text=raw, done=task.says_done(raw), parse_error=error)
+
+    async def parsed_call(
+        self,
+        role: Role,
+        t: int,
+        prompt: str,
+        schema: dict[str, Any] | None,
+        parse: Callable[[str], T],
+        reseed: int = 0,
+        *,
+        stream: bool = False,
+    ) -> tuple[Any, CallRecord, str | None]:
+        """Call, parse; on a parse error re-ask this step only. Returns (value, call, error);
+        ``stream``: each attempt's reply goes to the caller's sink as it is written."""
+        error = None
+        for attempt in range(1, self.settings.parse_retries + 2):
+            request = self.request(role, prompt, schema, attempt, reseed)
+            [(response, call)] = await self.caller.call(role, t, request, stream=stream)
+            try:
+                return parse(response.text), call, None
+            except ParseError as exc:
+                error = str(exc)
+                self.state.log.failed(call, f"parse: {error}")  # an unusable reply is a failed attempt
+        return None, call, error
+
+    # -- checks ----------------------------------------------------------------------------
+
+    async def verify(self, t: int) -> Verification | None:
+        """The task's check of draft t: computed once (in a thread) and kept on the record."""
+        it = self.state.iterations[t]
+        if t not in self.state.verified:
+            it.verification = await self.checked(it.draft, it.finish_reason)
+            self.state.verified.add(t)
+        return it.verification
+
+    async def checked(self, draft: str, finish_reason: str | None) -> Verification | None:
+        """The task's check of a draft (in a thread), demoted when its reply was cut off."""
+        return demoted(await asyncio.to_thread(self.task.verify, self.state.input, draft), finish_reason)
+
+
+def raw_reply(call: CallRecord) -> str:
+    return (call.response or "").strip()
+
+
+def verifier_feedback(check: Verification | None) -> Feedback:
+    """The verifier's findings as a draft's feedback (a rejected refinement's)."""
+    return Feedback(text=check.text if check is not None else "", source="verifier", verification=check)

@@ -1,0 +1,91 @@
+"""When a run stops: the stop rules of the loop, in one place.
+
+After each critique the run stops on the feedback's own signal (its done flag, a stop
+phrase or pattern, a score at the threshold), at the refinement cap, or when a budget is
+spent; a rejected refinement's findings stop nothing, only the cap and the budgets apply.
+A critique that can change neither the returned draft nor when the run stops is not asked
+for. Every stop is a :class:`~selfrefine.core.records.DecisionStep` with its reason.
+"""
+
+from __future__ import annotations
+
+from ..core.records import DecisionStep, Feedback, StopReason
+from ..core.stoprule import stop_hit
+from .context import RunContext
+
+
+class StopRules:
+    """The stop rules of one run, read from its settings, state and budgets."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.run = run
+
+    def after(self, t: int, feedback: Feedback | None) -> DecisionStep:
+        """Stop or refine after draft t. ``feedback`` None: t is a rejected refinement, whose
+        findings stop nothing; only the refinement cap and the budgets apply."""
+        run = self.run
+        reason = self._asked_by(feedback) if feedback is not None else None
+        if reason is None and run.at_cap(len(run.state.iterations) - 1):
+            reason = (StopReason.MAX_ITERATIONS, f"reached {run.settings.max_iterations} refinement(s)")
+        reason = reason or run.caller.budget_spent()
+        if reason is not None:
+            return DecisionStep(iteration=t, stop=True, reason=reason[0], detail=reason[1])
+        return DecisionStep(iteration=t, stop=False, detail="refine")
+
+    def _asked_by(self, feedback: Feedback) -> tuple[StopReason, str] | None:
+        """The stop the feedback itself asks for: its done signal, a stop phrase, a score."""
+        settings = self.run.settings
+        if settings.stop_on_feedback and feedback.done:
+            return StopReason.FEEDBACK, "the feedback says the draft is done"
+        hit = stop_hit(feedback.text, settings.stop_contains, settings.stop_matches)
+        if hit is not None:
+            return StopReason.FEEDBACK, f"the feedback {hit}"
+        threshold = settings.score_threshold
+        if threshold is not None and feedback.total is not None and feedback.total >= threshold:
+            return StopReason.SCORE, f"score {feedback.total:g} >= {threshold:g}"
+        return None
+
+    def before_critique(self, t: int) -> DecisionStep | None:
+        """The stop at the cap without the critique of draft t, when that critique is wasted."""
+        if not self._critique_wasted():
+            return None
+        detail = (
+            f"reached {self.run.settings.max_iterations} refinement(s); the last draft's critique is skipped "
+            "(it cannot change the result; final_feedback asks for it)"
+        )
+        return DecisionStep(iteration=t, stop=True, reason=StopReason.MAX_ITERATIONS, detail=detail)
+
+    def _critique_wasted(self) -> bool:
+        """Whether the next critique can change neither the returned draft nor when the run
+        stops: at the refinement cap the run stops whatever the critique says (on the default
+        model it was 70 s of a 241 s run), and the returned draft ignores it under select
+        "last", and under "verified" unless another draft ties with it on the verifier (the
+        critic's score breaks that tie; a gsm8k best-of-5 paid ~250 tokens for nothing)."""
+        run, settings = self.run, self.run.settings
+        at_cap = run.at_cap(len(run.state.iterations) - 1)
+        if not at_cap or settings.feedback_mode != "actionable" or settings.final_feedback:
+            return False
+        select = settings.select
+        return select == "last" or (select == "verified" and not self._tied_on_verifier(run.state.current))
+
+    def _tied_on_verifier(self, t: int) -> bool:
+        """Whether another returnable draft has draft t's verifier score."""
+        iterations = self.run.state.iterations
+        mine = iterations[t].verification
+        return mine is None or any(
+            it.index != t and it.accepted and it.verification is not None and it.verification.score == mine.score
+            for it in iterations
+        )
+
+    @staticmethod
+    def no_change(n: int) -> DecisionStep:
+        """The stop after refinement n repeated its parent."""
+        return DecisionStep(
+            iteration=n, stop=True, reason=StopReason.NO_CHANGE, detail="the refinement changed nothing"
+        )
+
+    def ended(self, reason: StopReason, detail: str) -> DecisionStep:
+        """The stop of a run a budget or a failing backend ended mid-step."""
+        iterations = self.run.state.iterations
+        t = iterations[-1].index if iterations else 0
+        return DecisionStep(iteration=t, stop=True, reason=reason, detail=detail)
