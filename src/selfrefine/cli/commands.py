@@ -8,6 +8,7 @@ import os
 import sys
 import traceback
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,11 @@ from ..core.errors import InputError, SelfRefineError
 from ..core.records import ResultStep, RunResult, StopReason
 from ..engine.loop import SelfRefine
 from ..engine.spec import ModelSpec
-from ..engine.task import Task
+from ..engine.task import PreparedInput, Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
 from .inputs import one_input, read_input
-from .options import engine_options, engine_spec, role_model
+from .options import EngineFlags, Flags, engine_spec, flag, part, role_model
 from .tables import keep_whole
 
 
@@ -76,38 +77,37 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 def build_engine(task: str, flags: dict[str, Any], loaded: Task | None = None, **extra: Any) -> SelfRefine:
-    """The engine of ``run`` from its flags (config errors surface before any model loads);
-    ``task`` is the name or path given, ``loaded`` the Task already read from it."""
+    """The engine of click's parameters of ``run`` (config errors surface before any model
+    loads); ``task`` is the name or path given, ``loaded`` the Task already read from it."""
     return SelfRefine.from_spec(engine_spec(task, flags, **extra), task=loaded)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFlags(Flags):
+    """``run``'s flags."""
+
+    input_file: Path | None = flag(
+        "--input-file",
+        "-f",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="Read the input from a file.",
+    )
+    engine: EngineFlags = part(EngineFlags)
+    reference: str | None = flag("--reference", help="Reference answer, for the task's metric.")
+    record_prompts: bool = flag("--record-prompts", is_flag=True, help="Keep every prompt in the result.")
+    as_json: bool = flag("--json", is_flag=True, help="Print the run result as one JSON object.")
+    live: bool | None = flag(
+        "--live/--no-live",
+        default=None,
+        help="Show each draft and critique while the model writes it (default: when stdout is a terminal).",
+    )
 
 
 @cli.command()
 @click.argument("task")
 @click.argument("input", required=False)
-@click.option(
-    "--input-file",
-    "-f",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Read the input from a file.",
-)
-@engine_options
-@click.option("--reference", help="Reference answer, for the task's metric.")
-@click.option("--record-prompts", is_flag=True, help="Keep every prompt in the result.")
-@click.option("--json", "as_json", is_flag=True, help="Print the run result as one JSON object.")
-@click.option(
-    "--live/--no-live",
-    default=None,
-    help="Show each draft and critique while the model writes it (default: when stdout is a terminal).",
-)
-def run(
-    task: str,
-    input: str | None,
-    input_file: Path | None,
-    reference: str | None,
-    as_json: bool,
-    live: bool | None,
-    **options: Any,
-) -> None:
+@RunFlags.options()
+def run(task: str, input: str | None, **params: Any) -> None:
     """Run Self-Refine on one INPUT with TASK (a built-in name or a YAML task file).
 
     INPUT may also come from --input-file or stdin ('-' or omitted): one input, several
@@ -119,109 +119,108 @@ def run(
       selfrefine run gsm8k "A pen costs 3 dollars. How much do 4 pens cost?" --reference 12
       selfrefine run examples/haiku.yaml "autumn rain" --model openai:gpt-4o-mini
     """
-    the_task = get_task(task)
-    text = read_input(input, input_file)
-    one_input(the_task, text, input_file, "INPUT" if input not in (None, "-") else "stdin")
-    the_task.prepare_input(text)  # fail on bad input before loading any model
-    engine = build_engine(task, options, the_task, record_prompts=options.pop("record_prompts"))
-    show = (
-        None
-        if as_json
-        else StepPrinter(metric_name=the_task.metric_name, live=sys.stdout.isatty() if live is None else live)
-    )
-    result = asyncio.run(_drive(engine, text, reference, show))
-    if as_json:
+    opts, the_task = RunFlags.of(params), get_task(task)
+    text = read_input(input, opts.input_file)
+    one_input(the_task, text, opts.input_file, "INPUT" if input not in (None, "-") else "stdin")
+    prepared = PreparedInput.of(the_task, text)  # bad input fails before any model loads
+    spec = opts.engine.spec(task, record_prompts=opts.record_prompts)
+    engine = SelfRefine.from_spec(spec, task=the_task)
+    live = sys.stdout.isatty() if opts.live is None else opts.live
+    show = None if opts.as_json else StepPrinter(metric_name=the_task.metric_name, live=live)
+    result = asyncio.run(_drive(engine, prepared, opts.reference, show))
+    if opts.as_json:
         click.echo(result.model_dump_json())
     if result.stop_reason is StopReason.ERROR:
         raise click.ClickException(f"the run stopped on an error (finished drafts kept): {result.error}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class EvalFlags(Flags):
+    """``eval``'s flags."""
+
+    data: str = flag(
+        "--data",
+        required=True,
+        metavar="NAME|PATH|hf:ID",
+        help="A dataset `selfrefine datasets` lists (e.g. gsm8k), a file (GSM8K/CommonGen/Yelp JSONL, "
+        'acronym TSV, FED JSON, PIE JSONL, JSONL {"input": ...}, or .txt: one input per line), '
+        "or hf:ID, a Hugging Face dataset id or local file (pip install datasets).",
+    )
+    out: Path = flag(
+        "--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder, e.g. runs/NAME."
+    )
+    limit: int | None = flag("--limit", type=click.IntRange(min=0), help="Only the first N examples.")
+    concurrency: int | None = flag(
+        "--concurrency",
+        type=click.IntRange(min=1),
+        help="Examples in flight at once (default: 4 per request the backends take at once, at least 4).",
+    )
+    no_cache: bool = flag("--no-cache", is_flag=True, help="Do not read or write the response cache.")
+    cache_path: Path | None = flag(
+        "--cache",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="SELFREFINE_CACHE",
+        help="Response cache file (default ~/.cache/selfrefine/responses.sqlite).",
+    )
+    judge_model: str | None = flag(
+        "--judge",
+        metavar="MODEL",
+        help="Also compare each output with its one-step draft using this model as pairwise judge.",
+    )
+    judge_options: tuple[str, ...] = flag(
+        "--judge-option",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Option of the --judge model's backend only (it never gets -o or --base-url), "
+        "e.g. --judge-option base_url=URL.",
+    )
+    retry_failed: bool = flag(
+        "--retry-failed/--no-retry-failed",
+        default=True,
+        show_default=True,
+        help="On a rerun, run again the examples whose row failed (no result, or stopped by an error).",
+    )
+    tests_path: Path | None = flag(
+        "--tests",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="codeopt only: test cases per PIE problem id, for the metric (format below).",
+    )
+    ray_address: str | None = flag(
+        "--ray",
+        is_flag=False,
+        flag_value="local",
+        default=None,
+        metavar="[ADDRESS]",
+        help="Run the examples on a pool of Ray actors (pip install 'selfrefine[ray]'): alone, on a new "
+        "local cluster; 'auto', the running one; ray://HOST:10001 or HOST:PORT, that one. "
+        "--concurrency is then per actor.",
+    )
+    ray_actors: int | None = flag(
+        "--ray-actors",
+        type=click.IntRange(min=1),
+        help="Actors in the pool (default: the cluster's CPUs / --ray-cpus-per-actor).",
+    )
+    ray_cpus_per_actor: float | None = flag(
+        "--ray-cpus-per-actor",
+        type=click.FloatRange(min=0, min_open=True),
+        help="CPUs each actor reserves, and the threads of its embedded/gguf model (default: 1 for a "
+        "server model, else 4 or the largest node's CPUs if fewer).",
+    )
+    ray_base_urls: tuple[str, ...] = flag(
+        "--ray-base-url",
+        multiple=True,
+        metavar="URL",
+        help="Server of an openai: --model per actor, repeatable: actor i uses the i-th URL (cycled). "
+        "For one server per node, --base-url http://127.0.0.1:PORT/v1 is enough: each actor "
+        "reaches its own node's.",
+    )
+    engine: EngineFlags = part(EngineFlags)
+
+
 @cli.command("eval")
 @click.argument("task")
-@click.option(
-    "--data",
-    required=True,
-    metavar="NAME|PATH|hf:ID",
-    help="A dataset `selfrefine datasets` lists (e.g. gsm8k), a file (GSM8K/CommonGen/Yelp JSONL, "
-    'acronym TSV, FED JSON, PIE JSONL, JSONL {"input": ...}, or .txt: one input per line), '
-    "or hf:ID, a Hugging Face dataset id or local file (pip install datasets).",
-)
-@click.option(
-    "--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Run folder, e.g. runs/NAME."
-)
-@click.option("--limit", type=click.IntRange(min=0), help="Only the first N examples.")
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    help="Examples in flight at once (default: 4 per request the backends take at once, at least 4).",
-)
-@click.option("--no-cache", is_flag=True, help="Do not read or write the response cache.")
-@click.option(
-    "--cache",
-    "cache_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    envvar="SELFREFINE_CACHE",
-    help="Response cache file (default ~/.cache/selfrefine/responses.sqlite).",
-)
-@click.option(
-    "--judge",
-    "judge_model",
-    metavar="MODEL",
-    help="Also compare each output with its one-step draft using this model as pairwise judge.",
-)
-@click.option(
-    "--judge-option",
-    "judge_options",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Option of the --judge model's backend only (it never gets -o or --base-url), "
-    "e.g. --judge-option base_url=URL.",
-)
-@click.option(
-    "--retry-failed/--no-retry-failed",
-    default=True,
-    show_default=True,
-    help="On a rerun, run again the examples whose row failed (no result, or stopped by an error).",
-)
-@click.option(
-    "--tests",
-    "tests_path",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="codeopt only: test cases per PIE problem id, for the metric (format below).",
-)
-@click.option(
-    "--ray",
-    "ray_address",
-    is_flag=False,
-    flag_value="local",
-    default=None,
-    metavar="[ADDRESS]",
-    help="Run the examples on a pool of Ray actors (pip install 'selfrefine[ray]'): alone, on a new "
-    "local cluster; 'auto', the running one; ray://HOST:10001 or HOST:PORT, that one. "
-    "--concurrency is then per actor.",
-)
-@click.option(
-    "--ray-actors",
-    type=click.IntRange(min=1),
-    help="Actors in the pool (default: the cluster's CPUs / --ray-cpus-per-actor).",
-)
-@click.option(
-    "--ray-cpus-per-actor",
-    type=click.FloatRange(min=0, min_open=True),
-    help="CPUs each actor reserves, and the threads of its embedded/gguf model (default: 1 for a "
-    "server model, else 4 or the largest node's CPUs if fewer).",
-)
-@click.option(
-    "--ray-base-url",
-    "ray_base_urls",
-    multiple=True,
-    metavar="URL",
-    help="Server of an openai: --model per actor, repeatable: actor i uses the i-th URL (cycled). "
-    "For one server per node, --base-url http://127.0.0.1:PORT/v1 is enough: each actor "
-    "reaches its own node's.",
-)
-@engine_options
-def eval_(task: str, **flags: Any) -> None:
+@EvalFlags.options()
+def eval_(task: str, **params: Any) -> None:
     """Run TASK over a dataset into a durable, resumable run folder.
 
     --data is a name `selfrefine datasets` lists, a file, or hf:ID. For a YAML task file,
@@ -255,69 +254,59 @@ def eval_(task: str, **flags: Any) -> None:
       selfrefine eval gsm8k --data gsm8k.jsonl --out runs/gsm-ray --ray ray://head:10001 \\
         -m openai:qwen --base-url http://127.0.0.1:8000/v1
     """
-    _eval(task, flags)
+    _eval(task, EvalFlags.of(params))
 
 
-def _eval(task: str, flags: dict[str, Any]) -> None:
-    """``eval``: its own flags are taken out of ``flags``; the rest describe the engine."""
+def _eval(task: str, opts: EvalFlags) -> None:
+    """``eval`` of TASK (the name or path given): its task loaded once, for every part."""
     from ..evaluation.driver import has_metric, run_eval, run_meta, summary_table
     from ..evaluation.response_cache import ResponseCache
     from ..evaluation.runstore import RunStore
 
-    f = {k: flags.pop(k) for k in EVAL_FLAGS}
-    ray = {k: f[f"ray_{k}"] for k in ("actors", "cpus_per_actor")}
-    ray.update(address=f["ray_address"], base_urls=f["ray_base_urls"])
-    _check_ray_flags(ray["address"], ray["actors"], ray["cpus_per_actor"], ray["base_urls"], flags)
-    the_task, (examples, source) = get_task(task), _eval_examples(task, f["data"], f["limit"], f["tests_path"])
-    cache = None if f["no_cache"] else ResponseCache(f["cache_path"])
-    judge_spec = role_model(f["judge_model"], f["judge_options"], "--judge-option", "--judge")
-    engine, recipe = _eval_engine(task, the_task, flags, judge_spec, ray["address"], ray["base_urls"], cache)
-    judge = _judge(judge_spec, the_task, flags["seed"], cache)
-    concurrency = f["concurrency"] or engine.examples_in_flight()
-    store = RunStore(f["out"])
+    _check_ray_flags(opts)
+    the_task = get_task(task)
+    examples, source = _eval_examples(the_task, opts.data, opts.limit, opts.tests_path)
+    cache = None if opts.no_cache else ResponseCache(opts.cache_path)
+    judge_spec = role_model(opts.judge_model, opts.judge_options, "--judge-option", "--judge")
+    engine, recipe = _eval_engine(task, the_task, opts, judge_spec, cache)
+    judge = _judge(judge_spec, the_task, opts.engine.loop.seed, cache)
+    concurrency = opts.concurrency or engine.examples_in_flight()
+    store = RunStore(opts.out)
     try:  # the run folder's lock, held until the run ends: one writer per folder
-        store.start(run_meta(f["out"].name, engine, source, f["limit"], f["tests_path"]))
+        store.start(run_meta(opts.out.name, engine, source, opts.limit, opts.tests_path))
         console = Console(stderr=True)  # one console: the pool's lines print above the bar
-        runner = recipe and _ray_runner(recipe, console, concurrency, cache, **ray)
+        runner = recipe and _ray_runner(recipe, console, concurrency, cache, opts)
         run = run_eval(engine, examples, store, concurrency=concurrency, judge=judge,
-                       retry_failed=f["retry_failed"], runner=runner, console=console)  # fmt: skip
+                       retry_failed=opts.retry_failed, runner=runner, console=console)  # fmt: skip
         summary, _ = asyncio.run(run)
     finally:
         store.release()
-    Console().print(summary_table(summary, f["out"], metric=has_metric(the_task), metric_name=the_task.metric_name))
+    Console().print(summary_table(summary, opts.out, metric=has_metric(the_task), metric_name=the_task.metric_name))
 
 
-EVAL_FLAGS = ("data", "out", "limit", "concurrency", "no_cache", "cache_path", "judge_model", "judge_options",
-              "retry_failed", "tests_path", "ray_address", "ray_actors", "ray_cpus_per_actor", "ray_base_urls")  # fmt: skip
-
-
-def _ray_runner(recipe: Any, console: Console, in_flight: int, cache: Any, **pool: Any) -> Any:
+def _ray_runner(recipe: Any, console: Console, in_flight: int, cache: Any, opts: EvalFlags) -> Any:
     """The pool of Ray actors that runs the examples (--ray)."""
     from ..evaluation.ray_pool import PoolOptions, RayPool
 
     cache_path = str(cache.path) if cache is not None else None
-    return RayPool(recipe, PoolOptions(**pool, in_flight=in_flight, cache_path=cache_path), console)
+    pool = PoolOptions(address=opts.ray_address, actors=opts.ray_actors, cpus_per_actor=opts.ray_cpus_per_actor,
+                       base_urls=opts.ray_base_urls, in_flight=in_flight, cache_path=cache_path)  # fmt: skip
+    return RayPool(recipe, pool, console)
 
 
 def _eval_engine(
-    task: str,
-    the_task: Task,
-    options: dict[str, Any],
-    judge: ModelSpec | None,
-    ray_address: str | None,
-    ray_base_urls: tuple[str, ...],
-    cache: Any,
+    task: str, the_task: Task, opts: EvalFlags, judge: ModelSpec | None, cache: Any
 ) -> tuple[SelfRefine, Any]:
     """The driver's engine (its backends through the response cache) and, with --ray, the
     recipe the actors build theirs from (the same spec: absolute paths, actor 0's server)."""
-    spec, recipe = engine_spec(task, options), None
-    if ray_address is not None:
+    spec, recipe = opts.engine.spec(task), None
+    if opts.ray_address is not None:
         from ..evaluation.ray_pool import EngineRecipe
 
         recipe = EngineRecipe.portable(spec, judge)
         spec = recipe.spec
-        if ray_base_urls:
-            spec = spec.replace(model=spec.model.with_options(base_url=ray_base_urls[0]))
+        if opts.ray_base_urls:
+            spec = spec.replace(model=spec.model.with_options(base_url=opts.ray_base_urls[0]))
     return SelfRefine.from_spec(spec, task=the_task, wrap=_cached(cache)), recipe
 
 
@@ -330,11 +319,10 @@ def _cached(cache: Any) -> Any:
     return lambda backend: CachedBackend(backend, cache)
 
 
-def _eval_examples(task: str, data: str, limit: int | None, tests_path: Path | None) -> tuple[list[Any], str]:
+def _eval_examples(the_task: Task, data: str, limit: int | None, tests_path: Path | None) -> tuple[list[Any], str]:
     """The dataset's examples (with codeopt's --tests attached) and where they came from."""
     from ..evaluation.catalog import load_data
 
-    the_task = get_task(task)
     examples, source = load_data(the_task.name, data, limit)
     if not examples:
         raise InputError(f"{data} has no examples")
@@ -360,18 +348,16 @@ def _judge(spec: ModelSpec | None, the_task: Task, seed: int, cache: Any) -> Any
     )
 
 
-def _check_ray_flags(
-    address: str | None, actors: int | None, cpus: float | None, urls: tuple[str, ...], options: dict[str, Any]
-) -> None:
+def _check_ray_flags(opts: EvalFlags) -> None:
     """--ray-* need --ray, and Ray itself (checked before any model loads)."""
-    if address is None:
-        if actors is not None or cpus is not None or urls:
+    if opts.ray_address is None:
+        if opts.ray_actors is not None or opts.ray_cpus_per_actor is not None or opts.ray_base_urls:
             raise click.UsageError("--ray-actors, --ray-cpus-per-actor and --ray-base-url need --ray")
         return
     from ..evaluation.ray_pool import import_ray
 
     import_ray()
-    if urls and options.get("base_url"):
+    if opts.ray_base_urls and opts.engine.models.base_url:
         raise click.UsageError("give --base-url (every actor) or --ray-base-url (per actor), not both")
 
 

@@ -1,14 +1,25 @@
-"""The flags that describe an engine, shared by ``run``, ``eval`` and ``serve``, and the
-one way they become an :class:`~selfrefine.engine.spec.EngineSpec`.
+"""The CLI's flags as typed records, and the one way the engine flags become an
+:class:`~selfrefine.engine.spec.EngineSpec`.
 
-The loop flags are generated from :class:`~selfrefine.core.config.RefineConfig`: each flag
-names the field it sets (``FLAG_FIELDS``), a choice flag offers exactly the field's values
-and takes either spelling (``not-worse`` or ``not_worse``), printed one way.
+A record of flags (:class:`Flags`) is a frozen dataclass whose fields are the flags: each
+field declares its click option with :func:`flag`, and the field's name is the option's
+parameter name, so the option and the value it fills are written once. ``Record.options()``
+puts the options on a command in the fields' order and ``Record.of(params)`` fills the record
+from click's parameters (a parameter without a field is an error). A flag spelled unlike the
+field it sets says so in its own declaration: ``--max-iters`` fills ``max_iterations``,
+``--no-constrain`` sets ``constrained`` to False.
+
+The loop flags (:class:`LoopFlags`) are :class:`~selfrefine.core.config.RefineConfig`'s
+fields: a choice flag offers exactly the field's values and takes either spelling
+(``not-worse`` or ``not_worse``), printed one way.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import Field, dataclass, fields
+from typing import Any, Self, TypeVar
 
 import click
 
@@ -16,29 +27,57 @@ from ..backends.registry import DEFAULT_MODEL, scheme_of
 from ..core.config import RefineConfig, canonical, choices
 from ..engine.spec import EngineSpec, ModelSpec
 
-# loop flag (its click name) -> the RefineConfig field it sets
-FLAG_FIELDS = {
-    "max_iters": "max_iterations",
-    "history": "history",
-    "select": "select",
-    "accept": "accept",
-    "feedback_mode": "feedback_mode",
-    "verifier_mode": "verifier_mode",
-    "seed": "seed",
-    "temperature": "temperature",
-    "max_tokens": "max_tokens",
-    "score_threshold": "score_threshold",
-    "stop_contains": "stop_contains",
-    "stop_matches": "stop_matches",
-    "budget_tokens": "max_total_tokens",
-    "budget_seconds": "max_seconds",
-    "no_constrain": "constrained",
-    "final_feedback": "final_feedback",
-    "samples": "samples",
-    "strategy": "strategy",
-    "preset": "preset",
-}
-MODEL_FLAGS = ("model", "options", "base_url", "feedback_model", "feedback_options", "refine_model", "refine_options")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def flag(*decls: str, **attrs: Any) -> Any:
+    """A field that is a click option: ``decls`` and ``attrs`` as ``click.option`` takes
+    them, without the parameter's name, which is the field's."""
+    return dataclasses.field(metadata={"flag": (decls, attrs)})
+
+
+def part(record: type[Flags]) -> Any:
+    """A field that is another record of flags; its options come at this field's place."""
+    return dataclasses.field(metadata={"part": record})
+
+
+class Flags:
+    """A record of flags (a frozen dataclass of :func:`flag` and :func:`part` fields)."""
+
+    @classmethod
+    def flags(cls) -> Iterator[Field[Any]]:
+        """The flag fields, parts' included, in the order their options are shown."""
+        for f in fields(cls):  # type: ignore[arg-type]
+            yield from f.metadata["part"].flags() if "part" in f.metadata else [f]
+
+    @classmethod
+    def decorators(cls) -> list[Callable[[F], F]]:
+        """One ``click.option`` per flag, each naming its field as the parameter."""
+        return [click.option(*f.metadata["flag"][0], f.name, **f.metadata["flag"][1]) for f in cls.flags()]
+
+    @classmethod
+    def options(cls) -> Callable[[F], F]:
+        """The options of every flag, as one decorator of a command."""
+
+        def decorate(func: F) -> F:
+            for option in reversed(cls.decorators()):
+                func = option(func)
+            return func
+
+        return decorate
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any], *, whole: bool = True) -> Self:
+        """The record of click's parameters. ``whole``: they are exactly its flags (a flag
+        declared on the command outside the record is an error); else the flags missing
+        from ``params`` are None and other keys are ignored."""
+        if whole and set(params) != {f.name for f in cls.flags()}:
+            raise TypeError(f"{cls.__name__} does not match the parameters {sorted(params)}")
+        values = {
+            f.name: f.metadata["part"].of(params, whole=False) if "part" in f.metadata else params.get(f.name)
+            for f in fields(cls)  # type: ignore[arg-type]
+        }
+        return cls(**values)
 
 
 class Spelling(click.Choice):
@@ -55,134 +94,164 @@ def _default(field: str) -> Any:
     return RefineConfig.model_fields[field].default
 
 
-BACKEND_OPTIONS = [
-    click.option(
+@dataclass(frozen=True, kw_only=True)
+class ModelFlags(Flags):
+    """The model of every role and the feedback/refine roles' own (``run``, ``eval``, ``serve``)."""
+
+    model: str = flag(
         "--model",
         "-m",
         default=DEFAULT_MODEL,
         envvar="SELFREFINE_MODEL",
         show_default=True,
         help="embedded | embedded:NAME (see `selfrefine models`) | gguf:PATH | openai:NAME | fake[:REPLIES.json]",
-    ),
-    click.option(
+    )
+    options: tuple[str, ...] = flag(
         "--option",
         "-o",
-        "options",
         multiple=True,
         metavar="KEY=VALUE",
         help="Option of --model's backend (and of the roles that share it), e.g. -o n_ctx=8192, "
         "-o api=completion, -o concurrency=8; `selfrefine models` lists each backend's options.",
-    ),
-    click.option(
+    )
+    base_url: str | None = flag(
         "--base-url",
         metavar="URL",
         help="Server of an openai: --model (same as -o base_url=URL); unset: OPENAI_BASE_URL, "
         "which every openai: model without its own uses.",
-    ),
-    click.option("--feedback-model", help="A different model for the feedback role."),
-    click.option(
+    )
+    feedback_model: str | None = flag("--feedback-model", help="A different model for the feedback role.")
+    feedback_options: tuple[str, ...] = flag(
         "--feedback-option",
-        "feedback_options",
         multiple=True,
         metavar="KEY=VALUE",
         help="Option of --feedback-model's backend only, e.g. --feedback-option base_url=URL.",
-    ),
-    click.option("--refine-model", help="A different model for the refine role."),
-    click.option(
-        "--refine-option",
-        "refine_options",
-        multiple=True,
-        metavar="KEY=VALUE",
-        help="Option of --refine-model's backend only.",
-    ),
-]
-LOOP_OPTIONS = [
-    click.option("--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4)."),
-    click.option(
+    )
+    refine_model: str | None = flag("--refine-model", help="A different model for the refine role.")
+    refine_options: tuple[str, ...] = flag(
+        "--refine-option", multiple=True, metavar="KEY=VALUE", help="Option of --refine-model's backend only."
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoopFlags(Flags):
+    """The loop's flags: each fills the RefineConfig field of its name."""
+
+    max_iterations: int | None = flag(
+        "--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4)."
+    )
+    history: str | None = flag(
         "--history",
         type=Spelling("history"),
         help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's).",
-    ),
-    click.option(
+    )
+    select: str | None = flag(
         "--select",
         type=Spelling("select"),
         help="Return the last draft, the best-scored one, or the one the task's own verifier "
         "scores highest (ties: feedback score, then the earlier draft) (default: the task's).",
-    ),
+    )
     # unset (None) unless given, so that a --preset can set them; the help shows the default
-    click.option(
+    accept: str | None = flag(
         "--accept",
         type=Spelling("accept"),
         show_default=_default("accept"),
         help="not_worse (or not-worse): reject a refinement the task's verifier scores lower than the "
         "draft it refined, or that leaves it unchanged, and refine that draft again with the next seed.",
-    ),
-    click.option(
+    )
+    feedback_mode: str | None = flag(
         "--feedback-mode",
         type=Spelling("feedback_mode"),
         show_default=_default("feedback_mode"),
         help="The paper's ablation: task critic, a fixed generic message, or no feedback.",
-    ),
-    click.option(
+    )
+    verifier_mode: str | None = flag(
         "--verifier-mode",
         type=Spelling("verifier_mode"),
         show_default=_default("verifier_mode"),
         help="Feedback from the model (self), the task's own checks (verifier), or both (hybrid).",
-    ),
-    click.option("--seed", type=int, default=_default("seed"), show_default=True),
-    click.option("--temperature", type=click.FloatRange(min=0), help="Sampling temperature for every role."),
-    click.option("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per call."),
-    click.option("--score-threshold", type=float, help="Stop once the feedback score reaches this."),
-    click.option(
+    )
+    seed: int = flag("--seed", type=int, default=_default("seed"), show_default=True)
+    temperature: float | None = flag(
+        "--temperature", type=click.FloatRange(min=0), help="Sampling temperature for every role."
+    )
+    max_tokens: int | None = flag("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per call.")
+    score_threshold: float | None = flag(
+        "--score-threshold", type=float, help="Stop once the feedback score reaches this."
+    )
+    stop_contains: tuple[str, ...] = flag(
         "--stop-contains",
         multiple=True,
         help="Stop when the feedback says this phrase: whole words, any case, not negated ('not done' is no stop).",
-    ),
-    click.option("--stop-matches", multiple=True, help="Stop when the feedback matches this regular expression."),
-    click.option("--budget-tokens", type=click.IntRange(min=1), help="Stop after this many tokens in total."),
-    click.option("--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds."),
-    click.option("--no-constrain", is_flag=True, help="Do not constrain feedback to the task's JSON schema."),
-    click.option(
+    )
+    stop_matches: tuple[str, ...] = flag(
+        "--stop-matches", multiple=True, help="Stop when the feedback matches this regular expression."
+    )
+    max_total_tokens: int | None = flag(
+        "--budget-tokens", type=click.IntRange(min=1), help="Stop after this many tokens in total."
+    )
+    max_seconds: float | None = flag(
+        "--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds."
+    )
+    constrained: bool = flag(
+        "--no-constrain",
+        is_flag=True,
+        flag_value=False,
+        default=True,
+        help="Do not constrain feedback to the task's JSON schema.",
+    )
+    samples: int | None = flag(
         "--samples",
         type=click.IntRange(1, 16),
         show_default=_default("samples"),
         help="Drafts sampled per step, each checked by the task's verifier: the first draft is the best "
         "sample, and a round's best refinement replaces its draft only if it scores higher.",
-    ),
-    click.option(
+    )
+    strategy: str | None = flag(
         "--strategy",
         type=Spelling("strategy"),
         show_default=_default("strategy"),
         help="auto: spend --budget-tokens between samples per step and rounds by what the verifier "
         "sees (start with 2 samples; stop when it is satisfied; wider after echoes or rejections, "
         "deeper after an accepted refinement).",
-    ),
-    click.option(
+    )
+    preset: str | None = flag(
         "--preset",
         type=Spelling("preset"),
         help="paper: the paper's loop (the defaults); best: the task's measured best configuration "
         "(docs/frontier.md). Options given explicitly win.",
-    ),
-    click.option(
+    )
+    final_feedback: bool = flag(
         "--final-feedback",
         is_flag=True,
         help="Critique the last draft even when that cannot change the result (with --select last "
         "at --max-iters the run otherwise skips that call).",
-    ),
-]
+    )
+
+    def config(self, **extra: Any) -> RefineConfig:
+        """The RefineConfig these flags set (a bad value is a ConfigError naming the option)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(stop_contains=list(self.stop_contains or ()), stop_matches=list(self.stop_matches or ()))
+        return RefineConfig.build(**values, **extra)
 
 
-def backend_options(func: Any) -> Any:
-    """The model flags alone (``serve`` takes loop options per request)."""
-    for option in reversed(BACKEND_OPTIONS):
-        func = option(func)
-    return func
+@dataclass(frozen=True, kw_only=True)
+class EngineFlags(Flags):
+    """What ``run`` and ``eval`` build their engine from: the model flags, the loop flags."""
+
+    models: ModelFlags = part(ModelFlags)
+    loop: LoopFlags = part(LoopFlags)
+
+    def spec(self, task: str, **extra: Any) -> EngineSpec:
+        """The engine's spec: ``task`` as given (a name or a task file's path), the flags,
+        ``extra`` RefineConfig fields (``record_prompts``)."""
+        return EngineSpec(task=task, config=self.loop.config(**extra), **models_of(self.models))
 
 
-def engine_options(func: Any) -> Any:
-    for option in reversed(BACKEND_OPTIONS + LOOP_OPTIONS):
-        func = option(func)
-    return func
+# the loop flags' options alone, and each loop flag's parameter with the RefineConfig field
+# it fills: the same name, as each declaration says (tests/test_options_one_source.py)
+LOOP_OPTIONS = LoopFlags.decorators()
+FLAG_FIELDS = {f.name: f.name for f in LoopFlags.flags()}
 
 
 def key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
@@ -219,26 +288,22 @@ def main_model(model: str, pairs: tuple[str, ...], base_url: str | None) -> Mode
     return ModelSpec(model=model, options=opts)
 
 
-def models_of(flags: dict[str, Any]) -> dict[str, ModelSpec | None]:
+def models_of(flags: ModelFlags) -> dict[str, ModelSpec | None]:
     """The model flags as the spec's three ModelSpecs (feedback/refine None: --model's)."""
     return {
-        "model": main_model(flags["model"], flags["options"], flags["base_url"]),
+        "model": main_model(flags.model, flags.options, flags.base_url),
         "feedback_model": role_model(
-            flags["feedback_model"], flags["feedback_options"], "--feedback-option", "--feedback-model"
+            flags.feedback_model, flags.feedback_options, "--feedback-option", "--feedback-model"
         ),
-        "refine_model": role_model(flags["refine_model"], flags["refine_options"], "--refine-option", "--refine-model"),
+        "refine_model": role_model(flags.refine_model, flags.refine_options, "--refine-option", "--refine-model"),
     }
 
 
-def config_of(flags: dict[str, Any], **extra: Any) -> RefineConfig:
-    """The loop flags as a RefineConfig (a bad value is a ConfigError naming the option)."""
-    values = {field: flags.get(flag) for flag, field in FLAG_FIELDS.items()}
-    values["constrained"] = not flags.get("no_constrain")
-    values["stop_contains"] = list(flags.get("stop_contains") or ())
-    values["stop_matches"] = list(flags.get("stop_matches") or ())
-    return RefineConfig.build(**values, **extra)
+def config_of(flags: Mapping[str, Any], **extra: Any) -> RefineConfig:
+    """The RefineConfig of click's parameters (those of the loop flags; others ignored)."""
+    return LoopFlags.of(flags, whole=False).config(**extra)
 
 
-def engine_spec(task: str, flags: dict[str, Any], **extra: Any) -> EngineSpec:
-    """What ``run`` and ``eval`` build: the task, the loop flags, the model flags."""
-    return EngineSpec(task=task, config=config_of(flags, **extra), **models_of(flags))
+def engine_spec(task: str, flags: Mapping[str, Any], **extra: Any) -> EngineSpec:
+    """The spec of click's parameters (those of the engine flags; others ignored)."""
+    return EngineFlags.of(flags, whole=False).spec(task, **extra)

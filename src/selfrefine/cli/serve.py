@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import click
 from ..core.errors import ConfigError
 from ..engine.spec import BackendPool, ModelSpec
 from ..tasks import get_task
-from .options import backend_options, main_model, models_of
+from .options import Flags, ModelFlags, flag, main_model, models_of, part
 
 
 def is_loopback(host: str) -> bool:
@@ -36,104 +37,112 @@ def allowed_hosts(host: str, given: tuple[str, ...]) -> list[str]:
     return [host.strip("[]")]
 
 
+@dataclass(frozen=True, kw_only=True)
+class ServeFlags(Flags):
+    """``serve``'s flags (the loop's options come per request; three of them capped here)."""
+
+    host: str = flag(
+        "--host",
+        default="127.0.0.1",
+        show_default=True,
+        help="Address to bind; a non-loopback one needs --api-key (or --insecure).",
+    )
+    port: int = flag("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+    models: ModelFlags = part(ModelFlags)
+    api_key: str | None = flag(
+        "--api-key",
+        envvar="SELFREFINE_API_KEY",
+        metavar="KEY",
+        help="Require 'Authorization: Bearer KEY' on every route but /health and the playground page "
+        "[env SELFREFINE_API_KEY].",
+    )
+    allowed_host: tuple[str, ...] = flag(
+        "--allowed-host",
+        multiple=True,
+        metavar="NAME",
+        help='Also answer requests whose Host header is NAME ("*": any); repeatable. Default: only '
+        "loopback names (against DNS rebinding), plus --host's own name if it is not loopback.",
+    )
+    client_timeout: float = flag(
+        "--client-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=30.0,
+        show_default=True,
+        help="Seconds a client may take to send a request's headers, or its body, or to read "
+        "anything of a reply; then it is dropped.",
+    )
+    insecure: bool = flag("--insecure", is_flag=True, help="Allow a non-loopback --host without an API key.")
+    max_concurrency: int = flag(
+        "--max-concurrency",
+        type=click.IntRange(min=1),
+        default=4,
+        show_default=True,
+        help="Runs in flight at once (model calls still queue per backend).",
+    )
+    max_queue: int = flag(
+        "--max-queue",
+        type=click.IntRange(min=0),
+        default=64,
+        show_default=True,
+        help="Runs waiting for a slot; beyond this a request gets 429 with Retry-After.",
+    )
+    max_body_bytes: int = flag(
+        "--max-body-bytes",
+        type=click.IntRange(min=1),
+        default=1_000_000,
+        show_default=True,
+        help="Larger request bodies get 413.",
+    )
+    max_iterations: int | None = flag(
+        "--max-iters", type=click.IntRange(min=0), help="Cap (and default) on the refinements a request may ask for."
+    )
+    max_total_tokens: int | None = flag(
+        "--budget-tokens", type=click.IntRange(min=1), help="Cap (and default) on tokens per request."
+    )
+    max_seconds: float | None = flag(
+        "--budget-seconds",
+        type=click.FloatRange(min=0, min_open=True),
+        help="Cap (and default) on seconds per request.",
+    )
+    task_files: tuple[Path, ...] = flag(
+        "--task",
+        multiple=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="Also serve this YAML task file (as selfrefine/NAME); repeatable.",
+    )
+    allow_code_tasks: bool = flag(
+        "--allow-code-tasks",
+        is_flag=True,
+        help="Also serve the tasks that run model-written Python (gsm8k, codeopt) in the sandbox; "
+        "see the README's 'The sandbox'.",
+    )
+    upstream_models: tuple[str, ...] = flag(
+        "--upstream-model",
+        multiple=True,
+        metavar="NAME",
+        help="Let a request run on this model of --model's OpenAI-compatible server, as "
+        "selfrefine/TASK@NAME (the server's key is used); repeatable.",
+    )
+    reasoning_format: str = flag(
+        "--reasoning-format",
+        type=click.Choice(["reasoning_content", "think", "none"]),
+        default="reasoning_content",
+        show_default=True,
+        help="Where a chat reply puts the drafts and critiques: the reasoning_content field, "
+        "<think>...</think> at the start of content (for clients that ignore reasoning_content), "
+        'or nowhere; a request may choose with "reasoning_format".',
+    )
+    log_level: str = flag(
+        "--log-level",
+        type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+        default="info",
+        show_default=True,
+    )
+
+
 @click.command()
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address to bind; a non-loopback one needs --api-key (or --insecure).",
-)
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
-@backend_options
-@click.option(
-    "--api-key",
-    envvar="SELFREFINE_API_KEY",
-    metavar="KEY",
-    help="Require 'Authorization: Bearer KEY' on every route but /health and the playground page "
-    "[env SELFREFINE_API_KEY].",
-)
-@click.option(
-    "--allowed-host",
-    "allowed_host",
-    multiple=True,
-    metavar="NAME",
-    help='Also answer requests whose Host header is NAME ("*": any); repeatable. Default: only '
-    "loopback names (against DNS rebinding), plus --host's own name if it is not loopback.",
-)
-@click.option(
-    "--client-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Seconds a client may take to send a request's headers, or its body, or to read "
-    "anything of a reply; then it is dropped.",
-)
-@click.option("--insecure", is_flag=True, help="Allow a non-loopback --host without an API key.")
-@click.option(
-    "--max-concurrency",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Runs in flight at once (model calls still queue per backend).",
-)
-@click.option(
-    "--max-queue",
-    type=click.IntRange(min=0),
-    default=64,
-    show_default=True,
-    help="Runs waiting for a slot; beyond this a request gets 429 with Retry-After.",
-)
-@click.option(
-    "--max-body-bytes",
-    type=click.IntRange(min=1),
-    default=1_000_000,
-    show_default=True,
-    help="Larger request bodies get 413.",
-)
-@click.option(
-    "--max-iters", type=click.IntRange(min=0), help="Cap (and default) on the refinements a request may ask for."
-)
-@click.option("--budget-tokens", type=click.IntRange(min=1), help="Cap (and default) on tokens per request.")
-@click.option(
-    "--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Cap (and default) on seconds per request."
-)
-@click.option(
-    "--task",
-    "task_files",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Also serve this YAML task file (as selfrefine/NAME); repeatable.",
-)
-@click.option(
-    "--allow-code-tasks",
-    is_flag=True,
-    help="Also serve the tasks that run model-written Python (gsm8k, codeopt) in the sandbox; "
-    "see the README's 'The sandbox'.",
-)
-@click.option(
-    "--upstream-model",
-    "upstream_models",
-    multiple=True,
-    metavar="NAME",
-    help="Let a request run on this model of --model's OpenAI-compatible server, as "
-    "selfrefine/TASK@NAME (the server's key is used); repeatable.",
-)
-@click.option(
-    "--reasoning-format",
-    type=click.Choice(["reasoning_content", "think", "none"]),
-    default="reasoning_content",
-    show_default=True,
-    help="Where a chat reply puts the drafts and critiques: the reasoning_content field, "
-    "<think>...</think> at the start of content (for clients that ignore reasoning_content), "
-    'or nowhere; a request may choose with "reasoning_format".',
-)
-@click.option(
-    "--log-level",
-    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
-    default="info",
-    show_default=True,
-)
-def serve(**flags: Any) -> None:
+@ServeFlags.options()
+def serve(**params: Any) -> None:
     """Serve Self-Refine over an OpenAI-compatible HTTP API, with a playground at /.
 
     Each task is a model, selfrefine/TASK (and selfrefine/chat for any conversation):
@@ -148,9 +157,9 @@ def serve(**flags: Any) -> None:
       selfrefine serve
       selfrefine serve --model openai:gpt-4o-mini --api-key "$KEY" --host 0.0.0.0
     """
-    f = {k: flags.pop(k) for k in SERVE_FLAGS}  # the rest: the model flags
-    host, api_key = f["host"], f["api_key"]
-    if not is_loopback(host) and not api_key and not f["insecure"]:
+    opts = ServeFlags.of(params)
+    host, api_key = opts.host, opts.api_key
+    if not is_loopback(host) and not api_key and not opts.insecure:
         raise ConfigError(
             f"--host {host} is reachable from other machines: set --api-key KEY "
             "(or SELFREFINE_API_KEY), or pass --insecure to serve it without one"
@@ -160,42 +169,40 @@ def serve(**flags: Any) -> None:
     from ..service import create_app
     from ..service.connections import server_config
 
-    settings = _settings(f, flags)
-    sock = listen_socket(host, f["port"])  # before the banner: a busy port is one error line
+    settings = _settings(opts)
+    sock = listen_socket(host, opts.port)  # before the banner: a busy port is one error line
     port = sock.getsockname()[1]  # --port 0: the port the system chose
     click.echo(
         f"selfrefine serve: http://{host}:{port}/ (playground), OpenAI base URL http://{host}:{port}/v1"
         f"{', key required' if api_key else ''}",
         err=True,
     )
-    config = server_config(create_app(settings), host, port, f["client_timeout"], log_level=f["log_level"])
+    config = server_config(create_app(settings), host, port, opts.client_timeout, log_level=opts.log_level)
     uvicorn.Server(config).run(sockets=[sock])
 
 
-SERVE_FLAGS = ("host", "port", "api_key", "allowed_host", "client_timeout", "insecure", "max_concurrency",
-               "max_queue", "max_body_bytes", "max_iters", "budget_tokens", "budget_seconds", "task_files",
-               "allow_code_tasks", "upstream_models", "reasoning_format", "log_level")  # fmt: skip
-
-
-def _settings(f: dict[str, Any], model_flags: dict[str, Any]) -> Any:
+def _settings(opts: ServeFlags) -> Any:
     """The service's settings from serve's flags; every distinct model opened once."""
     from ..service import Caps, ServeSettings
 
     pool = BackendPool()  # the roles' models and the upstream ones
-    main = main_model(model_flags["model"], model_flags["options"], model_flags["base_url"])
+    model_flags = opts.models
+    main = main_model(model_flags.model, model_flags.options, model_flags.base_url)
     return ServeSettings(
         backends=_backends(model_flags, pool),
-        extra_tasks=[get_task(str(path)) for path in f["task_files"]],
-        allow_code_tasks=f["allow_code_tasks"],
-        api_key=f["api_key"] or None,
-        max_concurrency=f["max_concurrency"],
-        max_queue=f["max_queue"],
-        max_body_bytes=f["max_body_bytes"],
-        caps=Caps(max_iterations=f["max_iters"], max_total_tokens=f["budget_tokens"], max_seconds=f["budget_seconds"]),
-        reasoning_format=f["reasoning_format"],
-        upstream=_upstream(f["upstream_models"], main, pool),
-        allowed_hosts=allowed_hosts(f["host"], f["allowed_host"]),
-        client_timeout=f["client_timeout"],
+        extra_tasks=[get_task(str(path)) for path in opts.task_files],
+        allow_code_tasks=opts.allow_code_tasks,
+        api_key=opts.api_key or None,
+        max_concurrency=opts.max_concurrency,
+        max_queue=opts.max_queue,
+        max_body_bytes=opts.max_body_bytes,
+        caps=Caps(
+            max_iterations=opts.max_iterations, max_total_tokens=opts.max_total_tokens, max_seconds=opts.max_seconds
+        ),
+        reasoning_format=opts.reasoning_format,
+        upstream=_upstream(opts.upstream_models, main, pool),
+        allowed_hosts=allowed_hosts(opts.host, opts.allowed_host),
+        client_timeout=opts.client_timeout,
     )
 
 

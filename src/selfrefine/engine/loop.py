@@ -27,7 +27,7 @@ from .plugins import find_task
 from .refinement import Refinement
 from .settings import Settings
 from .spec import BackendPool, EngineSpec, Wrap
-from .task import Task
+from .task import Task, prepared_input
 
 __all__ = ["SelfRefine", "refine"]
 
@@ -140,7 +140,7 @@ class SelfRefine:
                 "this SelfRefine engine is closed (its backends are shut); make a new one, "
                 "or use `with SelfRefine(...) as engine:` around the runs"
             )
-        run = Refinement(self.task, self.settings, self.backends, self.task.prepare_input(input), reference)
+        run = Refinement(self.task, self.settings, self.backends, prepared_input(self.task, input), reference)
         steps = with_deltas(run) if deltas else run.stream()
         try:
             async for step in steps:

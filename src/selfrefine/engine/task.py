@@ -405,3 +405,25 @@ def _per_role(defaults: Mapping[str, Any], given: Any) -> dict[str, Any]:
     elif given is not None:
         out = {role: given for role in REQUIRED_ROLES}
     return out
+
+
+class PreparedInput(str):
+    """An input as a task's ``prepare_input`` returned it, with that task: the engine
+    (:func:`prepared_input`) runs it as it is on that same Task object, so ``selfrefine
+    run`` prepares its input once, before any model loads, where a bad input must fail."""
+
+    task: Task
+
+    @classmethod
+    def of(cls, task: Task, text: str) -> PreparedInput:
+        prepared = cls(task.prepare_input(text))
+        prepared.task = task
+        return prepared
+
+
+def prepared_input(task: Task, input: str) -> str:
+    """``input`` as ``task`` prepares it: a PreparedInput of this very task as it is (a
+    plain str), any other string through ``task.prepare_input``."""
+    if isinstance(input, PreparedInput) and input.task is task:
+        return str(input)
+    return task.prepare_input(input)
