@@ -1,7 +1,8 @@
 """Model backends behind one async contract (see :mod:`selfrefine.backends.base`)."""
 
-from .base import Backend, CompletionRequest, CompletionResponse
+from .base import Backend, CompletionRequest, CompletionResponse, TokenChoices
 from .fake import FakeBackend
+from .probabilities import answer_probabilities
 from .registry import DEFAULT_MODEL, get_backend, schemes
 
 __all__ = [
@@ -12,4 +13,6 @@ __all__ = [
     "FakeBackend",
     "get_backend",
     "schemes",
+    "TokenChoices",
+    "answer_probabilities",
 ]

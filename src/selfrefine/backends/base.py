@@ -32,6 +32,18 @@ class CompletionRequest(BaseModel):
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)
     json_schema: dict[str, Any] | None = None  # constrain output where supported
+    # ask for the k most likely alternatives of each generated token with their log
+    # probabilities (OpenAI's top_logprobs); None asks for none
+    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+
+
+class TokenChoices(BaseModel):
+    """One generated token, its log probability, and the most likely alternatives at its
+    position (the token itself among them where it is one of the k): text -> logprob."""
+
+    token: str
+    logprob: float
+    top: dict[str, float] = Field(default_factory=dict)
 
 
 class CompletionResponse(BaseModel):
@@ -44,6 +56,9 @@ class CompletionResponse(BaseModel):
     # prompt tokens the engine took from its prefix/KV cache instead of computing them;
     # None when the engine does not say (benchmark 3 reads this)
     cached_prompt_tokens: int | None = None
+    # one entry per generated token where the request asked for top_logprobs and the
+    # backend returned them; None where it returned none (never a guess)
+    top_logprobs: list[TokenChoices] | None = None
 
 
 #: receives each piece of a reply as it is generated (in the event loop's thread, in order)

@@ -22,12 +22,13 @@ on Qwen the logits are, but grammar-constrained replies can differ (docs/perform
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import json
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from .base import (
     flat_prompt,
 )
 from .prefix_cache import PrefixCache, as_tokens, common_prefix
+from .token_probabilities import TopRecorder
 
 INSTALL_HINT = (
     "install it with `bash scripts/setup.sh` (see README), or: "
@@ -238,7 +240,7 @@ class LlamaCppBackend(Backend):
 
     def _complete_sync(self, request: CompletionRequest, pieces: Pieces | None = None) -> CompletionResponse:
         llm, lock = self._instance(request.role)
-        with lock:
+        with lock, _recording(llm, request.top_logprobs) as recorder:
             if self.chat_format is not None:  # a named format: llama-cpp-python formats it
                 if not self.prefix_reuse:
                     llm.reset()
@@ -249,17 +251,23 @@ class LlamaCppBackend(Backend):
                     **self._sampling(request),
                 )
                 choice = out["choices"][0]
-                return self._response(choice["message"].get("content"), out, choice, cached=None)
+                return self._response(choice["message"].get("content"), out, choice, cached=None, recorder=recorder)
             tokens, stop = self._prompt_tokens(llm, request)
             cached = self._prepare_context(llm, tokens)
             watch = {} if pieces is None else {"stopping_criteria": pieces.watching(llm, stop)}
             out = _rejecting(llm.create_completion, prompt=tokens, stop=stop, **watch, **self._sampling(request))
             self._after_call(llm, tokens)
         choice = out["choices"][0]
-        return self._response(choice.get("text"), out, choice, cached=cached)
+        return self._response(choice.get("text"), out, choice, cached=cached, recorder=recorder)
 
     def _response(
-        self, text: str | None, out: dict[str, Any], choice: dict[str, Any], *, cached: int | None
+        self,
+        text: str | None,
+        out: dict[str, Any],
+        choice: dict[str, Any],
+        *,
+        cached: int | None,
+        recorder: TopRecorder | None = None,
     ) -> CompletionResponse:
         usage = out.get("usage") or {}
         return CompletionResponse(
@@ -269,6 +277,7 @@ class LlamaCppBackend(Backend):
             model=self.name,
             finish_reason=choice.get("finish_reason"),
             cached_prompt_tokens=cached,
+            top_logprobs=recorder.steps if recorder is not None and recorder.steps else None,
         )
 
     def _sampling(self, request: CompletionRequest) -> dict[str, Any]:
@@ -409,6 +418,17 @@ def settled(text: str, stops: list[str]) -> str:
         if any(s.startswith(text[-k:]) for s in stops):
             return text[:-k]
     return text
+
+
+@contextlib.contextmanager
+def _recording(llm: Any, k: int | None) -> Iterator[TopRecorder | None]:
+    """Record the reply's token probabilities where the request asks for them (see
+    :mod:`.token_probabilities`); otherwise the call runs as it always did."""
+    if k is None:
+        yield None
+        return
+    with TopRecorder(llm, k) as recorder:
+        yield recorder
 
 
 def _rejecting(call: Any, **kwargs: Any) -> dict[str, Any]:

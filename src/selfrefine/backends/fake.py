@@ -8,6 +8,11 @@ Replies come, in this order of precedence, from:
 
 A reply that is an exception instance is raised instead of returned, which lets tests
 script failures (``TransientBackendError`` for retries, anything else for fatal errors).
+A reply can carry token probabilities: ``{"text": "Yes", "top_logprobs": [{"Yes": -0.1,
+"No": -2.4}]}`` (one ``{token: logprob}`` per token; the likeliest is the token chosen),
+in Python and in a replies file alike, and from a ``default`` callable. A request that asks
+for ``top_logprobs=k`` gets them (each cut to its k likeliest); a reply without them, or a
+request that does not ask, gets ``top_logprobs=None``, as from a server that returns none.
 A reply longer than the request's ``max_tokens`` (counted in words) is cut there and
 finishes with ``"length"``, as a real model's would; others finish with ``"stop"``.
 Every request is recorded in ``self.requests`` with its role, in call order; one that the
@@ -23,11 +28,14 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
 
 from ..core.errors import BackendError, ModelNotFoundError
-from .base import Backend, CompletionRequest, CompletionResponse, TextSink
+from .base import Backend, CompletionRequest, CompletionResponse, TextSink, TokenChoices
 
-Reply = str | BaseException
+Reply = str | BaseException | Mapping[str, Any]  # a mapping: {"text": ..., "top_logprobs": [...]}
 
 ROLE_KEYS = ("generate", "feedback", "refine")
 FILE_KEYS = ("replies", "table", "default", "latency", *ROLE_KEYS)
@@ -36,7 +44,9 @@ REPLIES_FILE_FORMAT = (
     'a JSON object with any of: "replies": [REPLY, ...] (used in order by every role) or '
     '{ROLE: [REPLY, ...]}; a role key at the top level ("generate"/"feedback"/"refine": [REPLY, ...]); '
     '"table": {PROMPT_SUBSTRING: REPLY} (checked first); "default": REPLY (when nothing else is left); '
-    '"latency": SECONDS or {ROLE: SECONDS}. A bare JSON list is the "replies" list. REPLY is a string.'
+    '"latency": SECONDS or {ROLE: SECONDS}. A bare JSON list is the "replies" list. REPLY is a string, '
+    'or {"text": STRING, "top_logprobs": [{TOKEN: LOGPROB, ...}, ...]} to give the token probabilities '
+    "that a request asking for top_logprobs gets (one object per token)."
 )
 
 
@@ -53,7 +63,7 @@ class FakeBackend(Backend):
         replies: Iterable[Reply] | Mapping[str, Iterable[Reply]] | None = None,
         *,
         table: Mapping[str, Reply] | None = None,
-        default: str | Callable[[CompletionRequest], str] | None = None,
+        default: Reply | Callable[[CompletionRequest], Reply] | None = None,
         latency: float | Mapping[str, float] = 0.0,
         name: str = "fake",
     ) -> None:
@@ -113,7 +123,7 @@ class FakeBackend(Backend):
         reply = self._next_reply(request)
         if isinstance(reply, BaseException):
             raise reply
-        pieces = text_pieces(cut_at(reply, request.max_tokens)[0])  # what _response records
+        pieces = text_pieces(cut_at(reply_text(reply), request.max_tokens)[0])  # what _response records
         gap = delay / 2 / max(1, len(pieces))
         for piece in pieces:
             on_text(piece)
@@ -137,14 +147,43 @@ class FakeBackend(Backend):
     def _response(self, request: CompletionRequest, reply: Reply) -> CompletionResponse:
         if isinstance(reply, BaseException):
             raise reply
-        reply, finish = cut_at(reply, request.max_tokens)
+        text, finish = cut_at(reply_text(reply), request.max_tokens)
         return CompletionResponse(
-            text=reply,
+            text=text,
             prompt_tokens=count_tokens(request.system or "") + count_tokens(request.prompt),
-            completion_tokens=count_tokens(reply),
+            completion_tokens=count_tokens(text),
             model=self.name,
             finish_reason=finish,
+            top_logprobs=scripted_choices(reply, request),
         )
+
+
+def reply_text(reply: Reply) -> str:
+    """The text of a reply, given as a string or as ``{"text": ..., "top_logprobs": ...}``."""
+    if isinstance(reply, Mapping):
+        text = reply.get("text")
+        if not isinstance(text, str):
+            raise BackendError(f'a fake reply object needs a "text" string, got {reply!r:.80}')
+        return text
+    return str(reply)
+
+
+def scripted_choices(reply: Reply, request: CompletionRequest) -> list[TokenChoices] | None:
+    """The token probabilities a reply object scripts, as a request asking for the top
+    ``k`` gets them: each token the likeliest of its alternatives, the top cut to ``k``."""
+    scripted = reply.get("top_logprobs") if isinstance(reply, Mapping) else None
+    if request.top_logprobs is None or not scripted:
+        return None
+    try:
+        return [_choices(dict(alternatives), request.top_logprobs) for alternatives in scripted[: request.max_tokens]]
+    except (TypeError, ValueError, ValidationError) as exc:
+        raise BackendError(f"a fake reply's top_logprobs must be [{{TOKEN: LOGPROB}}, ...]: {exc}") from None
+
+
+def _choices(alternatives: dict[str, float], k: int) -> TokenChoices:
+    ranked = sorted(alternatives.items(), key=lambda item: -item[1])
+    token, logprob = ranked[0]
+    return TokenChoices(token=token, logprob=logprob, top=dict(ranked[:k]))
 
 
 def cut_at(reply: str, max_tokens: int) -> tuple[str, str]:
@@ -201,19 +240,38 @@ def _check_replies_file(data: object, where: str) -> tuple[object, object, objec
     elif replies is not None:
         _check_strings(replies, f'{where}: "replies"', True)
     table = data.get("table")
-    if table is not None and not (isinstance(table, dict) and all(isinstance(v, str) for v in table.values())):
+    if table is not None and not (isinstance(table, dict) and all(_is_reply(v) for v in table.values())):
         raise ModelNotFoundError(f'{where}: "table" must be an object {{PROMPT_SUBSTRING: REPLY string}}')
     default = data.get("default")
-    if default is not None and not isinstance(default, str):
-        raise ModelNotFoundError(f'{where}: "default" must be a string, got {type(default).__name__}')
+    if default is not None and not _is_reply(default):
+        raise ModelNotFoundError(
+            f'{where}: "default" must be a string (or a reply object), got {type(default).__name__}'
+        )
     return replies, table, default, _check_latency(data.get("latency", 0.0), where)
 
 
 def _check_strings(items: object, where: str, known_role: bool) -> None:
     if not known_role:
         raise ModelNotFoundError(f"{where} is not a role; the roles are {', '.join(ROLE_KEYS)}")
-    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-        raise ModelNotFoundError(f"{where} must be a list of reply strings, got {json.dumps(items)[:60]}")
+    if not isinstance(items, list) or not all(_is_reply(i) for i in items):
+        raise ModelNotFoundError(
+            f"{where} must be a list of reply strings (or reply objects), got {json.dumps(items)[:60]}"
+        )
+
+
+def _is_reply(value: object) -> bool:
+    """A string, or ``{"text": STRING, "top_logprobs": [{TOKEN: LOGPROB, ...}, ...]}``."""
+    if isinstance(value, str):
+        return True
+    if not isinstance(value, dict) or not isinstance(value.get("text"), str) or set(value) - {"text", "top_logprobs"}:
+        return False
+    tops = value.get("top_logprobs", [])
+    return isinstance(tops, list) and all(
+        isinstance(top, dict)
+        and top
+        and all(isinstance(lp, (int, float)) and not isinstance(lp, bool) for lp in top.values())
+        for top in tops
+    )
 
 
 def _check_latency(value: object, where: str) -> float | dict[str, float]:

@@ -9,6 +9,13 @@ first; servers that only know the older ``{"type": "json_object", "schema": ...}
 (``llama_cpp.server``) refuse it (400/422, or a 500 naming response_format), and the
 backend then switches to that form for good.
 
+Token probabilities: a request with ``top_logprobs=k`` sends ``logprobs=True,
+top_logprobs=k`` (chat) or ``logprobs=k`` (completion endpoint) and maps what comes back
+into :class:`~.base.TokenChoices`. A server that returns none answers with
+``top_logprobs=None``; one that refuses the parameter (400/422 naming logprobs, or a 500
+naming them) is asked again without it, and not asked for probabilities again: its answers
+carry none either.
+
 A 200 whose body is not the API's shape (cut off by a proxy, empty, no ``choices``) is
 transient like a 5xx: the SDK parses bodies leniently and raises ``JSONDecodeError`` or
 hands back a half-built object, so the reply is checked here before it is used.
@@ -19,7 +26,11 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
+from collections.abc import Awaitable, Callable
 from typing import Any
+
+from pydantic import ValidationError
 
 from ..core.errors import (
     BackendError,
@@ -32,6 +43,7 @@ from .base import (
     CompletionRequest,
     CompletionResponse,
     TextSink,
+    TokenChoices,
     chat_messages,
     flat_prompt,
     nth_sample,
@@ -90,6 +102,8 @@ class OpenAIBackend(Backend):
         self._client = openai.AsyncOpenAI(api_key=key, base_url=self.base_url, max_retries=0, timeout=float(timeout))
         # False once the server streamed a reply without its usage: later calls come whole
         self.stream_usage = True
+        # True once the server refused logprobs: later calls do not ask for them
+        self.logprobs_refused = False
 
     def cache_identity(self) -> str:
         return f"{self.name}@{self.base_url or 'api.openai.com'}/{self.api}"
@@ -99,7 +113,21 @@ class OpenAIBackend(Backend):
         return f"{self.name} ({self.api} endpoint at {where})"
 
     async def complete(self, request: CompletionRequest) -> CompletionResponse:
-        return (await self._mapped(self._completion(request) if self.api == "completion" else self._chat(request)))[0]
+        call = self._completion if self.api == "completion" else self._chat
+        return (await self._answered(request, lambda: call(request)))[0]
+
+    async def _answered(
+        self, request: CompletionRequest, call: Callable[[], Awaitable[list[CompletionResponse]]]
+    ) -> list[CompletionResponse]:
+        """:meth:`_mapped` of ``call()``; where the server refuses logprobs, ``call()`` again
+        without them (its answers then carry none)."""
+        try:
+            return await self._mapped(call())
+        except BackendError as exc:
+            if request.top_logprobs is None or self.logprobs_refused or not _refuses_logprobs(exc):
+                raise
+            self.logprobs_refused = True
+            return await self._mapped(call())
 
     async def complete_n(self, request: CompletionRequest, n: int) -> list[CompletionResponse]:
         """K samples: one request with ``n=K`` where the server honours it; where it refuses
@@ -108,7 +136,7 @@ class OpenAIBackend(Backend):
         if n <= 1 or not self.supports_n or self.api == "completion":
             return await super().complete_n(request, n)
         try:
-            got = await self._mapped(self._chat(request, n))
+            got = await self._answered(request, lambda: self._chat(request, n))
         except BackendError as exc:
             if self.request_n == "on" or isinstance(exc, TransientBackendError) or "(400)" not in str(exc):
                 raise
@@ -130,12 +158,13 @@ class OpenAIBackend(Backend):
         is asked for whole replies from then on, so the counts stay right."""
         if not self.stream_usage:
             return await super().stream(request, on_text)
-        return (await self._mapped(self._streamed(request, on_text)))[0]
+        return (await self._answered(request, lambda: self._streamed(request, on_text)))[0]
 
     async def _streamed(self, request: CompletionRequest, on_text: TextSink) -> list[CompletionResponse]:
         import openai
 
         pieces: list[str] = []
+        tops: list[TokenChoices] | None = None
         finish, usage, last = None, None, None
         try:
             async with await self._open_stream(request) as chunks:
@@ -145,6 +174,8 @@ class OpenAIBackend(Backend):
                         if piece:
                             pieces.append(piece)
                             on_text(piece)
+                        more = self._token_choices(choice)
+                        tops = tops if more is None else [*(tops or []), *more]
                         finish = getattr(choice, "finish_reason", None) or finish
                     usage = last if getattr(last, "usage", None) is not None else usage
         except _transport_errors() as exc:  # the connection broke off mid-stream
@@ -158,7 +189,7 @@ class OpenAIBackend(Backend):
         if last is None:
             raise TransientBackendError(f"{self.name}: {MALFORMED}: the stream held no reply")
         self.stream_usage = usage is not None
-        return self._responses([("".join(pieces), finish)], usage or last)
+        return self._responses([("".join(pieces), finish, tops)], usage or last)
 
     async def _open_stream(self, request: CompletionRequest) -> Any:
         """The streamed call; the json_schema fallback as :meth:`_chat` does it."""
@@ -235,7 +266,7 @@ class OpenAIBackend(Backend):
             content = getattr(message, "content", None)
             if message is None or not isinstance(content, (str, type(None))):
                 raise TransientBackendError(f"{self.name}: {MALFORMED}: the choice has no message text")
-            texts.append((content or "", choice.finish_reason))
+            texts.append((content or "", choice.finish_reason, self._token_choices(choice)))
         return self._responses(texts, resp)
 
     async def _completion(self, request: CompletionRequest) -> list[CompletionResponse]:
@@ -246,7 +277,7 @@ class OpenAIBackend(Backend):
         text = getattr(choice, "text", None)
         if not isinstance(text, str):
             raise TransientBackendError(f"{self.name}: {MALFORMED}: the choice has no text")
-        return self._responses([(text, choice.finish_reason)], resp)
+        return self._responses([(text, choice.finish_reason, self._token_choices(choice))], resp)
 
     def _schema_form_refused(self, fmt: dict[str, Any] | None, exc: Any) -> bool:
         """Did a server refuse the standard json_schema form? (llama_cpp.server says 500.)"""
@@ -262,7 +293,20 @@ class OpenAIBackend(Backend):
             kwargs["stop"] = request.stop[:4]  # the API caps stop sequences at 4
         if self.cache_prompt is not None:
             kwargs["extra_body"] = {"cache_prompt": self.cache_prompt}
+        if request.top_logprobs is not None and not self.logprobs_refused:
+            if self.api == "completion":
+                kwargs["logprobs"] = request.top_logprobs
+            else:
+                kwargs.update(logprobs=True, top_logprobs=request.top_logprobs)
         return kwargs
+
+    def _token_choices(self, choice: Any) -> list[TokenChoices] | None:
+        """The token probabilities of a choice (or a streamed chunk's), None where it has
+        none; a value of the wrong shape is a malformed response."""
+        try:
+            return token_choices(getattr(choice, "logprobs", None))
+        except (TypeError, ValueError, ValidationError) as exc:
+            raise TransientBackendError(f"{self.name}: {MALFORMED}: bad logprobs: {str(exc)[:200]}") from exc
 
     def _response_format(self, request: CompletionRequest) -> dict[str, Any] | None:
         if request.json_schema is None or self.json_format == "off":
@@ -274,7 +318,9 @@ class OpenAIBackend(Backend):
             "json_schema": {"name": "feedback", "schema": request.json_schema, "strict": True},
         }
 
-    def _responses(self, texts: list[tuple[str, Any]], resp: Any) -> list[CompletionResponse]:
+    def _responses(
+        self, texts: list[tuple[str, Any, list[TokenChoices] | None]], resp: Any
+    ) -> list[CompletionResponse]:
         """One response per choice. The usage covers all of them: the prompt is counted once
         (on the first), the completion tokens shared out evenly (the API gives no split)."""
         usage = getattr(resp, "usage", None)
@@ -294,8 +340,9 @@ class OpenAIBackend(Backend):
                 model=model,
                 finish_reason=finish if isinstance(finish, str) else None,
                 cached_prompt_tokens=cached if i == 0 else (None if cached is None else 0),
+                top_logprobs=tops or None,
             )
-            for i, (text, finish) in enumerate(texts)
+            for i, (text, finish, tops) in enumerate(texts)
         ]
 
     async def aclose(self) -> None:
@@ -312,6 +359,45 @@ def _first_choice(name: str, resp: Any) -> Any:
     if not isinstance(choices, list) or not choices or isinstance(choices[0], (str, int, float, list, dict)):
         raise TransientBackendError(f"{name}: {MALFORMED}: no usable choice in {_preview(resp)}")
     return choices[0]
+
+
+def _field(obj: Any, name: str) -> Any:
+    """``obj.name``, or ``obj[name]`` where the SDK left a part of the body a plain dict."""
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def token_choices(logprobs: Any) -> list[TokenChoices] | None:
+    """A choice's ``logprobs`` as records: the chat API's ``content`` (a list of tokens,
+    each with its ``top_logprobs``), or the completion API's parallel lists ``tokens``,
+    ``token_logprobs`` and ``top_logprobs`` (a ``{token: logprob}`` per token)."""
+    if logprobs is None:
+        return None
+    content = _field(logprobs, "content")
+    if content is not None:
+        return [
+            TokenChoices(
+                token=_field(item, "token"),
+                logprob=_field(item, "logprob"),
+                top={_field(t, "token"): _field(t, "logprob") for t in _field(item, "top_logprobs") or []},
+            )
+            for item in content
+        ] or None
+    tokens, chosen, tops = (_field(logprobs, k) for k in ("tokens", "token_logprobs", "top_logprobs"))
+    if tokens is None:
+        return None
+    tops = tops if tops is not None else [None] * len(tokens)
+    if chosen is None or len(chosen) != len(tokens) or len(tops) != len(tokens):
+        raise ValueError("tokens, token_logprobs and top_logprobs differ in length")
+    return [
+        TokenChoices(token=t, logprob=lp, top=dict(top or {})) for t, lp, top in zip(tokens, chosen, tops, strict=True)
+    ] or None
+
+
+def _refuses_logprobs(exc: BackendError) -> bool:
+    """A 400/422 whose message names logprobs: a server without them; or a 500 naming them
+    (``llama_cpp.server`` run with ``logits_all=False`` fails so on every such request)."""
+    text = str(exc)
+    return bool(re.search(r"\((400|422)\)|server error 500:", text)) and "logprob" in text.lower()
 
 
 def _transport_errors() -> tuple[type[BaseException], ...]:

@@ -1,7 +1,8 @@
 """A response cache in SQLite, keyed by the full request, shared across runs.
 
 The key hashes the backend's identity (model and endpoint) and every field of the request
-(role, prompt, system, max_tokens, temperature, seed, stop, json_schema), so a re-run or a
+(role, prompt, system, max_tokens, temperature, seed, stop, json_schema, top_logprobs where
+asked: a request without it keeps the key it had before the field existed), so a re-run or a
 report of the same configuration costs no model calls, while any change of prompt or
 sampling misses. Failures are never cached. WAL mode lets several processes share a file.
 An entry that no longer parses is deleted and answered as a miss (``dropped`` counts them);
@@ -55,7 +56,10 @@ class ResponseCache:
 
     @staticmethod
     def key(identity: str, request: CompletionRequest) -> str:
-        payload = json.dumps({"model": identity, "request": request.model_dump(mode="json")}, sort_keys=True)
+        unasked = {"top_logprobs"} if request.top_logprobs is None else None  # keys stay as they were
+        payload = json.dumps(
+            {"model": identity, "request": request.model_dump(mode="json", exclude=unasked)}, sort_keys=True
+        )
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def get(self, key: str) -> CompletionResponse | None:
