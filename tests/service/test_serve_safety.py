@@ -23,6 +23,7 @@ import openai
 import pytest
 import uvicorn
 from click.testing import CliRunner
+from conftest import ROOT
 from test_serve import COMMONGEN, user, writer
 
 from selfrefine.backends.base import Backend, CompletionRequest
@@ -386,9 +387,7 @@ def test_host_header_is_a_bracketed_ipv6_or_a_name_then_an_optional_port(serve):
 
 
 def test_samples_over_the_limit_get_the_limit_the_readme_states(serve):
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     assert "8 samples per step (asking more gets the limit" in readme
     served = serve()
     for asked in (9, 17, 10**6):

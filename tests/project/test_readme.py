@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_embedded
+from conftest import ROOT, require_embedded
 
 from selfrefine import FakeBackend, RunResult, StopReason
 from selfrefine.backends import registry
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = ROOT / "README.md"
 _FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
 

@@ -28,6 +28,7 @@ import openai
 import pytest
 import uvicorn
 from click.testing import CliRunner
+from conftest import ROOT
 
 from selfrefine.backends.base import Backend, CompletionRequest
 from selfrefine.backends.fake import FakeBackend, count_tokens
@@ -39,7 +40,6 @@ from selfrefine.service.tracing import Tracing
 from selfrefine.tasks import BUILTIN_TASKS, get_task
 from selfrefine.tasks.chat import ChatMessage, conversation_text
 
-ROOT = Path(__file__).resolve().parents[1]
 COMMONGEN = "selfrefine/commongen"
 
 
