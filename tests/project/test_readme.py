@@ -94,9 +94,10 @@ def readme_server(request) -> Iterator[None]:
     import uvicorn
 
     from selfrefine.backends.registry import get_backend
-    from selfrefine.service import Backends, ServeSettings, create_app
+    from selfrefine.backends.roles import RoleBackends
+    from selfrefine.service import ServeSettings, create_app
 
-    app = create_app(ServeSettings(backends=Backends(model=get_backend("embedded"))))
+    app = create_app(ServeSettings(backends=RoleBackends.of(get_backend("embedded"))))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=8000, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

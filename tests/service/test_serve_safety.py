@@ -28,8 +28,9 @@ from test_serve import COMMONGEN, user, writer
 
 from selfrefine.backends.base import Backend, CompletionRequest
 from selfrefine.backends.fake import FakeBackend
+from selfrefine.backends.roles import RoleBackends
 from selfrefine.cli import cli
-from selfrefine.service import Backends, Caps, ServeSettings, create_app
+from selfrefine.service import Caps, ServeSettings, create_app
 from selfrefine.service.connections import server_config
 from selfrefine.service.tracing import Tracing
 
@@ -74,7 +75,7 @@ def serve() -> Iterator[Callable[..., Served]]:
     def start(backend: Backend | None = None, client_timeout: float = 30.0, **settings: Any) -> Served:
         settings.setdefault("tracing", Tracing.off())
         settings = ServeSettings(
-            backends=Backends(model=backend or writer()), client_timeout=client_timeout, **settings
+            backends=RoleBackends.of(backend or writer()), client_timeout=client_timeout, **settings
         )
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))

@@ -3,6 +3,7 @@
 from .base import Backend, CompletionRequest, CompletionResponse
 from .fake import FakeBackend
 from .registry import DEFAULT_MODEL, get_backend, schemes
+from .roles import RoleBackends
 
 __all__ = [
     "Backend",
@@ -10,6 +11,7 @@ __all__ = [
     "CompletionResponse",
     "DEFAULT_MODEL",
     "FakeBackend",
+    "RoleBackends",
     "get_backend",
     "schemes",
 ]
