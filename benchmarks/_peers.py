@@ -87,7 +87,7 @@ def first_sentence(text: str) -> str:
 
 
 # The rewards DSPy's Refine and BestOfN optimise. They are the same reference-free checks
-# as our tasks' verifiers (tests/test_vs_peers.py holds them equal); DSPy's Refine shows
+# as our tasks' verifiers (tests/project/test_vs_peers.py holds them equal); DSPy's Refine shows
 # the reward's source to the model when it writes advice, so they are spelled out here.
 
 

@@ -99,11 +99,12 @@ def serve(port: int, latency: float, concurrency: int) -> None:
     """The server process: the same backend and engine options behind uvicorn."""
     import uvicorn
 
-    from selfrefine.service import Backends, ServeSettings, create_app
+    from selfrefine.backends.roles import RoleBackends
+    from selfrefine.service import ServeSettings, create_app
     from selfrefine.service.tracing import Tracing
 
     settings = ServeSettings(
-        backends=Backends(model=make_backend(latency)),
+        backends=RoleBackends.of(make_backend(latency)),
         max_concurrency=concurrency,
         max_queue=concurrency,
         tracing=Tracing.off(),

@@ -1,6 +1,6 @@
 """Functions over the house limits: 40 lines in src/selfrefine/engine/, 60 elsewhere in src/.
 
-Run by the test suite (tests/test_architecture.py) and by hand: ``python scripts/function_lengths.py``.
+Run by the test suite (tests/project/test_architecture.py) and by hand: ``python scripts/function_lengths.py``.
 A function's length is its lines from ``def`` to its last statement, decorators excluded.
 """
 

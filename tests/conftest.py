@@ -3,10 +3,21 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
 from selfrefine import Task
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository: tests/<part>/test_*.py use it for its files
+
+# The tests are laid out by the part they test (tests/engine/, tests/service/, ...). A few import
+# another test module by its name (``from test_serve import start_server``): every part's folder
+# is on sys.path, as the one flat folder was, whichever test files pytest is given.
+sys.path.extend(
+    str(p) for p in sorted(Path(__file__).parent.iterdir()) if p.is_dir() and not p.name.startswith(("_", "."))
+)
 
 FB_MISSING = json.dumps({"missing_concepts": ["frisbee"], "commonsense": "NONE"})
 FB_DONE = json.dumps({"missing_concepts": [], "commonsense": "NONE"})

@@ -14,6 +14,7 @@ from .backends import (
     CompletionRequest,
     CompletionResponse,
     FakeBackend,
+    RoleBackends,
     get_backend,
 )
 from .core.config import RefineConfig
@@ -78,6 +79,7 @@ __all__ = [
     "Iteration",
     "ParseError",
     "RefineConfig",
+    "RoleBackends",
     "ResultStep",
     "RunResult",
     "SelfRefine",

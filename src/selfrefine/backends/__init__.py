@@ -4,6 +4,7 @@ from .base import Backend, CompletionRequest, CompletionResponse, TokenChoices
 from .fake import FakeBackend
 from .probabilities import answer_probabilities
 from .registry import DEFAULT_MODEL, get_backend, schemes
+from .roles import RoleBackends
 
 __all__ = [
     "Backend",
@@ -11,6 +12,7 @@ __all__ = [
     "CompletionResponse",
     "DEFAULT_MODEL",
     "FakeBackend",
+    "RoleBackends",
     "get_backend",
     "schemes",
     "TokenChoices",

@@ -249,7 +249,7 @@ class EngineFlags(Flags):
 
 
 # the loop flags' options alone, and each loop flag's parameter with the RefineConfig field
-# it fills: the same name, as each declaration says (tests/test_options_one_source.py)
+# it fills: the same name, as each declaration says (tests/cli/test_options_one_source.py)
 LOOP_OPTIONS = LoopFlags.decorators()
 FLAG_FIELDS = {f.name: f.name for f in LoopFlags.flags()}
 

@@ -189,7 +189,7 @@ def _settings(opts: ServeFlags) -> Any:
     model_flags = opts.models
     main = main_model(model_flags.model, model_flags.options, model_flags.base_url)
     return ServeSettings(
-        backends=_backends(model_flags, pool),
+        backends=pool.roles(**models_of(model_flags)),
         extra_tasks=[get_task(str(path)) for path in opts.task_files],
         allow_code_tasks=opts.allow_code_tasks,
         api_key=opts.api_key or None,
@@ -236,12 +236,3 @@ def _upstream(names: tuple[str, ...], main: ModelSpec, pool: BackendPool) -> Any
         )
     allowed = tuple(dict.fromkeys([default, *names]))  # --model's own name may be chosen too
     return Upstream(allowed, lambda name: pool.get(ModelSpec(model=f"openai:{name}", options=main.options)))
-
-
-def _backends(flags: dict[str, Any], pool: BackendPool) -> Any:
-    """The three roles' backends, each distinct model opened once through the pool."""
-    from ..service import Backends
-
-    models = models_of(flags)
-    own = {role: pool.get(m) if m is not None else None for role, m in models.items() if role != "model"}
-    return Backends(model=pool.get(models["model"]), feedback=own["feedback_model"], refine=own["refine_model"])

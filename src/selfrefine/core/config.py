@@ -125,7 +125,7 @@ def unknown_option(name: str, valid: list[str]) -> str:
 class RunOptions(TypedDict, total=False):
     """:class:`RefineConfig`'s fields as keyword arguments (``SelfRefine(task, **options)``,
     ``refine(...)``), typed for editors and type checkers; the names the API's options and
-    the CLI's flags set (tests/test_library_api.py keeps this list identical to the fields)."""
+    the CLI's flags set (tests/engine/test_library_api.py keeps this list identical to the fields)."""
 
     max_iterations: int | None
     history: History | None

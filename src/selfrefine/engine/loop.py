@@ -18,6 +18,7 @@ from typing import Any, Unpack
 
 from ..backends.base import Backend
 from ..backends.registry import get_backend
+from ..backends.roles import RoleBackends
 from ..core.config import RefineConfig, RunOptions
 from ..core.errors import ConfigError, EngineClosedError
 from ..core.records import ResultStep, RunResult, Step
@@ -36,7 +37,9 @@ class SelfRefine:
     """One task on one or more backends. Reusable across inputs; close it when done.
 
     ``model`` serves every role unless ``feedback_model``/``refine_model`` name a different
-    backend for that role (e.g. a cheap critic and a larger refiner). ``verify``: a verifier
+    backend for that role (e.g. a cheap critic and a larger refiner); ``model`` may also be a
+    :class:`~selfrefine.backends.roles.RoleBackends` that gives each role's. ``wrap`` is given
+    each distinct backend once (roles that share a backend share its wrapper). ``verify``: a verifier
     for a task without one, a function ``(input, draft) -> score``, or
     :class:`~.checks.Checks` or their dict (see :mod:`.checks`). The run options are
     :class:`~selfrefine.core.config.RefineConfig`'s fields, as keywords or as ``config``;
@@ -46,7 +49,7 @@ class SelfRefine:
     def __init__(
         self,
         task: Task | str,
-        model: Backend | str | None = None,
+        model: Backend | RoleBackends | str | None = None,
         *,
         feedback_model: Backend | str | None = None,
         refine_model: Backend | str | None = None,
@@ -63,34 +66,32 @@ class SelfRefine:
             raise ConfigError("pass either config= or keyword options, not both")
         # run option over task default, resolved once (a bad combination fails here)
         self.settings = Settings.resolve(config or RefineConfig.build(**options), self.task)
-        base = get_backend(model)
-        self.backends: dict[str, Backend] = {
-            "generate": base,
-            "feedback": get_backend(feedback_model) if feedback_model is not None else base,
-            "refine": get_backend(refine_model) if refine_model is not None else base,
-        }
-        if wrap is not None:  # each distinct backend wrapped once, so shared roles stay shared
-            wrapped = {id(b): wrap(b) for b in self.distinct_backends()}
-            self.backends = {role: wrapped[id(b)] for role, b in self.backends.items()}
+        self.backends = _role_backends(model, feedback_model, refine_model)
+        if wrap is not None:
+            self.backends = self.backends.map(wrap)
 
     @classmethod
     def from_spec(
-        cls, spec: EngineSpec, *, pool: BackendPool | None = None, wrap: Wrap | None = None, task: Task | None = None
+        cls,
+        spec: EngineSpec,
+        *,
+        pool: BackendPool | None = None,
+        wrap: Wrap | None = None,
+        task: Task | None = None,
+        backends: RoleBackends | None = None,
     ) -> SelfRefine:
         """The engine an :class:`EngineSpec` describes: the one way ``run``, ``eval``, ``serve``
         and Ray build theirs. With a ``pool``, backends are shared with the pool's other
-        engines (and wrapped by the pool's ``wrap``); ``task``: ``spec.task`` already loaded."""
+        engines (and wrapped by the pool's ``wrap``); ``task``: ``spec.task`` already loaded;
+        ``backends``: the roles' backends already open (a server's, shared by all its
+        engines), used instead of opening the spec's models."""
         if pool is not None and wrap is not None:
             raise ConfigError("pass wrap to the BackendPool, which wraps each backend it opens once")
-        pool = pool or BackendPool(wrap)
-        models = spec.role_models()
-        return cls(
-            task or spec.task,
-            pool.get(models["generate"]),
-            feedback_model=pool.get(models["feedback"]),
-            refine_model=pool.get(models["refine"]),
-            config=spec.config,
-        )
+        if backends is not None and (pool is not None or wrap is not None):
+            raise ConfigError("pass either backends (already open) or a pool/wrap to open the spec's models")
+        if backends is None:
+            backends = (pool or BackendPool(wrap)).roles(spec.model, spec.feedback_model, spec.refine_model)
+        return cls(task or spec.task, backends, config=spec.config)
 
     # -- public API ----------------------------------------------------------------------
 
@@ -148,17 +149,12 @@ class SelfRefine:
         finally:
             await steps.aclose()
 
-    def distinct_backends(self) -> list[Backend]:
-        """Each backend once, however many roles share it."""
-        return list({id(b): b for b in self.backends.values()}.values())
-
     async def aclose(self) -> None:
         """Close the backends; later runs raise EngineClosedError. Closing twice is harmless."""
         if self.closed:
             return
         self.closed = True
-        for backend in self.distinct_backends():
-            await backend.aclose()
+        await self.backends.aclose()
 
     def close(self) -> None:
         """Sync :meth:`aclose`, on the loop ``run()`` uses (not inside a running event loop)."""
@@ -186,7 +182,7 @@ class SelfRefine:
         """How many examples to run at once so no backend idles: each example has at most
         one call in flight, and between calls it parses, scores and renders, so four
         examples per request a backend takes at once keep its queue full."""
-        limits = [b.max_concurrency for b in self.distinct_backends()]
+        limits = [b.max_concurrency for b in self.backends.distinct()]
         return max(4, 4 * max(limits, default=1))
 
 
@@ -201,6 +197,21 @@ def refine(
     """One-shot sync helper: ``refine("commongen", "dog, ball, park")``."""
     with SelfRefine(task, model, verify=verify, **options) as engine:
         return engine.run(input)
+
+
+def _role_backends(
+    model: Backend | RoleBackends | str | None, feedback_model: Backend | str | None, refine_model: Backend | str | None
+) -> RoleBackends:
+    """Each role's backend from SelfRefine's arguments (a name is opened here)."""
+    if isinstance(model, RoleBackends):
+        if feedback_model is not None or refine_model is not None:
+            raise ConfigError(
+                "model is a RoleBackends, which gives every role's backend: pass no feedback/refine_model"
+            )
+        return model
+    base = get_backend(model)
+    feedback = get_backend(feedback_model) if feedback_model is not None else None
+    return RoleBackends.of(base, feedback, get_backend(refine_model) if refine_model is not None else None)
 
 
 _RUNNERS = threading.local()

@@ -8,14 +8,14 @@ per role whose options are typed by the backend's own options model when the spe
 It pickles and serialises to JSON, so a Ray actor receives the spec itself: nothing is
 re-parsed there and no function travels.
 
-A :class:`BackendPool` opens each distinct model spec once: a server builds one engine per
-(task, options) and every engine shares the pool's backends, so one model file is loaded
-once and each backend's concurrency limit holds across engines.
+A :class:`BackendPool` opens each distinct model spec once and gives an engine its roles'
+backends as one :class:`~selfrefine.backends.roles.RoleBackends`: every engine built with a
+pool shares its backends, so one model file is loaded once and each backend's concurrency
+limit holds across engines.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -23,11 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..backends.base import Backend
 from ..backends.options import validate
 from ..backends.registry import DEFAULT_MODEL, get_backend, scheme_of
+from ..backends.roles import RoleBackends, Wrap
 from ..core.config import RefineConfig
-from ..core.records import ROLES, Role
-
-Wrap = Callable[[Backend], Backend]
-"""A backend wrapper (a response cache, a tracer): given each distinct backend once."""
 
 
 class ModelSpec(BaseModel):
@@ -78,11 +75,6 @@ class EngineSpec(BaseModel):
     feedback_model: ModelSpec | None = None
     refine_model: ModelSpec | None = None
 
-    def role_models(self) -> dict[Role, ModelSpec]:
-        """The model spec of each role."""
-        own = {"feedback": self.feedback_model, "refine": self.refine_model}
-        return {role: own.get(role) or self.model for role in ROLES}
-
     def replace(self, **update: Any) -> EngineSpec:
         """A copy with some fields changed (and checked again)."""
         return EngineSpec.model_validate({**self.model_dump(), **update})
@@ -102,6 +94,15 @@ class BackendPool:
             backend = spec.build()
             self._open[key] = self.wrap(backend) if self.wrap is not None else backend
         return self._open[key]
+
+    def roles(
+        self, model: ModelSpec, feedback_model: ModelSpec | None = None, refine_model: ModelSpec | None = None
+    ) -> RoleBackends:
+        """Each role's backend (``feedback_model``/``refine_model`` None: ``model``'s), as
+        :class:`EngineSpec` names them; a spec already open is shared, not opened again."""
+        main = self.get(model)  # opened first, as the roles come
+        own = [self.get(spec) if spec is not None else None for spec in (feedback_model, refine_model)]
+        return RoleBackends.of(main, *own)
 
     def backends(self) -> list[Backend]:
         return list(self._open.values())

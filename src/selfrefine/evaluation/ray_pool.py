@@ -163,7 +163,7 @@ class RefineWorker:
         return os.getpid()
 
     async def describe(self) -> list[str]:
-        return [b.describe() for b in self.engine.distinct_backends()]
+        return [b.describe() for b in self.engine.backends.distinct()]
 
 
 def _build_judge(recipe: EngineRecipe, engine: SelfRefine, wrap: Any) -> PairwiseJudge | None:

@@ -1,7 +1,7 @@
 """The HTTP service layer: ``selfrefine serve`` (FastAPI + uvicorn), OpenAI-compatible."""
 
 from .app import ServeSettings, create_app
-from .engines import Backends, Caps
+from .engines import Caps
 from .upstream import Upstream
 
-__all__ = ["Backends", "Caps", "ServeSettings", "Upstream", "create_app"]
+__all__ = ["Caps", "ServeSettings", "Upstream", "create_app"]

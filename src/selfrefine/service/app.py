@@ -23,12 +23,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
+from ..backends.roles import RoleBackends
 from ..core.errors import BackendError, InputError, SelfRefineError
 from ..engine.loop import SelfRefine
 from ..engine.task import Task
 from ..tasks import BUILTIN_TASKS, get_task
 from ..tasks.chat import ChatMessage, conversation_text
-from .engines import Admission, Backends, Caps, EnginePool, QueueFullError, Reservation
+from .engines import Admission, Caps, EnginePool, QueueFullError, Reservation
 from .guards import BearerAuth, BodyLimit, HostCheck
 from .reasoning import ReasoningFormat
 from .refusals import refuse_unsupported
@@ -65,7 +66,7 @@ MAX_BODY_BYTES = 1_000_000
 class ServeSettings:
     """Everything ``create_app`` needs; the CLI fills it from its options."""
 
-    backends: Backends
+    backends: RoleBackends  # the roles' backends (RoleBackends.of(model): one for every role)
     extra_tasks: list[Task] = field(default_factory=list)  # loaded task files
     allow_code_tasks: bool = False  # serve tasks that run model-written programs (gsm8k, codeopt)
     api_key: str | None = None
@@ -130,12 +131,6 @@ class Service:
     def __init__(self, settings: ServeSettings) -> None:
         self.settings = settings
         tracing = settings.tracing
-        b = settings.backends
-        backends = Backends(
-            model=tracing.backend(b.model),
-            feedback=tracing.backend(b.feedback) if b.feedback is not None else None,
-            refine=tracing.backend(b.refine) if b.refine is not None else None,
-        )
         tasks: dict[str, Task] = {name: get_task(name) for name in BUILTIN_TASKS}
         tasks.update({t.name: t for t in settings.extra_tasks})
         # a client picks the input, so the program a code task runs is the client's choice
@@ -143,7 +138,8 @@ class Service:
         if not settings.allow_code_tasks:
             tasks = {n: t for n, t in tasks.items() if not t.capabilities.runs_code}
         self.tasks = tasks
-        self.pool = EnginePool(backends, tasks, settings.caps, traced_upstream(settings.upstream, tracing))
+        # the tracer wraps each backend once, the upstream models a request chooses included
+        self.pool = EnginePool(settings.backends, tasks, settings.caps, settings.upstream, wrap=tracing.backend)
         self.admission = Admission(settings.max_concurrency, settings.max_queue)
         self.tracing = tracing
         self.started = int(time.time())
@@ -193,12 +189,6 @@ def options_of(model: str, options: LoopOptions) -> LoopOptions:
             code="model_not_allowed",
         )
     return options.model_copy(update={"model": upstream})
-
-
-def traced_upstream(upstream: Upstream | None, tracing: Tracing) -> Upstream | None:
-    if upstream is None or not tracing.enabled:
-        return upstream
-    return Upstream(upstream.allowed, lambda name: tracing.backend(upstream.make(name)))
 
 
 def chat_input(task: str, messages: list[ChatMessageIn]) -> str:

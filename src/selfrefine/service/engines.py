@@ -12,10 +12,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..backends.base import Backend
+from ..backends.roles import RoleBackends, Wrap
 from ..core.config import RefineConfig
 from ..core.errors import ConfigError, SelfRefineError
 from ..engine.loop import SelfRefine
+from ..engine.spec import EngineSpec
 from ..engine.task import Task
 from .schemas import LoopOptions
 from .upstream import Upstream, no_upstream
@@ -69,28 +70,23 @@ class Caps:
 
 
 @dataclass
-class Backends:
-    """The backends of the three roles (feedback/refine None: the main model serves them)."""
-
-    model: Backend
-    feedback: Backend | None = None
-    refine: Backend | None = None
-
-    def distinct(self) -> list[Backend]:
-        found = [self.model, self.feedback, self.refine]
-        return list({id(b): b for b in found if b is not None}.values())
-
-
-@dataclass
 class EnginePool:
     """One :class:`SelfRefine` per (task, options), all over the same backends, so each
-    backend's own concurrency limit holds across every engine (see ``backend_semaphore``)."""
+    backend's own concurrency limit holds across every engine (see ``backend_semaphore``).
+    ``wrap`` (the server's tracer) is given each backend once: the served ones here, an
+    upstream model's when a request first chooses it."""
 
-    backends: Backends
+    backends: RoleBackends
     tasks: dict[str, Task]
     caps: Caps = field(default_factory=Caps)
     upstream: Upstream | None = None  # the models a request may choose (options.model)
+    wrap: Wrap | None = None
+    _chosen: dict[str, RoleBackends] = field(default_factory=dict)  # an upstream model's, wrapped
     _engines: OrderedDict[tuple[str, str], SelfRefine] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        if self.wrap is not None:
+            self.backends = self.backends.map(self.wrap)
 
     def get(self, task_name: str, options: LoopOptions) -> SelfRefine:
         """The engine for a task and a request's options; a bad option is a ConfigError."""
@@ -99,31 +95,29 @@ class EnginePool:
         engine = self._engines.get(key)
         if engine is None:
             config = RefineConfig.build(**options.model_dump(exclude_none=True, exclude={"model"}))
+            spec = EngineSpec(task=task_name, config=config)
             backends = self._backends(options.model)
-            engine = SelfRefine(
-                self.tasks[task_name],
-                backends.model,
-                feedback_model=backends.feedback,
-                refine_model=backends.refine,
-                config=config,
-            )
+            engine = SelfRefine.from_spec(spec, backends=backends, task=self.tasks[task_name])
             self._engines[key] = engine
             if len(self._engines) > MAX_ENGINES:
                 self._engines.popitem(last=False)  # backends stay open: they are shared
         self._engines.move_to_end(key)
         return engine
 
-    def _backends(self, upstream_model: str | None) -> Backends:
+    def _backends(self, upstream_model: str | None) -> RoleBackends:
         """The server's backends, or a chosen upstream model for every role."""
         if upstream_model is None:
             return self.backends
         if self.upstream is None:
             raise no_upstream(upstream_model)
-        return Backends(model=self.upstream.backend(upstream_model))
+        if upstream_model not in self._chosen:
+            chosen = RoleBackends.of(self.upstream.backend(upstream_model))
+            self._chosen[upstream_model] = chosen.map(self.wrap) if self.wrap is not None else chosen
+        return self._chosen[upstream_model]
 
     async def aclose(self) -> None:
-        chosen = self.upstream.opened() if self.upstream is not None else []
-        for backend in [*self.backends.distinct(), *chosen]:
+        await self.backends.aclose()
+        for backend in self.upstream.opened() if self.upstream is not None else []:
             await backend.aclose()
 
 

@@ -4,12 +4,12 @@ must be our tasks' verifiers, and crashed examples must count as 0 and be counte
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import ROOT
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _peers import Record, commongen_reward, gsm8k_reward, normalise, ratio, summarise
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FB_DONE
+from conftest import FB_DONE, ROOT
 
 from selfrefine.backends import FakeBackend, get_backend
 from selfrefine.backends.embedded import LlamaCppBackend
@@ -17,7 +17,7 @@ from selfrefine.backends.options import FakeOptions, LlamaCppOptions, OpenAIOpti
 from selfrefine.cli.commands import build_engine, cli, run
 from selfrefine.core.errors import ConfigError
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 LOCAL = "http://127.0.0.1:1/v1"  # never contacted: these tests only build backends
 
 

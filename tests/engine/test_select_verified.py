@@ -8,11 +8,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import eval_into, scored_task
+from conftest import ROOT, eval_into, scored_task
 
 from selfrefine import ConfigError, FakeBackend, SelfRefine, StopReason, Task
 from selfrefine.cli.commands import cli
@@ -183,7 +182,7 @@ def test_verified_in_the_cli(tmp_path):
     assert data["config"]["select"] == "verified" and data["config"]["accept"] == "not_worse"
     assert [it["verification"]["score"] for it in data["iterations"]] == [pytest.approx(2 / 3)] * 2
     assert data["selected"] == 0  # equal coverage and feedback: the parent is kept
-    tagline = Path(__file__).resolve().parent.parent / "examples" / "tagline.yaml"
+    tagline = ROOT / "examples" / "tagline.yaml"
     bad = CliRunner().invoke(cli, ["run", str(tagline), "tea", "-m", f"fake:{replies}", "--select", "verified"])
     assert bad.exit_code != 0 and "no verifier" in bad.output
 

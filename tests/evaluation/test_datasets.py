@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from selfrefine import InputError
 from selfrefine.evaluation.datasets import Example, load_examples, load_hub
 
 # the development files beside the checkout (../shared/datasets), as the benchmarks find them
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+SHARED = ROOT.parent / "shared" / "datasets"
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

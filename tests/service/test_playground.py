@@ -16,8 +16,8 @@ from test_report_html import ARGS, CHROMIUM, _require_browser
 
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.fake import FakeBackend
+from selfrefine.backends.roles import RoleBackends
 from selfrefine.service.app import ServeSettings, create_app
-from selfrefine.service.engines import Backends
 
 CONCEPTS = "dog, frisbee, catch, throw"
 FIRST = "A dog runs in the park."
@@ -56,7 +56,7 @@ def serving(backend: FakeBackend | None = None, api_key: str | None = None) -> I
     """A real uvicorn server on a free 127.0.0.1 port, in a background thread."""
     import uvicorn
 
-    app = create_app(ServeSettings(backends=Backends(model=backend or fake()), api_key=api_key))
+    app = create_app(ServeSettings(backends=RoleBackends.of(backend or fake()), api_key=api_key))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

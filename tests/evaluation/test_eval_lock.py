@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from selfrefine.core.errors import StorageError
 from selfrefine.evaluation.runstore import LOCK, RunStore
 
-ROOT = Path(__file__).resolve().parents[1]
 INPUTS = ["rain", "snow", "fog", "wind", "sun", "hail"]
 
 

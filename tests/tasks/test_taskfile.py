@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from selfrefine import (
     FakeBackend,
@@ -18,7 +19,7 @@ from selfrefine import (
     load_task,
 )
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 
 GOOD = """
 name: haiku

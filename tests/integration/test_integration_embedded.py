@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import pytest
-from conftest import SMOLLM, require_embedded, require_smollm
+from conftest import ROOT, SMOLLM, require_embedded, require_smollm
 
 from selfrefine import RefineConfig, SelfRefine, StopReason, load_task
 from selfrefine.backends.base import CompletionRequest
@@ -21,7 +20,7 @@ from selfrefine.tasks.commongen import concept_coverage, parse_concepts
 from selfrefine.tasks.gsm8k import to_number
 
 pytestmark = pytest.mark.integration
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 
 
 @pytest.fixture

@@ -22,14 +22,13 @@ from typing import Any
 
 import openai
 import pytest
-from conftest import FB_DONE, FB_MISSING, SMOLLM, require_smollm
+from conftest import FB_DONE, FB_MISSING, ROOT, SMOLLM, require_smollm
 
 from selfrefine import SelfRefine
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.fake import FakeBackend
 from selfrefine.core.records import DraftStep, FeedbackStep, RunResult
 
-ROOT = Path(__file__).resolve().parents[1]
 CONCEPTS = "dog, frisbee, catch, throw"
 DRAFT0 = "The dog runs to catch the ball you throw in the park."
 DRAFT1 = "The dog leaps to catch the frisbee you throw across the park."

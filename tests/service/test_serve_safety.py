@@ -23,12 +23,14 @@ import openai
 import pytest
 import uvicorn
 from click.testing import CliRunner
+from conftest import ROOT
 from test_serve import COMMONGEN, user, writer
 
 from selfrefine.backends.base import Backend, CompletionRequest
 from selfrefine.backends.fake import FakeBackend
+from selfrefine.backends.roles import RoleBackends
 from selfrefine.cli import cli
-from selfrefine.service import Backends, Caps, ServeSettings, create_app
+from selfrefine.service import Caps, ServeSettings, create_app
 from selfrefine.service.connections import server_config
 from selfrefine.service.tracing import Tracing
 
@@ -73,7 +75,7 @@ def serve() -> Iterator[Callable[..., Served]]:
     def start(backend: Backend | None = None, client_timeout: float = 30.0, **settings: Any) -> Served:
         settings.setdefault("tracing", Tracing.off())
         settings = ServeSettings(
-            backends=Backends(model=backend or writer()), client_timeout=client_timeout, **settings
+            backends=RoleBackends.of(backend or writer()), client_timeout=client_timeout, **settings
         )
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
@@ -386,9 +388,7 @@ def test_host_header_is_a_bracketed_ipv6_or_a_name_then_an_optional_port(serve):
 
 
 def test_samples_over_the_limit_get_the_limit_the_readme_states(serve):
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     assert "8 samples per step (asking more gets the limit" in readme
     served = serve()
     for asked in (9, 17, 10**6):

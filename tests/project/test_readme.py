@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_embedded
+from conftest import ROOT, require_embedded
 
 from selfrefine import FakeBackend, RunResult, StopReason
 from selfrefine.backends import registry
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = ROOT / "README.md"
 _FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
 
@@ -94,9 +94,10 @@ def readme_server(request) -> Iterator[None]:
     import uvicorn
 
     from selfrefine.backends.registry import get_backend
-    from selfrefine.service import Backends, ServeSettings, create_app
+    from selfrefine.backends.roles import RoleBackends
+    from selfrefine.service import ServeSettings, create_app
 
-    app = create_app(ServeSettings(backends=Backends(model=get_backend("embedded"))))
+    app = create_app(ServeSettings(backends=RoleBackends.of(get_backend("embedded"))))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=8000, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

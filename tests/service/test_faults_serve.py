@@ -25,7 +25,8 @@ from uvicorn.protocols.http.h11_impl import RequestResponseCycle
 
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.fake import FakeBackend
-from selfrefine.service import Backends, ServeSettings, create_app
+from selfrefine.backends.roles import RoleBackends
+from selfrefine.service import ServeSettings, create_app
 from selfrefine.service.connections import server_config
 from selfrefine.service.engines import Reservation
 from selfrefine.service.tracing import Tracing
@@ -46,7 +47,7 @@ def reply(request: CompletionRequest) -> str:
 class Server:
     def __init__(self, client_timeout: float) -> None:
         self.settings = ServeSettings(
-            backends=Backends(model=FakeBackend(default=reply, latency=0.05)),
+            backends=RoleBackends.of(FakeBackend(default=reply, latency=0.05)),
             max_concurrency=16,
             max_queue=256,
             client_timeout=client_timeout,

@@ -10,7 +10,8 @@ import importlib.util
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 SRC = ROOT / "src" / "selfrefine"
 
 

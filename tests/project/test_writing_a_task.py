@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 from selfrefine import FakeBackend
 from selfrefine.backends import registry
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "writing-a-task.md"
+DOC = ROOT / "docs" / "writing-a-task.md"
 _FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.M | re.S)
 
 

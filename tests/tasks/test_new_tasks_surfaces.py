@@ -8,8 +8,9 @@ from click.testing import CliRunner
 from test_serve import start_server
 
 from selfrefine.backends.fake import FakeBackend
+from selfrefine.backends.roles import RoleBackends
 from selfrefine.cli import cli
-from selfrefine.service import Backends, ServeSettings
+from selfrefine.service import ServeSettings
 from selfrefine.service.tracing import Tracing
 
 RUDE = "Shut up, you stupid idiot, the bus is late again."
@@ -51,7 +52,7 @@ def test_run_through_the_api():
         "refine": [POLITE],
     }
     backend = FakeBackend(replies=replies)
-    served = start_server(ServeSettings(backends=Backends(model=backend), tracing=Tracing.off()))
+    served = start_server(ServeSettings(backends=RoleBackends.of(backend), tracing=Tracing.off()))
     try:
         client = served.client()
         assert {"selfrefine/toxicity", "selfrefine/story"} <= {m.id for m in client.models.list().data}

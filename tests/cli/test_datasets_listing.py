@@ -11,15 +11,15 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import ROOT
 
 from selfrefine.cli import cli
 from selfrefine.evaluation.catalog import listing
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = ROOT / "src"
 
 
 def first_cells(output: str) -> list[str]:

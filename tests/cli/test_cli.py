@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FB_DONE, FB_MISSING
+from conftest import FB_DONE, FB_MISSING, ROOT
 
 from selfrefine.cli.commands import cli
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 
 
 @pytest.fixture

@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import ROOT
+
 from selfrefine.evaluation.report import run_table
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "quality.py"
 SIZES = "gsm8k=2,commongen=2,sentiment=2,acronym=2,readability=1,codeopt=1,dialogue=1,toxicity=2,story=1"
 

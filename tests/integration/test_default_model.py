@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import require_embedded
+from conftest import ROOT, require_embedded
 
 from selfrefine import SelfRefine, StopReason
 from selfrefine.cli.commands import cli
@@ -51,7 +50,7 @@ def never_worse(result) -> None:
 def test_readme_demo_uses_every_concept():
     """scripts/demo.sh runs exactly this; the issue's bar: all five concepts in the output."""
     require_embedded()
-    demo = (Path(__file__).resolve().parent.parent / "scripts" / "demo.sh").read_text()
+    demo = (ROOT / "scripts" / "demo.sh").read_text()
     assert f'selfrefine run commongen "{DEMO}" --preset best' in demo  # the demo runs what this test runs
     result = CliRunner().invoke(cli, ["run", "commongen", DEMO, "--preset", "best", "--json"])
     assert result.exit_code == 0, result.output

@@ -17,15 +17,16 @@ import uvicorn
 from click.testing import CliRunner
 
 from selfrefine.backends.fake import FakeBackend
+from selfrefine.backends.roles import RoleBackends
 from selfrefine.cli import cli
 from selfrefine.sandbox.confine import confinement
-from selfrefine.service import Backends, ServeSettings, create_app
+from selfrefine.service import ServeSettings, create_app
 from selfrefine.service.tracing import Tracing
 
 
 @contextmanager
 def serving(backend: FakeBackend, **settings) -> Iterator[openai.OpenAI]:
-    app = create_app(ServeSettings(backends=Backends(model=backend), tracing=Tracing.off(), **settings))
+    app = create_app(ServeSettings(backends=RoleBackends.of(backend), tracing=Tracing.off(), **settings))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -28,18 +28,19 @@ import openai
 import pytest
 import uvicorn
 from click.testing import CliRunner
+from conftest import ROOT
 
 from selfrefine.backends.base import Backend, CompletionRequest
 from selfrefine.backends.fake import FakeBackend, count_tokens
+from selfrefine.backends.roles import RoleBackends
 from selfrefine.cli import cli
 from selfrefine.core.errors import BackendError
 from selfrefine.core.records import RunResult
-from selfrefine.service import Backends, Caps, ServeSettings, create_app
+from selfrefine.service import Caps, ServeSettings, create_app
 from selfrefine.service.tracing import Tracing
 from selfrefine.tasks import BUILTIN_TASKS, get_task
 from selfrefine.tasks.chat import ChatMessage, conversation_text
 
-ROOT = Path(__file__).resolve().parents[1]
 COMMONGEN = "selfrefine/commongen"
 
 
@@ -161,7 +162,7 @@ def serve() -> Iterator[Callable[..., Served]]:
 
     def start(backend: Backend | None = None, **settings: Any) -> Served:
         settings.setdefault("tracing", Tracing.off())
-        served = start_server(ServeSettings(backends=Backends(model=backend or writer()), **settings))
+        served = start_server(ServeSettings(backends=RoleBackends.of(backend or writer()), **settings))
         started.append(served)
         return served
 

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FB_DONE
+from conftest import FB_DONE, ROOT
 
 from selfrefine.cli.commands import cli
 
-ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "src" / "selfrefine" / "evaluation" / "data"
 EXAMPLES = ROOT / "examples"
 

@@ -1,0 +1,69 @@
+"""The backend of each role of a run (``generate``, ``feedback``, ``refine``), as one value.
+
+Roles may share a backend (one model for every role is the usual case): :class:`RoleBackends`
+keeps that sharing, so a backend shared by two roles is one object with one concurrency
+limit. The engine reads it by role (``backends["feedback"]``); a
+:class:`~selfrefine.engine.spec.BackendPool` produces it from an engine spec's models; the
+server gives one to every engine it builds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from ..core.records import ROLES, Role
+from .base import Backend
+
+Wrap = Callable[[Backend], Backend]
+"""A backend wrapper (a response cache, a tracer): given each distinct backend once."""
+
+
+@dataclass(frozen=True)
+class RoleBackends(Mapping[Role, Backend]):
+    """Each role's backend, indexed by role: ``backends["refine"].name``."""
+
+    generate: Backend
+    feedback: Backend
+    refine: Backend
+
+    @classmethod
+    def of(cls, model: Backend, feedback: Backend | None = None, refine: Backend | None = None) -> RoleBackends:
+        """``model`` for every role but those given their own backend (``of(b)``: one
+        backend serves every role)."""
+        return cls(model, feedback if feedback is not None else model, refine if refine is not None else model)
+
+    @property
+    def model(self) -> Backend:
+        """The main backend (as ``--model`` and ``EngineSpec.model``): the one that generates."""
+        return self.generate
+
+    def __getitem__(self, role: Role) -> Backend:
+        if role not in ROLES:
+            raise KeyError(role)
+        backend: Backend = getattr(self, role)
+        return backend
+
+    def __iter__(self) -> Iterator[Role]:
+        return iter(ROLES)
+
+    def __len__(self) -> int:
+        return len(ROLES)
+
+    def distinct(self) -> list[Backend]:
+        """Each backend once, however many roles share it (in role order)."""
+        return list({id(b): b for b in self.values()}.values())
+
+    def map(self, wrap: Wrap) -> RoleBackends:
+        """Each distinct backend wrapped once: roles that shared a backend share its wrapper."""
+        pairs = [(backend, wrap(backend)) for backend in self.distinct()]
+
+        def wrapped(backend: Backend) -> Backend:
+            return next(new for old, new in pairs if old is backend)
+
+        return RoleBackends(*(wrapped(self[role]) for role in ROLES))
+
+    async def aclose(self) -> None:
+        """Close each distinct backend once."""
+        for backend in self.distinct():
+            await backend.aclose()
