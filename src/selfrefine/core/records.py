@@ -108,6 +108,20 @@ class Verification(BaseModel):
 Feedback.model_rebuild()
 
 
+class Judgment(BaseModel):
+    """A closed question put to the model (is it done? does it make sense? a rating? A or
+    B?), answered as probabilities: the model's own weight on each answer, read from the
+    probabilities of the answer tokens, or where a backend gives none, the share of ``samples``
+    sampled verdicts (``method`` says which)."""
+
+    question: str  # what was asked: an aspect ("sense"), or a comparison ("sense: A vs B")
+    answers: dict[str, float]  # each answer's probability, normalised over the answers
+    score: float  # P(the first answer: "yes", "A"), or a rating's expected value
+    method: Literal["probabilities", "sampled"] = "probabilities"
+    samples: int = 1  # replies read: one with probabilities, k sampled verdicts without
+    note: str = ""  # what else the judgment needs said (a fallback, an order flip)
+
+
 class Candidate(BaseModel):
     """One of the ``samples`` drafts sampled for one step (``RefineConfig.samples`` > 1):
     its text, the task's check of it and the call that produced it. The chosen one became
