@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/ray_scale.py [--part fake|embedded|all] [--latency 0.25] [--examples 320]
         [--embedded-model embedded] [--embedded-examples 4] [--repeats 2]
 
-Both parts run the CLI's path (``build_engine`` from parsed ``eval`` options, ``run_eval``
+Both parts run the CLI's path (the engine spec of parsed ``eval`` options, ``run_eval``
 into a run folder, rows fsync'ed) on one local Ray cluster started once, side by side:
 
 - fake: the fake model waits ``--latency`` seconds per call and does no work, like a remote
@@ -32,17 +32,17 @@ from typing import Any
 import ray
 from rich.console import Console
 
-from selfrefine.cli.commands import build_engine, cli
+from selfrefine.cli.commands import EvalFlags, cli
+from selfrefine.engine.loop import SelfRefine
+from selfrefine.engine.spec import EngineSpec
 from selfrefine.evaluation.datasets import load_examples
 from selfrefine.evaluation.driver import run_eval, run_meta
 from selfrefine.evaluation.ray_pool import EngineRecipe, PoolOptions, RayPool
 from selfrefine.evaluation.runstore import RunStore
-from selfrefine.tasks import get_task
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMONGEN = ROOT.parent / "shared" / "datasets" / "commongen_hard.dev.jsonl"
 FB_DONE = json.dumps({"missing_concepts": [], "commonsense": "NONE"})
-LOOP = {"task", "input", "input_file", "reference", "record_prompts", "as_json"}
 
 
 @dataclass
@@ -67,23 +67,22 @@ class Timing:
         )
 
 
-def engine_options(args: list[str]) -> dict[str, Any]:
-    """What `selfrefine eval ARGS` would pass to build_engine."""
-    params = cli.commands["eval"].make_context("eval", list(args)).params  # click consumes the list
-    keys = {p.name for p in cli.commands["run"].params} - LOOP
-    return {k: v for k, v in params.items() if k in keys}
+def engine_spec(args: list[str]) -> EngineSpec:
+    """The engine spec `selfrefine eval commongen ARGS` builds."""
+    params = cli.commands["eval"].make_context("eval", ["commongen", "--data", "d", "--out", "o", *args]).params
+    task = params.pop("task")  # the command's argument; the rest are its flags
+    return EvalFlags.of(params).engine.spec(task)
 
 
 def measure(
-    label: str, options: dict[str, Any], data: Path, limit: int, pool: PoolOptions | None, concurrency: int = 4
+    label: str, spec: EngineSpec, data: Path, limit: int, pool: PoolOptions | None, concurrency: int = 4
 ) -> Timing:
-    task = get_task("commongen")
-    engine = build_engine(task, **options)
+    engine = SelfRefine.from_spec(spec)
     examples = load_examples("commongen", data, limit)
     with tempfile.TemporaryDirectory() as folder:
         store = RunStore(folder)
         store.start(run_meta("bench", engine, str(data), limit))
-        runner = Watch(RayPool(EngineRecipe.portable(build_engine, "commongen", options), pool)) if pool else None
+        runner = Watch(RayPool(EngineRecipe.portable(spec), pool)) if pool else None
         start = time.perf_counter()
         if runner is not None:
             runner.start = start
@@ -141,13 +140,11 @@ def fake_part(args: argparse.Namespace, folder: Path) -> list[Timing]:
     replies.write_text(
         json.dumps({"default": FB_DONE, "latency": args.latency, "replies": {"generate": ["A dog plays."] * 10_000}})
     )
-    options = engine_options(["commongen", "--data", str(data), "--out", str(folder / "x"), "-m", f"fake:{replies}"])
+    spec = engine_spec(["-m", f"fake:{replies}"])
     results = []
     for actors in (1, 2, 4, 8):
         pool = PoolOptions(actors=actors, cpus_per_actor=0.25, in_flight=args.in_flight)
-        results.append(
-            measure(f"ray, {actors} actor(s) x {args.in_flight} in flight", options, data, args.examples, pool)
-        )
+        results.append(measure(f"ray, {actors} actor(s) x {args.in_flight} in flight", spec, data, args.examples, pool))
         print(results[-1].line(), flush=True)
     base, base_steady = results[0].per_s, results[0].steady
     for actors, t in zip((1, 2, 4, 8), results):
@@ -161,11 +158,6 @@ def embedded_part(args: argparse.Namespace) -> list[Timing]:
     that drifts during the run weighs on both alike."""
     cores = os.cpu_count() or 1
     base = [
-        "commongen",
-        "--data",
-        str(COMMONGEN),
-        "--out",
-        "x",
         "-m",
         args.embedded_model,
         "--max-iters",
@@ -179,7 +171,7 @@ def embedded_part(args: argparse.Namespace) -> list[Timing]:
     for repeat in range(args.repeats):
         for kind in ("local", "ray") if repeat % 2 == 0 else ("ray", "local"):
             timing = measure(
-                runs[kind], engine_options(base), COMMONGEN, args.embedded_examples, pool if kind == "ray" else None
+                runs[kind], engine_spec(base), COMMONGEN, args.embedded_examples, pool if kind == "ray" else None
             )
             results[kind].append(timing)
             print(timing.line(), flush=True)
