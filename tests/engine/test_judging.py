@@ -85,3 +85,21 @@ def test_a_verdict_that_flips_with_the_order_is_a_tie():
     j, _ = judge(lambda r, i: ("A", {"A": 0.9, "B": 0.1}))  # always the first shown
     got = asyncio.run(j.compare(0, "sense", "X first", "Y first"))
     assert got.score == 0.5 and "flipped with the order" in got.note
+
+
+@pytest.mark.integration
+def test_the_default_model_judges_the_demos_crying_knife_below_a_sensible_sentence(embedded):
+    """Both orders, on the default embedded model: the README demo's old answer against a
+    sentence with the same concepts that a reader accepts."""
+    from selfrefine.backends.roles import RoleBackends
+    from selfrefine.core.config import RefineConfig
+    from selfrefine.engine.calls import Caller, CallLog
+    from selfrefine.engine.settings import CallPolicy
+
+    nonsense = "The chef chopped an onion, and the knife cried loudly as it was cut, causing chaos in the kitchen."
+    sensible = "In the kitchen, the chef used a knife to cut the onion, while the family members cried about the mess."
+    ask = "Which sentence describes something that makes more sense and could really happen?\nA: {}\nB: {}\nAnswer A or B."
+    caller = Caller(CallPolicy.of(RefineConfig()), RoleBackends.of(embedded), CallLog())
+    got = asyncio.run(Judge(caller).compare(0, "sense", ask.format(sensible, nonsense), ask.format(nonsense, sensible)))
+    assert got.method == "probabilities" and got.score > 0.5, got
+    assert [c.completion_tokens for c in caller.log.calls] == [1, 1]  # one decoded token a judgment
