@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from selfrefine.cli.commands import cli
-from selfrefine.cli.options import FLAG_FIELDS, LOOP_OPTIONS, config_of
+from selfrefine.cli.options import LOOP_OPTIONS, LoopFlags, config_of
 from selfrefine.core.config import RefineConfig, choices
 from selfrefine.core.errors import ConfigError
 from selfrefine.service.schemas import REQUEST_OPTIONS, LoopOptions
@@ -27,11 +27,11 @@ def _flags() -> dict[str, click.Option]:
 
 def test_every_loop_flag_sets_a_config_field_with_its_choices_and_default():
     flags = _flags()
-    assert set(flags) == set(FLAG_FIELDS)  # no flag without a field, no mapping without a flag
+    assert set(flags) == {f.name for f in LoopFlags.flags()}  # each flag is one declared field
     for name, flag in flags.items():
-        field = RefineConfig.model_fields[FLAG_FIELDS[name]]
+        field = RefineConfig.model_fields[name]  # named as the config field it fills: no renames
         if isinstance(flag.type, click.Choice):
-            assert tuple(flag.type.choices) == choices(FLAG_FIELDS[name]), name
+            assert tuple(flag.type.choices) == choices(name), name
         given = flag.default if type(flag.default).__name__ != "Sentinel" else None  # click 8.3: UNSET
         if given is not None and not flag.is_flag and not flag.multiple:
             assert given == field.default, name

@@ -248,10 +248,9 @@ class EngineFlags(Flags):
         return EngineSpec(task=task, config=self.loop.config(**extra), **models_of(self.models))
 
 
-# the loop flags' options alone, and each loop flag's parameter with the RefineConfig field
-# it fills: the same name, as each declaration says (tests/cli/test_options_one_source.py)
+# the loop flags' options alone; each one's parameter is named as the RefineConfig field it
+# fills (tests/cli/test_options_one_source.py)
 LOOP_OPTIONS = LoopFlags.decorators()
-FLAG_FIELDS = {f.name: f.name for f in LoopFlags.flags()}
 
 
 def key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
