@@ -286,5 +286,20 @@ def write_report(out: Path, doc: Path, intro: str | None = None) -> str:
         *(["## Failed items", "", *failures(out), ""] if failures(out) else []),
     ]
     text = "\n".join(parts)
-    doc.write_text(text, encoding="utf-8")
+    write_generated(doc, text)
     return text
+
+
+START, END = "<!-- judges:start -->", "<!-- judges:end -->"
+
+
+def write_generated(doc: Path, text: str) -> None:
+    """The generated text between the doc's markers (what is around them is written by hand);
+    a doc without them is written whole."""
+    content = doc.read_text(encoding="utf-8") if doc.exists() else ""
+    if START in content and END in content:
+        head, _, rest = content.partition(START)
+        tail = rest.partition(END)[2]
+    else:
+        head, tail = "", ""
+    doc.write_text(f"{head}{START}\n{text}\n{END}{tail}", encoding="utf-8")
