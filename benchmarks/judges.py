@@ -396,6 +396,7 @@ COMMANDS = (
     "timeout 900 .venv/bin/python benchmarks/judges.py --part fed-turn --methods rating --limit 60",
     "timeout 720 .venv/bin/python benchmarks/judges.py --part fed-turn --methods pairwise --limit 60",
     "timeout 1200 .venv/bin/python benchmarks/judges.py --part sense --methods critic",
+    "timeout 660 .venv/bin/python benchmarks/judges.py --part sense --methods critic   # resumed",
 )
 
 
