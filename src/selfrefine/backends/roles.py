@@ -54,14 +54,13 @@ class RoleBackends(Mapping[Role, Backend]):
         """Each backend once, however many roles share it (in role order)."""
         return list({id(b): b for b in self.values()}.values())
 
-    def map(self, wrap: Wrap) -> RoleBackends:
-        """Each distinct backend wrapped once: roles that shared a backend share its wrapper."""
-        pairs = [(backend, wrap(backend)) for backend in self.distinct()]
-
-        def wrapped(backend: Backend) -> Backend:
-            return next(new for old, new in pairs if old is backend)
-
-        return RoleBackends(*(wrapped(self[role]) for role in ROLES))
+    def map(self, wrap: Wrap | None) -> RoleBackends:
+        """Each distinct backend wrapped once: roles that shared a backend share its wrapper
+        (``wrap`` None: these backends as they are)."""
+        if wrap is None:
+            return self
+        wrapped = {id(backend): wrap(backend) for backend in self.distinct()}
+        return RoleBackends(*(wrapped[id(self[role])] for role in ROLES))
 
     async def aclose(self) -> None:
         """Close each distinct backend once."""

@@ -66,9 +66,7 @@ class SelfRefine:
             raise ConfigError("pass either config= or keyword options, not both")
         # run option over task default, resolved once (a bad combination fails here)
         self.settings = Settings.resolve(config or RefineConfig.build(**options), self.task)
-        self.backends = _role_backends(model, feedback_model, refine_model)
-        if wrap is not None:
-            self.backends = self.backends.map(wrap)
+        self.backends = _role_backends(model, feedback_model, refine_model).map(wrap)
 
     @classmethod
     def from_spec(

@@ -85,8 +85,7 @@ class EnginePool:
     _engines: OrderedDict[tuple[str, str], SelfRefine] = field(default_factory=OrderedDict)
 
     def __post_init__(self) -> None:
-        if self.wrap is not None:
-            self.backends = self.backends.map(self.wrap)
+        self.backends = self.backends.map(self.wrap)
 
     def get(self, task_name: str, options: LoopOptions) -> SelfRefine:
         """The engine for a task and a request's options; a bad option is a ConfigError."""
@@ -111,8 +110,7 @@ class EnginePool:
         if self.upstream is None:
             raise no_upstream(upstream_model)
         if upstream_model not in self._chosen:
-            chosen = RoleBackends.of(self.upstream.backend(upstream_model))
-            self._chosen[upstream_model] = chosen.map(self.wrap) if self.wrap is not None else chosen
+            self._chosen[upstream_model] = RoleBackends.of(self.upstream.backend(upstream_model)).map(self.wrap)
         return self._chosen[upstream_model]
 
     async def aclose(self) -> None:
