@@ -14,8 +14,9 @@ from selfrefine.backends import FakeBackend, get_backend
 from selfrefine.backends.embedded import LlamaCppBackend
 from selfrefine.backends.openai_compat import OpenAIBackend
 from selfrefine.backends.options import FakeOptions, LlamaCppOptions, OpenAIOptions
-from selfrefine.cli.commands import build_engine, cli, run
+from selfrefine.cli.commands import RunFlags, cli, run
 from selfrefine.core.errors import ConfigError
+from selfrefine.engine.loop import SelfRefine
 
 EXAMPLES = ROOT / "examples"
 LOCAL = "http://127.0.0.1:1/v1"  # never contacted: these tests only build backends
@@ -153,9 +154,9 @@ def test_a_plugin_without_options_model_is_checked_by_its_keywords(plugins):
 
 def engine_from(*args: str):
     """The engine that `selfrefine run commongen ... ARGS` builds (parsed by click, not run)."""
-    ctx = run.make_context("run", ["commongen", "dog, ball", *args])
-    skip = {"task", "input", "input_file", "reference", "as_json"}
-    return build_engine("commongen", {k: v for k, v in ctx.params.items() if k not in skip})
+    params = run.make_context("run", ["commongen", "dog, ball", *args]).params
+    params = {k: v for k, v in params.items() if k not in ("task", "input")}  # run's arguments
+    return SelfRefine.from_spec(RunFlags.of(params).engine.spec("commongen"))
 
 
 def test_o_stays_with_model_and_the_roles_that_share_it(gguf, no_openai_env):

@@ -29,7 +29,7 @@ from ..engine.task import PreparedInput, Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
 from .inputs import one_input, read_input
-from .options import EngineFlags, Flags, engine_spec, flag, part, role_model
+from .options import EngineFlags, Flags, flag, part, role_model
 from .tables import keep_whole
 
 
@@ -74,12 +74,6 @@ def _debug(ctx: click.Context) -> bool:
 def cli(ctx: click.Context, debug: bool) -> None:
     """Self-Refine: draft, critique and refine with one LLM until a stop rule holds."""
     ctx.ensure_object(dict)["debug"] = debug
-
-
-def build_engine(task: str, flags: dict[str, Any], loaded: Task | None = None, **extra: Any) -> SelfRefine:
-    """The engine of click's parameters of ``run`` (config errors surface before any model
-    loads); ``task`` is the name or path given, ``loaded`` the Task already read from it."""
-    return SelfRefine.from_spec(engine_spec(task, flags, **extra), task=loaded)
 
 
 @dataclass(frozen=True, kw_only=True)
