@@ -4,6 +4,9 @@ import asyncio
 import json
 import os
 import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -118,3 +121,50 @@ def page_errors(page) -> list[str]:
 
     page.on("dialog", on_dialog)
     return errors
+
+
+class JsonServer:
+    """A real threaded HTTP server on 127.0.0.1 that plays an OpenAI-compatible one: each
+    POST's JSON body is recorded in ``bodies`` and answered by ``answer(path, body)`` ->
+    (status, reply); a request with ``"stream": true`` answered 200 gets ``chunks(reply)`` as
+    server-sent events. ``base_url`` is its /v1; ``close()`` stops it."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+                server.bodies.append(body)
+                status, reply = server.answer(self.path, body)
+                if body.get("stream") and status == 200:
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.end_headers()
+                    for event in [*server.chunks(reply), "[DONE]"]:
+                        self.wfile.write(f"data: {event}\n\n".encode())
+                    return
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def answer(self, path: str, body: dict) -> tuple[int, dict]:
+        raise NotImplementedError
+
+    def chunks(self, reply: dict) -> Iterator[str]:
+        raise NotImplementedError(f"{type(self).__name__} does not stream")
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

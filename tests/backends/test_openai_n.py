@@ -10,46 +10,24 @@ SDK talks to it, and the server records every request body it received.
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from conftest import JsonServer
 
 from selfrefine import BackendError
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.openai_compat import OpenAIBackend
 
 
-class Server:
+class Server(JsonServer):
     """Answers chat requests as a server of kind ``honours``, ``refuses`` or ``ignores``."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.kind = "honours"
-        self.bodies: list[dict] = []
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-                server.bodies.append(body)
-                status, reply = server.answer(body)
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def answer(self, body: dict) -> tuple[int, dict]:
+    def answer(self, path: str, body: dict) -> tuple[int, dict]:
         n = body.get("n", 1)
         if n > 1 and self.kind == "refuses":
             return 400, {"error": {"message": "Only one completion choice is allowed", "type": "invalid_request_error"}}
@@ -78,8 +56,7 @@ class Server:
 def _server() -> Iterator[Server]:
     srv = Server()
     yield srv
-    srv.httpd.shutdown()
-    srv.httpd.server_close()
+    srv.close()
 
 
 @pytest.fixture

@@ -12,13 +12,12 @@ import asyncio
 import hashlib
 import json
 import math
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from conftest import JsonServer
 
 from selfrefine.backends import FakeBackend, TokenChoices, answer_probabilities
 from selfrefine.backends.base import CompletionRequest, CompletionResponse
@@ -170,41 +169,14 @@ def test_a_bad_reply_object_in_a_file_is_refused(tmp_path, reply):
 # -- openai: against a real local server ---------------------------------------------------
 
 
-class Server:
+class Server(JsonServer):
     """An OpenAI-compatible server of kind ``gives`` (logprobs as asked), ``none`` (never any),
     ``refuses`` (400 naming logprobs, as a server without them), ``fails`` (500 naming them)
     or ``too long`` (400 to all)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.kind = "gives"
-        self.bodies: list[dict] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-                server.bodies.append(body)
-                status, reply = server.answer(self.path, body)
-                if body.get("stream") and status == 200:
-                    self.send_response(200)
-                    self.send_header("content-type", "text/event-stream")
-                    self.end_headers()
-                    for event in [*server.chunks(reply), "[DONE]"]:
-                        self.wfile.write(f"data: {event}\n\n".encode())
-                    return
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     TOKENS = [("Yes", -0.1, {"Yes": -0.1, "No": -2.4, " Yes": -5.0}), (".", -0.01, {".": -0.01, "!": -4.6})]
 
@@ -272,8 +244,7 @@ class Server:
 def _server() -> Iterator[Server]:
     srv = Server()
     yield srv
-    srv.httpd.shutdown()
-    srv.httpd.server_close()
+    srv.close()
 
 
 @pytest.fixture
