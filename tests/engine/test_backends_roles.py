@@ -42,11 +42,33 @@ class Wrapper:
 def test_one_backend_serves_every_role_and_counts_once():
     main = FakeBackend()
     roles = RoleBackends.of(main)
-    assert [roles[r] for r in ("generate", "feedback", "refine")] == [main, main, main]
-    assert roles.model is main and list(roles) == ["generate", "feedback", "refine"]
+    assert [roles[r] for r in ("generate", "feedback", "refine", "judge")] == [main, main, main, main]
+    assert roles.model is main and list(roles) == ["generate", "feedback", "refine", "judge"]
     assert roles.distinct() == [main]
     with pytest.raises(KeyError):
-        roles["judge"]
+        roles["critic"]
+
+
+def test_the_judge_is_the_critic_s_backend_unless_given_its_own():
+    main, critic, judge = FakeBackend(name="main"), FakeBackend(name="critic"), FakeBackend(name="judge")
+    assert RoleBackends.of(main, feedback=critic)["judge"] is critic  # the critic's model judges
+    assert RoleBackends.of(main, refine=critic)["judge"] is main  # no feedback model: --model's
+    assert RoleBackends(main, critic, main).judge is critic  # built by fields: the same default
+    own = RoleBackends.of(main, feedback=critic, judge=judge)
+    assert [own[r] for r in own] == [main, critic, main, judge] and own.distinct() == [main, critic, judge]
+    assert RoleBackends.of(main, judge=main).distinct() == [main]  # a judge given the same object: shared
+
+
+def test_map_and_aclose_keep_the_judge_shared_or_its_own():
+    main, critic = Closing("main"), Closing("critic")
+    wrap = Wrapper()
+    shared = RoleBackends.of(main, feedback=critic).map(wrap)
+    assert wrap.given == [main, critic] and shared["judge"] is shared["feedback"]  # wrapped once, still shared
+    own = RoleBackends.of(main, judge=critic).map(Wrapper())
+    assert own["judge"] is not own["feedback"] and own["feedback"] is own["generate"]
+    assert [b.name for b in own.distinct()] == ["wrapped main", "wrapped critic"]
+    asyncio.run(RoleBackends.of(main, feedback=critic, judge=critic).aclose())
+    assert (main.closed, critic.closed) == (1, 1)
 
 
 def test_distinct_gives_each_backend_once_in_role_order():
@@ -110,6 +132,26 @@ def test_the_pool_opens_each_spec_once_and_its_engines_share_the_backends():
     assert first.backends["feedback"] is not first.backends["generate"]
     same = pool.roles(fake, feedback_model=ModelSpec(model="fake"))  # the same spec again: shared
     assert same.distinct() == [first.backends.model]
+
+
+def test_a_judge_model_is_its_own_backend_in_the_library_and_the_spec():
+    main, judge = FakeBackend(name="main", default="A dog."), FakeBackend(name="judge")
+    engine = SelfRefine("commongen", main, judge_model=judge, max_iterations=0)
+    assert engine.backends["judge"] is judge and engine.backends["feedback"] is main
+    assert engine.run("dog, ball").config.models == {
+        "generate": "main",
+        "feedback": "main",
+        "refine": "main",
+        "judge": "judge",
+    }
+    with pytest.raises(ConfigError, match="every role"):
+        SelfRefine("commongen", RoleBackends.of(main), judge_model=judge)
+    pool = BackendPool()
+    fake, slow = ModelSpec(model="fake"), ModelSpec(model="fake", options={"latency": 0.5})
+    own = SelfRefine.from_spec(EngineSpec(task="commongen", model=fake, judge_model=slow), pool=pool)
+    assert own.backends["judge"] is not own.backends["feedback"] and own.backends["judge"].latency == 0.5
+    same = SelfRefine.from_spec(EngineSpec(task="commongen", model=fake, judge_model=fake), pool=pool)
+    assert same.backends.distinct() == [own.backends.model]  # the same spec: one backend for every role
 
 
 def test_from_spec_takes_backends_already_open():

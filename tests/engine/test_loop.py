@@ -301,7 +301,7 @@ def test_roles_can_use_different_backends(task):
     main, critic = fake(refine=["d1"]), fake(generate=[], feedback=["score: 1", "score: 2"])
     result = SelfRefine(task, main, feedback_model=critic, max_iterations=1, final_feedback=True).run("cats")
     assert critic.prompts("feedback") and not main.prompts("feedback")
-    assert result.config["models"] == {"generate": "fake", "feedback": "fake", "refine": "fake"}
+    assert result.config["models"] == {"generate": "fake", "feedback": "fake", "refine": "fake", "judge": "fake"}
     assert [r.role for r in critic.requests] == ["feedback", "feedback"]
 
 

@@ -74,7 +74,7 @@ def test_run_config_is_a_typed_record_and_old_rows_load():
 
     result = SelfRefine("commongen", FakeBackend(default="a dog runs"), max_iterations=0).run("dog, run")
     assert isinstance(result.config, RunConfig)
-    assert result.config.models == {"generate": "fake", "feedback": "fake", "refine": "fake"}
+    assert result.config.models == {"generate": "fake", "feedback": "fake", "refine": "fake", "judge": "fake"}
     assert result.config.max_iterations == 0 and result.config["select"] == result.config.select
     old = result.model_dump(mode="json")
     old["config"]["a_key_from_an_old_version"] = 1

@@ -33,16 +33,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..core.errors import BackendError, ModelNotFoundError
+from ..core.records import MODEL_ROLES
 from .base import Backend, CompletionRequest, CompletionResponse, TextSink, TokenChoices
 
 Reply = str | BaseException | Mapping[str, Any]  # a mapping: {"text": ..., "top_logprobs": [...]}
 
-ROLE_KEYS = ("generate", "feedback", "refine")
+ROLE_KEYS = MODEL_ROLES
 FILE_KEYS = ("replies", "table", "default", "latency", *ROLE_KEYS)
 SEE_FORMAT = "`selfrefine models` and the README (The fake model) give the format"
 REPLIES_FILE_FORMAT = (
     'a JSON object with any of: "replies": [REPLY, ...] (used in order by every role) or '
-    '{ROLE: [REPLY, ...]}; a role key at the top level ("generate"/"feedback"/"refine": [REPLY, ...]); '
+    '{ROLE: [REPLY, ...]}; a role key at the top level ("generate"/"feedback"/"refine"/"judge": [REPLY, ...]); '
     '"table": {PROMPT_SUBSTRING: REPLY} (checked first); "default": REPLY (when nothing else is left); '
     '"latency": SECONDS or {ROLE: SECONDS}. A bare JSON list is the "replies" list. REPLY is a string, '
     'or {"text": STRING, "top_logprobs": [{TOKEN: LOGPROB, ...}, ...]} to give the token probabilities '

@@ -1,8 +1,9 @@
-"""The backend of each role of a run (``generate``, ``feedback``, ``refine``), as one value.
+"""The backend of each role of a run (``generate``, ``feedback``, ``refine``, ``judge``), as one value.
 
 Roles may share a backend (one model for every role is the usual case): :class:`RoleBackends`
 keeps that sharing, so a backend shared by two roles is one object with one concurrency
-limit. The engine reads it by role (``backends["feedback"]``); a
+limit. The judge (the closed questions of :mod:`~selfrefine.engine.judging`) is the
+critic's backend unless it is given its own. The engine reads it by role (``backends["feedback"]``); a
 :class:`~selfrefine.engine.spec.BackendPool` produces it from an engine spec's models; the
 server gives one to every engine it builds.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
-from ..core.records import ROLES, Role
+from ..core.records import MODEL_ROLES, Role
 from .base import Backend
 
 Wrap = Callable[[Backend], Backend]
@@ -26,12 +27,24 @@ class RoleBackends(Mapping[Role, Backend]):
     generate: Backend
     feedback: Backend
     refine: Backend
+    judge: Backend = None  # type: ignore[assignment]  # None: the feedback role's backend
+
+    def __post_init__(self) -> None:
+        if self.judge is None:
+            object.__setattr__(self, "judge", self.feedback)
 
     @classmethod
-    def of(cls, model: Backend, feedback: Backend | None = None, refine: Backend | None = None) -> RoleBackends:
+    def of(
+        cls,
+        model: Backend,
+        feedback: Backend | None = None,
+        refine: Backend | None = None,
+        judge: Backend | None = None,
+    ) -> RoleBackends:
         """``model`` for every role but those given their own backend (``of(b)``: one
-        backend serves every role)."""
-        return cls(model, feedback if feedback is not None else model, refine if refine is not None else model)
+        backend serves every role); the judge is the feedback role's backend unless given."""
+        critic = feedback if feedback is not None else model
+        return cls(model, critic, refine if refine is not None else model, judge if judge is not None else critic)
 
     @property
     def model(self) -> Backend:
@@ -39,16 +52,16 @@ class RoleBackends(Mapping[Role, Backend]):
         return self.generate
 
     def __getitem__(self, role: Role) -> Backend:
-        if role not in ROLES:
+        if role not in MODEL_ROLES:
             raise KeyError(role)
         backend: Backend = getattr(self, role)
         return backend
 
     def __iter__(self) -> Iterator[Role]:
-        return iter(ROLES)
+        return iter(MODEL_ROLES)
 
     def __len__(self) -> int:
-        return len(ROLES)
+        return len(MODEL_ROLES)
 
     def distinct(self) -> list[Backend]:
         """Each backend once, however many roles share it (in role order)."""
@@ -60,7 +73,7 @@ class RoleBackends(Mapping[Role, Backend]):
         if wrap is None:
             return self
         wrapped = {id(backend): wrap(backend) for backend in self.distinct()}
-        return RoleBackends(*(wrapped[id(self[role])] for role in ROLES))
+        return RoleBackends(*(wrapped[id(self[role])] for role in MODEL_ROLES))
 
     async def aclose(self) -> None:
         """Close each distinct backend once."""

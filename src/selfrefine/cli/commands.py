@@ -29,7 +29,7 @@ from ..engine.task import PreparedInput, Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
 from .inputs import one_input, read_input
-from .options import EngineFlags, Flags, flag, part, role_model
+from .options import EngineFlags, Flags, flag, judge_models, part
 from .tables import keep_whole
 
 
@@ -156,17 +156,11 @@ class EvalFlags(Flags):
         envvar="SELFREFINE_CACHE",
         help="Response cache file (default ~/.cache/selfrefine/responses.sqlite).",
     )
-    judge_model: str | None = flag(
+    evaluation_judge: str | None = flag(
         "--judge",
         metavar="MODEL",
-        help="Also compare each output with its one-step draft using this model as pairwise judge.",
-    )
-    judge_options: tuple[str, ...] = flag(
-        "--judge-option",
-        multiple=True,
-        metavar="KEY=VALUE",
-        help="Option of the --judge model's backend only (it never gets -o or --base-url), "
-        "e.g. --judge-option base_url=URL.",
+        help="The evaluation's judge (not the loop's judge role, --judge-model): also compare each "
+        "output with its one-step draft using this model as pairwise judge; its options: --judge-option.",
     )
     retry_failed: bool = flag(
         "--retry-failed/--no-retry-failed",
@@ -261,7 +255,7 @@ def _eval(task: str, opts: EvalFlags) -> None:
     the_task = get_task(task)
     examples, source = _eval_examples(the_task, opts.data, opts.limit, opts.tests_path)
     cache = None if opts.no_cache else ResponseCache(opts.cache_path)
-    judge_spec = role_model(opts.judge_model, opts.judge_options, "--judge-option", "--judge")
+    judge_spec = judge_models(opts.engine.models, opts.evaluation_judge)[1]
     engine, recipe = _eval_engine(task, the_task, opts, judge_spec, cache)
     judge = _judge(judge_spec, the_task, opts.engine.loop.seed, cache)
     concurrency = opts.concurrency or engine.examples_in_flight()
@@ -293,7 +287,7 @@ def _eval_engine(
 ) -> tuple[SelfRefine, Any]:
     """The driver's engine (its backends through the response cache) and, with --ray, the
     recipe the actors build theirs from (the same spec: absolute paths, actor 0's server)."""
-    spec, recipe = opts.engine.spec(task), None
+    spec, recipe = opts.engine.spec(task, opts.evaluation_judge), None
     if opts.ray_address is not None:
         from ..evaluation.ray_pool import EngineRecipe
 

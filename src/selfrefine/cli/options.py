@@ -96,7 +96,7 @@ def _default(field: str) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelFlags(Flags):
-    """The model of every role and the feedback/refine roles' own (``run``, ``eval``, ``serve``)."""
+    """The model of every role and the feedback/refine/judge roles' own (``run``, ``eval``, ``serve``)."""
 
     model: str = flag(
         "--model",
@@ -130,6 +130,19 @@ class ModelFlags(Flags):
     refine_model: str | None = flag("--refine-model", help="A different model for the refine role.")
     refine_options: tuple[str, ...] = flag(
         "--refine-option", multiple=True, metavar="KEY=VALUE", help="Option of --refine-model's backend only."
+    )
+    judge_model: str | None = flag(
+        "--judge-model",
+        help="A different model for the loop's judge role: the closed yes/no, rating and A-or-B questions "
+        "it answers from token probabilities while refining (default: the feedback role's model). "
+        "Not eval's --judge, which measures the results afterwards.",
+    )
+    judge_options: tuple[str, ...] = flag(
+        "--judge-option",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Option of the judges' own models only: --judge-model's backend and, in eval, --judge's "
+        "(neither gets -o or --base-url), e.g. --judge-option base_url=URL.",
     )
 
 
@@ -242,10 +255,11 @@ class EngineFlags(Flags):
     models: ModelFlags = part(ModelFlags)
     loop: LoopFlags = part(LoopFlags)
 
-    def spec(self, task: str, **extra: Any) -> EngineSpec:
+    def spec(self, task: str, evaluation_judge: str | None = None, **extra: Any) -> EngineSpec:
         """The engine's spec: ``task`` as given (a name or a task file's path), the flags,
-        ``extra`` RefineConfig fields (``record_prompts``)."""
-        return EngineSpec(task=task, config=self.loop.config(**extra), **models_of(self.models))
+        ``extra`` RefineConfig fields (``record_prompts``); ``evaluation_judge``: eval's --judge."""
+        models = models_of(self.models, evaluation_judge)
+        return EngineSpec(task=task, config=self.loop.config(**extra), **models)
 
 
 # the loop flags' options alone; each one's parameter is named as the RefineConfig field it
@@ -265,7 +279,8 @@ def key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
 
 
 def role_model(spec: str | None, pairs: tuple[str, ...], flag: str, model_flag: str) -> ModelSpec | None:
-    """One role's own model and its options (which never reach another role's backend)."""
+    """One role's own model and its options (which never reach another role's backend); also
+    eval's --judge, the evaluation's judge."""
     if pairs and spec is None:
         raise click.UsageError(
             f"{flag} needs {model_flag}: without it that role shares --model's backend, which -o configures"
@@ -287,15 +302,31 @@ def main_model(model: str, pairs: tuple[str, ...], base_url: str | None) -> Mode
     return ModelSpec(model=model, options=opts)
 
 
-def models_of(flags: ModelFlags) -> dict[str, ModelSpec | None]:
-    """The model flags as the spec's three ModelSpecs (feedback/refine None: --model's)."""
+def models_of(flags: ModelFlags, evaluation_judge: str | None = None) -> dict[str, ModelSpec | None]:
+    """The model flags as the spec's ModelSpecs (feedback/refine None: --model's; judge None:
+    the feedback role's). ``evaluation_judge``: eval's --judge, which --judge-option also sets."""
     return {
         "model": main_model(flags.model, flags.options, flags.base_url),
         "feedback_model": role_model(
             flags.feedback_model, flags.feedback_options, "--feedback-option", "--feedback-model"
         ),
         "refine_model": role_model(flags.refine_model, flags.refine_options, "--refine-option", "--refine-model"),
+        "judge_model": judge_models(flags, evaluation_judge)[0],
     }
+
+
+def judge_models(flags: ModelFlags, evaluation_judge: str | None = None) -> tuple[ModelSpec | None, ModelSpec | None]:
+    """The loop's judge role's own model (--judge-model) and eval's judge (--judge), each with
+    the --judge-option options; either None where not given."""
+    pairs = flags.judge_options
+    if pairs and flags.judge_model is None and evaluation_judge is None:
+        raise click.UsageError(
+            "--judge-option needs --judge-model (or, in eval, --judge): without one the judge role "
+            "shares the feedback role's backend, which -o or --feedback-option configures"
+        )
+    given = [(flags.judge_model, "--judge-model"), (evaluation_judge, "--judge")]
+    loop, evaluation = (role_model(m, pairs if m else (), "--judge-option", f) for m, f in given)
+    return loop, evaluation
 
 
 def config_of(flags: Mapping[str, Any], **extra: Any) -> RefineConfig:

@@ -14,8 +14,11 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from .config import RefineConfig
 
-Role = Literal["generate", "feedback", "refine"]
+Role = Literal["generate", "feedback", "refine", "judge"]
+# the roles with prompts of their own: templates, temperatures, max tokens, stop sequences
 ROLES: tuple[Role, ...] = ("generate", "feedback", "refine")
+# every role a backend plays: the prompt roles and the judge (closed questions, engine/judging.py)
+MODEL_ROLES: tuple[Role, ...] = (*ROLES, "judge")
 
 
 class StopReason(str, Enum):

@@ -37,7 +37,9 @@ class SelfRefine:
     """One task on one or more backends. Reusable across inputs; close it when done.
 
     ``model`` serves every role unless ``feedback_model``/``refine_model`` name a different
-    backend for that role (e.g. a cheap critic and a larger refiner); ``model`` may also be a
+    backend for that role (e.g. a cheap critic and a larger refiner); ``judge_model``, the
+    backend of the judge role (the loop's closed yes/no, rating and A-or-B questions,
+    answered from token probabilities), is the feedback role's unless given; ``model`` may also be a
     :class:`~selfrefine.backends.roles.RoleBackends` that gives each role's. ``wrap`` is given
     each distinct backend once (roles that share a backend share its wrapper). ``verify``: a verifier
     for a task without one, a function ``(input, draft) -> score``, or
@@ -53,6 +55,7 @@ class SelfRefine:
         *,
         feedback_model: Backend | str | None = None,
         refine_model: Backend | str | None = None,
+        judge_model: Backend | str | None = None,
         config: RefineConfig | None = None,
         wrap: Wrap | None = None,
         verify: Verifier | Checks | Mapping[str, Any] | None = None,
@@ -66,7 +69,7 @@ class SelfRefine:
             raise ConfigError("pass either config= or keyword options, not both")
         # run option over task default, resolved once (a bad combination fails here)
         self.settings = Settings.resolve(config or RefineConfig.build(**options), self.task)
-        self.backends = _role_backends(model, feedback_model, refine_model).map(wrap)
+        self.backends = _role_backends(model, feedback_model, refine_model, judge_model).map(wrap)
 
     @classmethod
     def from_spec(
@@ -88,7 +91,8 @@ class SelfRefine:
         if backends is not None and (pool is not None or wrap is not None):
             raise ConfigError("pass either backends (already open) or a pool/wrap to open the spec's models")
         if backends is None:
-            backends = (pool or BackendPool(wrap)).roles(spec.model, spec.feedback_model, spec.refine_model)
+            models = (spec.model, spec.feedback_model, spec.refine_model, spec.judge_model)
+            backends = (pool or BackendPool(wrap)).roles(*models)
         return cls(task or spec.task, backends, config=spec.config)
 
     # -- public API ----------------------------------------------------------------------
@@ -197,19 +201,16 @@ def refine(
         return engine.run(input)
 
 
-def _role_backends(
-    model: Backend | RoleBackends | str | None, feedback_model: Backend | str | None, refine_model: Backend | str | None
-) -> RoleBackends:
-    """Each role's backend from SelfRefine's arguments (a name is opened here)."""
+def _role_backends(model: Backend | RoleBackends | str | None, *own: Backend | str | None) -> RoleBackends:
+    """Each role's backend from SelfRefine's arguments: ``model``, then the feedback, refine
+    and judge roles' own (a name is opened here)."""
     if isinstance(model, RoleBackends):
-        if feedback_model is not None or refine_model is not None:
+        if any(backend is not None for backend in own):
             raise ConfigError(
-                "model is a RoleBackends, which gives every role's backend: pass no feedback/refine_model"
+                "model is a RoleBackends, which gives every role's backend: pass no feedback/refine/judge_model"
             )
         return model
-    base = get_backend(model)
-    feedback = get_backend(feedback_model) if feedback_model is not None else None
-    return RoleBackends.of(base, feedback, get_backend(refine_model) if refine_model is not None else None)
+    return RoleBackends.of(get_backend(model), *(get_backend(b) if b is not None else None for b in own))
 
 
 _RUNNERS = threading.local()

@@ -20,7 +20,7 @@ from typing import Any
 from ..backends.base import Backend
 from ..core.errors import BackendError, SandboxUnavailableError, error_text
 from ..core.records import (
-    ROLES,
+    MODEL_ROLES,
     CallStep,
     DecisionStep,
     DraftStep,
@@ -187,8 +187,8 @@ class Refinement:
         if selected is not None and output is not None:
             (metric, metric_error), (answer, answer_error) = await asyncio.to_thread(self._score_output, output)
             metric = output_metric(metric, state.iterations[selected].finish_reason)
-        models = {role: self.backends[role].name for role in ROLES}
-        files = {r: i for r in ROLES if (i := self.backends[r].model_info()) is not None}
+        models = {role: self.backends[role].name for role in MODEL_ROLES}
+        files = {r: i for r in MODEL_ROLES if (i := self.backends[r].model_info()) is not None}
         return RunResult(
             task=self.task.name,
             input=state.input,

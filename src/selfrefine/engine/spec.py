@@ -65,7 +65,8 @@ class ModelSpec(BaseModel):
 
 class EngineSpec(BaseModel):
     """Everything an engine is made of. ``feedback_model``/``refine_model`` None: that role
-    shares ``model``'s backend."""
+    shares ``model``'s backend; ``judge_model`` None: the judge (the loop's closed questions)
+    shares the feedback role's."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -74,6 +75,7 @@ class EngineSpec(BaseModel):
     model: ModelSpec = Field(default_factory=ModelSpec)
     feedback_model: ModelSpec | None = None
     refine_model: ModelSpec | None = None
+    judge_model: ModelSpec | None = None
 
     def replace(self, **update: Any) -> EngineSpec:
         """A copy with some fields changed (and checked again)."""
@@ -96,12 +98,17 @@ class BackendPool:
         return self._open[key]
 
     def roles(
-        self, model: ModelSpec, feedback_model: ModelSpec | None = None, refine_model: ModelSpec | None = None
+        self,
+        model: ModelSpec,
+        feedback_model: ModelSpec | None = None,
+        refine_model: ModelSpec | None = None,
+        judge_model: ModelSpec | None = None,
     ) -> RoleBackends:
-        """Each role's backend (``feedback_model``/``refine_model`` None: ``model``'s), as
-        :class:`EngineSpec` names them; a spec already open is shared, not opened again."""
+        """Each role's backend (``feedback_model``/``refine_model`` None: ``model``'s;
+        ``judge_model`` None: the feedback role's), as :class:`EngineSpec` names them; a spec
+        already open is shared, not opened again."""
         main = self.get(model)  # opened first, as the roles come
-        own = [self.get(spec) if spec is not None else None for spec in (feedback_model, refine_model)]
+        own = [self.get(spec) if spec is not None else None for spec in (feedback_model, refine_model, judge_model)]
         return RoleBackends.of(main, *own)
 
     def backends(self) -> list[Backend]:

@@ -45,13 +45,17 @@ def run_meta(name: str, engine: SelfRefine, data: str, limit: int | None, tests:
     for key, default in (("samples", 1), ("strategy", "fixed"), ("preset", None)):
         if config.get(key) == default:
             config.pop(key, None)  # options added later, at their defaults: older folders resume
+    roles = engine.backends
+    # the judge at its default, the feedback role's backend, is no setting of its own: folders
+    # made before the judge role resume
+    own = {role: b for role, b in roles.items() if role != "judge" or b is not roles["feedback"]}
     return RunMeta(
         name=name,
         task=engine.task.name,
         data=data,
-        models={role: b.name for role, b in engine.backends.items()},
-        model_ids={role: b.cache_identity() for role, b in engine.backends.items()},
-        model_files={r: i.model_dump() for r, b in engine.backends.items() if (i := b.model_info()) is not None},
+        models={role: b.name for role, b in roles.items()},
+        model_ids={role: b.cache_identity() for role, b in own.items()},
+        model_files={r: i.model_dump() for r, b in roles.items() if (i := b.model_info()) is not None},
         config=config,
         limit=limit,
         version=__version__,

@@ -3,7 +3,7 @@
 The driver (:func:`~.driver.run_eval`) is the same as in local mode: it skips finished
 examples, writes every row durably as it arrives and writes the summary. Only the runner
 differs: :class:`RayPool` hands the examples to actors, each of which builds its own engine
-from an :class:`EngineRecipe` (picklable data: the engine spec and the judge's model), sized
+from an :class:`EngineRecipe` (picklable data: the engine spec and the evaluation judge's model), sized
 to the CPUs it reserved (``n_threads`` of an embedded/gguf model) and, with
 ``--ray-base-url``, talking to its own server.
 
@@ -65,9 +65,10 @@ def import_ray() -> Any:
 @dataclass(frozen=True)
 class EngineRecipe:
     """The run's engine as plain data: the :class:`EngineSpec` an actor builds with
-    ``SelfRefine.from_spec``, and the judge's model. It pickles; nothing is re-parsed in an
-    actor and no function travels. Paths in the task and in ``fake:``/``gguf:`` model specs
-    are made absolute by :meth:`portable` and must be readable on every node."""
+    ``SelfRefine.from_spec`` (the loop's judge role included), and the model of the
+    evaluation's judge (eval's --judge). It pickles; nothing is re-parsed in an actor and no
+    function travels. Paths in the task and in ``fake:``/``gguf:`` model specs are made
+    absolute by :meth:`portable` and must be readable on every node."""
 
     spec: EngineSpec
     judge: ModelSpec | None = None
@@ -94,7 +95,12 @@ class EngineRecipe:
 
 
 def _models(spec: EngineSpec) -> dict[str, ModelSpec | None]:
-    return {"model": spec.model, "feedback_model": spec.feedback_model, "refine_model": spec.refine_model}
+    return {
+        "model": spec.model,
+        "feedback_model": spec.feedback_model,
+        "refine_model": spec.refine_model,
+        "judge_model": spec.judge_model,
+    }
 
 
 def _takes_threads(model: ModelSpec) -> bool:
