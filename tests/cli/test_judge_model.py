@@ -77,6 +77,9 @@ def test_eval_keeps_its_judge_apart_from_the_loop_s(tmp_path):
     assert ids["judge"] == "fake"  # a judge of its own is a setting of the run: resuming with another is refused
     [row] = [json.loads(line) for line in (tmp_path / "own" / "results.jsonl").read_text().splitlines()]
     assert row["judge"]["raw"] == ['{"winner": "2"}'] * 2  # the evaluation's judge got it too
+    assert args[-6:-4] == ["--judge-model", "fake"]
+    again = CliRunner().invoke(cli, args[:-6] + args[-4:])  # the same folder, the critic's model judging
+    assert again.exit_code != 0 and "judge model" in again.output, again.output
     mixed = CliRunner().invoke(cli, [*args[:-4], "--judge-model", judge_file(tmp_path), *args[-4:]])
     assert mixed.exit_code != 0 and "takes its replies and latency from the file" in mixed.output
 
