@@ -34,6 +34,9 @@ class StubCaller:
             out.append((CompletionResponse(text=text, top_logprobs=steps), call))
         return out
 
+    def tokens_left(self) -> float:
+        return float("inf")  # no token budget
+
 
 def judge(reply) -> tuple[Judge, StubCaller]:
     caller = StubCaller(reply)

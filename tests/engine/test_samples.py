@@ -9,7 +9,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from selfrefine import FakeBackend, SelfRefine, StopReason
+from selfrefine import FakeBackend, SelfRefine, StopReason, Task
 from selfrefine.cli.commands import cli
 from selfrefine.core.errors import ConfigError
 from selfrefine.core.records import DraftStep
@@ -56,6 +56,7 @@ def test_a_refinement_round_is_accepted_only_when_its_best_scores_strictly_highe
         ],  # round 2: 3/3 -> accepted
         samples=2,
         max_iterations=2,
+        judging=False,  # the critic's tie-breaks (the judge's: test_judged_loop.py)
     )
     result = engine.run("dog, run, park")
     assert [it.accepted for it in result.iterations] == [True, False, True]
@@ -77,8 +78,14 @@ def test_a_round_whose_samples_echo_the_parent_is_rejected():
 
 
 def test_k_samples_need_a_verifier_and_a_temperature():
-    with pytest.raises(ConfigError, match="needs a task with a verifier"):
-        SelfRefine("dialogue", FakeBackend(), samples=2)
+    with pytest.raises(ConfigError, match="needs a task with a verifier or a judge.*its judge is off"):
+        SelfRefine("dialogue", FakeBackend(), samples=2, judging=False)
+    with pytest.raises(ConfigError, match="needs a task with a verifier or a judge.*has no verifier and no judge"):
+        SelfRefine(
+            Task("plain", generate="{{ input }}", feedback="{{ draft }}", refine="{{ draft }}"),
+            FakeBackend(),
+            samples=2,
+        )
     with pytest.raises(ConfigError, match="temperature 0 makes every sample the same draft"):
         SelfRefine("commongen", FakeBackend(), samples=2, temperature=0)
     with pytest.raises(ConfigError, match="strategy auto spends a token budget"):
@@ -187,7 +194,7 @@ def test_the_critic_breaks_a_tie_at_the_top_and_its_critique_is_the_steps_feedba
             "feedback": [odd, done],
         }
     )
-    engine = SelfRefine("commongen", backend, samples=2, max_iterations=1, verifier_mode="hybrid")
+    engine = SelfRefine("commongen", backend, samples=2, max_iterations=1, verifier_mode="hybrid", judging=False)
     result = engine.run("kitchen, knife, cut")
     first = result.iterations[0]
     assert [c.verification.score for c in first.candidates] == [1.0, 1.0]  # the verifier ties them
@@ -205,8 +212,11 @@ def test_at_the_cap_no_critique_is_paid_for_that_cannot_change_the_returned_draf
     assert [r.role for r in backend.requests] == ["generate"] * 4
     assert result.answer == "18" and result.stop_reason is StopReason.MAX_ITERATIONS
     assert result.iterations[0].feedback is None
-    # samples tied at the top of the last step go to the first, not to the critic
-    engine, backend = commongen(["A dog runs in a park.", "In the park a dog runs."], samples=2, max_iterations=0)
+    # samples tied at the top of the last step go to the first, not to the critic (with the
+    # judge off; on, the judge orders them: test_judged_loop.py)
+    engine, backend = commongen(
+        ["A dog runs in a park.", "In the park a dog runs."], samples=2, max_iterations=0, judging=False
+    )
     result = engine.run("dog, run, park")
     assert [c.chosen for c in result.iterations[0].candidates] == [True, False]
     assert [r.role for r in backend.requests] == ["generate", "generate"]
@@ -214,7 +224,11 @@ def test_at_the_cap_no_critique_is_paid_for_that_cannot_change_the_returned_draf
 
 def test_final_feedback_asks_for_the_critiques_at_the_cap():
     engine, backend = commongen(
-        ["A dog runs in a park.", "In the park a dog runs."], samples=2, max_iterations=0, final_feedback=True
+        ["A dog runs in a park.", "In the park a dog runs."],
+        samples=2,
+        max_iterations=0,
+        final_feedback=True,
+        judging=False,
     )
     result = engine.run("dog, run, park")
     # the critic breaks the tie, and the chosen sample's critique is the step's feedback
@@ -225,7 +239,9 @@ def test_final_feedback_asks_for_the_critiques_at_the_cap():
 def test_a_tie_with_another_draft_at_the_cap_still_gets_the_critique_that_breaks_it():
     # draft 1 ties draft 0 on the verifier: select verified reads the critic's score of both
     backend = FakeBackend({"generate": ["A dog runs."], "feedback": [FB] * 4, "refine": ["A dog is running."]})
-    engine = SelfRefine("commongen", backend, max_iterations=1, select="verified", verifier_mode="hybrid")
+    engine = SelfRefine(
+        "commongen", backend, max_iterations=1, select="verified", verifier_mode="hybrid", judging=False
+    )
     result = engine.run("dog, run, park")
     assert [r.role for r in backend.requests] == ["generate", "feedback", "refine", "feedback"]
     assert result.iterations[1].feedback is not None
@@ -269,7 +285,7 @@ def test_at_the_cap_a_refinement_that_ties_its_parent_is_judged_by_the_critic():
             "refine": ["In the park a dog runs.", "A dog."],
         }
     )
-    engine = SelfRefine("commongen", backend, samples=2, max_iterations=1, verifier_mode="hybrid")
+    engine = SelfRefine("commongen", backend, samples=2, max_iterations=1, verifier_mode="hybrid", judging=False)
     result = engine.run("dog, run, park")
     assert [it.accepted for it in result.iterations] == [True, True]
     assert result.output == "In the park a dog runs." and result.iterations[1].feedback.done is True

@@ -175,6 +175,7 @@ def test_verified_in_the_cli(tmp_path):
         "verified",
         "--accept",
         "not-worse",
+        "--no-judging",  # the critic path; the judge's: test_judged_loop.py
     ]
     out = CliRunner().invoke(cli, args)
     assert out.exit_code == 0, out.output

@@ -197,10 +197,14 @@ def test_says_done_only_on_a_plain_no_issues(task):
     assert task.says_done('{"issues": ["Wrong') is False
 
 
-def test_no_verifier_no_code_metric(task):
+def test_no_verifier_no_code_metric_but_a_judge(task):
     assert not task.has_verifier and task.metric("Q?", "A.") is None
-    with pytest.raises(ConfigError, match="no verifier"):
-        SelfRefine(task, FakeBackend(default="x"), select="verified")
+    assert list(task.judges) == ["follows", "correct"]  # what ranks its drafts (engine/judged.py)
+    SelfRefine(task, FakeBackend(default="x"), select="verified")  # ranked by the judge
+    with pytest.raises(ConfigError, match="no verifier and its judge is off"):
+        SelfRefine(task, FakeBackend(default="x"), select="verified", judging=False)
+    with pytest.raises(ConfigError, match="has no verifier; use verifier_mode 'self'"):
+        SelfRefine(task, FakeBackend(default="x"), verifier_mode="hybrid")  # the judge writes no findings
 
 
 def test_chat_is_built_in_after_the_papers_seven():

@@ -240,6 +240,14 @@ class LoopFlags(Flags):
         help="Critique the last draft even when that cannot change the result (with --select last "
         "at --max-iters the run otherwise skips that call).",
     )
+    judging: bool = flag(
+        "--no-judging",
+        is_flag=True,
+        flag_value=False,
+        default=True,
+        help="Do not ask the task's judge (yes/no questions read as probabilities) to rank the drafts "
+        "that its code checks tie; the critic or the earlier draft decides instead.",
+    )
 
     def config(self, **extra: Any) -> RefineConfig:
         """The RefineConfig these flags set (a bad value is a ConfigError naming the option)."""

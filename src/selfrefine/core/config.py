@@ -85,6 +85,10 @@ class RefineConfig(BaseModel):
     # auto: spend max_total_tokens between samples per step and rounds by what the verifier
     # sees (engine/strategy.py has the rule)
     strategy: Strategy = "fixed"
+    # where drafts are ranked (several samples, select "verified", accept "not_worse") and the
+    # code checks tie them, ask the task's judge (its yes/no questions, read as probabilities:
+    # engine/judged.py); off: ties go to the critic, or to the earlier draft
+    judging: bool = True
     # a named configuration: "paper" is the paper's loop (these defaults); "best" the task's
     # measured best (TaskDefaults.best); options given explicitly win over the preset's
     preset: Preset | None = None
@@ -152,6 +156,7 @@ class RunOptions(TypedDict, total=False):
     final_feedback: bool
     samples: int
     strategy: Strategy
+    judging: bool
     preset: Preset | None
 
 

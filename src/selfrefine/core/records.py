@@ -8,9 +8,9 @@ serialises to JSON and back without loss (``RunResult.model_dump_json`` /
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_serializer
 
 from .config import RefineConfig
 
@@ -99,18 +99,6 @@ class Feedback(BaseModel):
         return self.text
 
 
-class Verification(BaseModel):
-    """What a task's own checks (code, not the model) found in a draft."""
-
-    text: str  # findings as plain text for the refiner, e.g. "Missing concepts: ball"
-    passed: bool | None = None  # True: the checks found nothing left to fix
-    score: float | None = None  # e.g. concept coverage
-    answer: str | None = None  # the answer the check found (gsm8k: solution()'s value), for votes
-
-
-Feedback.model_rebuild()
-
-
 class Judgment(BaseModel):
     """A closed question put to the model (is it done? does it make sense? a rating? A or
     B?), answered as probabilities: the model's own weight on each answer, read from the
@@ -123,6 +111,32 @@ class Judgment(BaseModel):
     method: Literal["probabilities", "sampled"] = "probabilities"
     samples: int = 1  # replies read: one with probabilities, k sampled verdicts without
     note: str = ""  # what else the judgment needs said (a fallback, an order flip)
+
+
+class Verification(BaseModel):
+    """What a task's own checks (code, not the model) found in a draft, and where drafts
+    were ranked, what the task's judge (the model's probabilities) said of it."""
+
+    text: str  # findings as plain text for the refiner, e.g. "Missing concepts: ball"
+    passed: bool | None = None  # True: the checks found nothing left to fix
+    score: float | None = None  # e.g. concept coverage
+    answer: str | None = None  # the answer the check found (gsm8k: solution()'s value), for votes
+    # the task's judge on the draft (engine/judged.py), asked only where drafts are ranked and
+    # the code checks cannot tell them apart: the mean P(yes) over the judged aspects
+    judged: float | None = None
+    judgments: list[Judgment] = Field(default_factory=list)  # one per aspect, with its probabilities
+
+    @model_serializer(mode="wrap")
+    def _unjudged_as_before(self, handler: Any) -> dict[str, Any]:
+        """An unjudged draft's record as before judges (stored runs and their readers agree)."""
+        data: dict[str, Any] = handler(self)
+        if self.judged is None and not self.judgments:
+            data.pop("judged", None)
+            data.pop("judgments", None)
+        return data
+
+
+Feedback.model_rebuild()
 
 
 class Candidate(BaseModel):

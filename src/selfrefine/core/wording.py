@@ -21,8 +21,22 @@ def score_note(fb: Feedback) -> str:
 
 
 def verifier_note(check: Verification | None) -> str:
-    """``verifier score 0.59, fails``: the task's own check of a draft, as a short note."""
-    if check is None or check.score is None:
+    """``verifier score 0.59, fails``: the task's own check of a draft, as a short note; with
+    the judge's verdict where it was asked (``judge 0.91: sense 0.91``; ``, sampled`` when the
+    backend gave no probabilities and verdicts were sampled)."""
+    if check is None or (check.score is None and check.judged is None):
         return "no verifier score"
-    verdict = {True: ", passes", False: ", fails", None: ""}[check.passed]
-    return f"verifier score {check.score:.2f}{verdict}"
+    notes = []
+    if check.score is not None:
+        verdict = {True: ", passes", False: ", fails", None: ""}[check.passed]
+        notes.append(f"verifier score {check.score:.2f}{verdict}")
+    if check.judged is not None:
+        notes.append(judge_note(check))
+    return "; ".join(notes)
+
+
+def judge_note(check: Verification) -> str:
+    """``judge 0.91: sense 0.91``: the judge's mean P(yes) and each aspect's."""
+    aspects = ", ".join(f"{j.question} {j.score:.2f}" for j in check.judgments)
+    sampled = ", sampled" if any(j.method == "sampled" for j in check.judgments) else ""
+    return f"judge {check.judged:.2f}: {aspects}{sampled}"

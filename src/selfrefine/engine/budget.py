@@ -18,6 +18,11 @@ class TokenBudget:
         """Whether ``critiques`` more critiques fit in what is left."""
         return self.remaining(run) >= self.costs(run).critique * critiques
 
+    def affords_judgments(self, run: RunContext, questions: int) -> bool:
+        """Whether ``questions`` judge questions fit in what is left (each priced as a
+        critique: its prompt holds a draft; its one-token answer is priced high, to be safe)."""
+        return self.remaining(run) >= self.costs(run).critique * questions
+
     def costs(self, run: RunContext, prompt: str | None = None) -> Costs:
         """The next calls' tokens: the latest call of each kind plus what the history grew by
         since (the draft and critique a round adds); before a kind's first call, from the

@@ -144,6 +144,11 @@ class Caller:
             finally:
                 call.seconds = round(time.perf_counter() - start, 6)
 
+    def tokens_left(self) -> float:
+        """Tokens the run's budget has left (infinite without one)."""
+        budget = self.policy.max_total_tokens
+        return float("inf") if budget is None else budget - self.log.tokens()
+
     def budget_spent(self) -> tuple[StopReason, str] | None:
         """The budget that has run out (the one place both budgets are checked), or None."""
         policy, log = self.policy, self.log

@@ -35,6 +35,18 @@ class Pool:
         self.entries.append(Entry(candidate, check, answer))
         self.recount()
 
+    def check(self, candidate: Candidate) -> Verification | None:
+        """A candidate's own check (before votes)."""
+        return self._entry(candidate).check
+
+    def judged(self, candidate: Candidate, check: Verification) -> None:
+        """A candidate's check, now with the judge's verdicts."""
+        self._entry(candidate).check = check
+        self.recount()
+
+    def _entry(self, candidate: Candidate) -> Entry:
+        return next(e for e in self.entries if e.candidate is candidate)
+
     def recount(self) -> None:
         """Each candidate's verification: its own check, with the vote of all candidates so far."""
         if not self.votes:

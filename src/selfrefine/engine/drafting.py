@@ -20,7 +20,11 @@ from dataclasses import dataclass
 
 from ..core.records import CallRecord, DecisionStep, Iteration
 from .context import RunContext
+from .judged import code_ties, judge_iterations, judging
 from .selection import rejection
+from .state import normal_text, same_text
+
+__all__ = ["Drafted", "Drafter", "OneDraft", "Verdict", "normal_text", "same_text"]
 
 
 @dataclass(frozen=True)
@@ -78,16 +82,15 @@ class OneDraft(Drafter):
         unchanged = same_text(new.draft, parent.draft)
         if settings.verify_every_draft:
             check = await run.verify(new.index)
+            if (
+                settings.accept == "not_worse"
+                and not unchanged
+                and judging(run)
+                and code_ties(check, parent.verification)
+            ):
+                await judge_iterations(run, [parent.index, new.index])
+                check = new.verification
             why = rejection(settings.accept, unchanged, settings.refine_samples, check, parent.verification)
             if why is not None:
                 return Verdict(rejected=why, echoed=unchanged)
         return Verdict(echoed=unchanged, stops=unchanged and settings.stop_on_no_change)
-
-
-def normal_text(text: str) -> str:
-    """A draft's text with its whitespace normalised: drafts that differ only there are one."""
-    return " ".join(text.split())
-
-
-def same_text(a: str, b: str) -> bool:
-    return normal_text(a) == normal_text(b)

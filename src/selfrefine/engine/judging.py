@@ -70,12 +70,14 @@ class Judge:
             seed=0,
             top_logprobs=TOP_LOGPROBS,
         )
-        [(response, _call)] = await self.caller.call(self.role, t, request)
+        [(response, call)] = await self.caller.call(self.role, t, request)
         steps = response.top_logprobs
         probabilities = answer_probabilities(steps[0], question.answers) if steps else None
         if probabilities is not None:
             return _judgment(question, probabilities)
         why = "the backend returned no token probabilities" if not steps else "no answer was among the likely tokens"
+        if self.caller.tokens_left() < self.samples * (call.prompt_tokens + 3):
+            raise ParseError(f"{why}, and {self.samples} sampled verdicts would overrun the token budget")
         return await self._sampled(t, question, request, why)
 
     async def compare(self, t: int, name: str, first_shown_first: str, second_shown_first: str) -> Judgment:

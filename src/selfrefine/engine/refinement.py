@@ -39,10 +39,12 @@ from .candidates import Pool
 from .context import RunContext, verifier_feedback
 from .drafting import Drafted, Drafter, OneDraft
 from .incomplete import output_metric
+from .judged import judge_iterations, judging
+from .ranking import score
 from .sampling import BestOfK, Votes
 from .selection import rejection_detail, select_index
 from .settings import Settings
-from .state import RunState
+from .state import RunState, normal_text
 from .stopping import StopRules
 from .task import Task
 
@@ -181,6 +183,8 @@ class Refinement:
     async def result(self, stop: StopReason, error: str | None) -> RunResult:
         state = self.state
         state.pool.rescore(state.iterations)  # the final votes decide among the drafts
+        if self.settings.select == "verified" and judging(self.run) and not self.settings.votes:
+            await self._judge_returnable()
         selected = select_index(state.iterations, self.settings.select)
         output = state.iterations[selected].draft if selected is not None else None
         metric = answer = metric_error = answer_error = None
@@ -205,6 +209,20 @@ class Refinement:
             answer=answer,
             answer_error=answer_error,
         )
+
+    async def _judge_returnable(self) -> None:
+        """The judge on the returnable drafts the code checks tie at the top (distinct texts),
+        so ``select="verified"`` returns the judge's best among them; a failing judge call
+        leaves the drafts as ranked so far (the finished run is kept)."""
+        accepted = [it for it in self.state.iterations if it.accepted]
+        top = max(score(it.verification) for it in accepted) if accepted else None
+        tied = [it.index for it in accepted if score(it.verification) == top]
+        if len({normal_text(self.state.iterations[t].draft) for t in tied}) < 2:
+            return
+        try:
+            await judge_iterations(self.run, tied)
+        except (BudgetExceeded, BackendError):
+            pass
 
     def _score_output(self, output: str) -> tuple[tuple[Any, str | None], tuple[Any, str | None]]:
         """(metric, its error), (answer, its error): a broken hook must not lose the finished

@@ -17,6 +17,7 @@ from .budget import TokenBudget
 from .calls import BudgetExceeded
 from .context import RunContext
 from .drafting import Drafted, Drafter, Verdict, normal_text, same_text
+from .judged import code_ties, judge_candidates, judge_iterations, judging
 from .ranking import best, best_of_tie, earns_place, score, ties
 from .selection import score_text
 
@@ -46,6 +47,8 @@ class BestOfK(Drafter):
         run.state.pool.rescore(run.state.iterations)  # the votes moved with the new samples
         kept = chosen(new)
         echoed = all(same_text(c.draft, parent.draft) for c in new.candidates)
+        if not echoed and self._judge_decides(run) and code_ties(new.verification, parent.verification):
+            await judge_iterations(run, [parent.index, new.index])
         if not echoed and earns_place(new.verification, kept.feedback, parent):
             return Verdict()
         t = parent.index
@@ -104,6 +107,8 @@ class BestOfK(Drafter):
         the top, the one the critic ranks first, each distinct text critiqued once with the
         prompt it will have as the step's draft, so the kept one's critique is reused."""
         tied = ties(cands)
+        if self._judge_decides(run):
+            return await self._judge_ties(run, index, cands, tied)
         if not self._critic_decides(run, index, cands, tied):
             return best(cands)
         state = run.state
@@ -120,6 +125,24 @@ class BestOfK(Drafter):
             # next call meet the spent budget or the failing backend and stop there
             return best(cands)
         return best_of_tie(cands, tied)
+
+    async def _judge_ties(self, run: RunContext, index: int, cands: list[Candidate], tied: list[int]) -> int:
+        """The sample kept for step ``index`` when the task's judge ranks: among the samples the
+        code ties at the top (distinct texts only), the judge's best; at the cap too."""
+        distinct = len({normal_text(cands[i].draft) for i in tied})
+        if distinct < 2:
+            return best(cands)
+        if self.budget is not None and not self.budget.affords_judgments(run, distinct * len(run.task.judges)):
+            return best(cands)  # judgments the budget cannot pay for are not asked for
+        try:
+            await judge_candidates(run, index, cands, tied)
+        except (BudgetExceeded, BackendError):
+            pass  # finished samples: keep what is judged, and let the next call stop the run
+        return best(cands)
+
+    def _judge_decides(self, run: RunContext) -> bool:
+        """Whether the task's judge orders the samples the code ties (then the critic never does)."""
+        return judging(run)
 
     def _critic_decides(self, run: RunContext, index: int, cands: list[Candidate], tied: list[int]) -> bool:
         """Whether the critic sees the samples tied at the top: to break the tie while a round
@@ -154,7 +177,10 @@ class BestOfK(Drafter):
 class Votes(BestOfK):
     """Best of K for an answer task: a sample's score is the share of the run's samples that
     give its answer (the pool recounts as samples arrive), so samples tied at the top share
-    one answer and no critic is asked to break the tie."""
+    one answer and neither the judge nor the critic is asked to break the tie."""
+
+    def _judge_decides(self, run: RunContext) -> bool:
+        return False
 
     def _critic_decides(self, run: RunContext, index: int, cands: list[Candidate], tied: list[int]) -> bool:
         return False

@@ -7,7 +7,7 @@ stored rows (``select_index`` with another policy shows what it would have retur
 from __future__ import annotations
 
 from ..core.records import DecisionStep, Iteration, Verification
-from .ranking import best_iteration, worse
+from .ranking import best_iteration, score, worse
 
 
 def select_index(iterations: list[Iteration], policy: str) -> int | None:
@@ -40,7 +40,13 @@ def rejection_detail(rejected: str, t: int, decision: DecisionStep) -> str:
 
 
 def score_text(check: Verification | None) -> str:
-    return "none" if check is None or check.score is None else f"{check.score:.2f}"
+    """A verifier score as the records say it; with the judge's where the judge was asked."""
+    code = "none" if check is None or check.score is None else f"{check.score:.2f}"
+    return code if check is None or check.judged is None else f"{code}, judge {check.judged:.2f}"
+
+
+def judged_text(check: Verification | None) -> str:
+    return "none" if check is None or check.judged is None else f"{check.judged:.2f}"
 
 
 def rejection(
@@ -54,6 +60,8 @@ def rejection(
     echo = unchanged and sampled
     if not (echo or worse(new, old)):
         return None
-    return (
-        "the refinement changed nothing" if unchanged else f"verifier score fell {score_text(old)} → {score_text(new)}"
-    )
+    if unchanged:
+        return "the refinement changed nothing"
+    if score(new) == score(old):  # the code checks tie: the judge's score fell
+        return f"the judge's score fell {judged_text(old)} → {judged_text(new)}"
+    return f"verifier score fell {score_text(old)} → {score_text(new)}"

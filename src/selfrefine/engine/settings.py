@@ -70,6 +70,7 @@ class Settings:
     greedy_first: dict[Role, bool]  # a sampled step of this role starts with its greedy draft
     sample_temperature: float = 0.7  # of each of several samples (samples > 1, strategy auto)
     votes: bool = False  # several samples of an answer task: agreement is part of the score
+    judging: bool = False  # the task's judge ranks drafts the code checks tie (engine/judged.py)
 
     @classmethod
     def resolve(cls, config: RefineConfig, task: Task) -> Settings:
@@ -102,6 +103,7 @@ class Settings:
             greedy_first={r: temperature[r] == 0 and config.temperature is None for r in ROLES},
             sample_temperature=config.temperature if config.temperature is not None else task.sampling_temperature,
             votes=several and task.capabilities.answer,
+            judging=config.judging and task.has_judge,
         )
 
     @property
@@ -150,27 +152,40 @@ def with_preset(config: RefineConfig, task: Task) -> RefineConfig:
             "give the options yourself (e.g. samples=4, max_iterations=1, verifier_mode='hybrid'), or declare "
             "them as the task's best (TaskDefaults best=, a task file's best:)"
         )
-    values = task.best_preset if task.has_verifier else {}
+    values = task.best_preset if ranks(config, task) else {}
     update = {k: v for k, v in values.items() if k not in config.model_fields_set}
     return RefineConfig.build(**{**config.model_dump(exclude_unset=True), **update})
 
 
+def ranks(config: RefineConfig, task: Task) -> bool:
+    """Whether the run can rank drafts: by the task's code checks, or by its judge."""
+    return task.has_verifier or (task.has_judge and config.judging)
+
+
 def _check_fits(config: RefineConfig, task: Task) -> None:
-    if task.has_verifier:
-        return
     name = task.name
-    if config.verifier_mode != "self":
+    if config.verifier_mode != "self" and not task.has_verifier:
         raise ConfigError(f"task {name!r} has no verifier; use verifier_mode 'self' or a task that checks itself")
+    if ranks(config, task):
+        return
+    lacks = _lacks(config, task)
     if (config.select or task.default_select) == "verified":
         raise ConfigError(
-            f"task {name!r} has no verifier, so select 'verified' cannot rank its drafts; "
+            f"task {name!r} {lacks}, so select 'verified' cannot rank its drafts; "
             "use select 'last' or 'best', or a task that checks itself"
         )
     if config.accept != "any":
         raise ConfigError(
-            f"task {name!r} has no verifier, so accept 'not_worse' cannot compare drafts; "
+            f"task {name!r} {lacks}, so accept 'not_worse' cannot compare drafts; "
             "use accept 'any' or a task that checks itself"
         )
+
+
+def _lacks(config: RefineConfig, task: Task) -> str:
+    """What a task that cannot rank drafts lacks, as the error says it."""
+    if task.has_judge and not config.judging:
+        return "has no verifier and its judge is off (judging false, --no-judging)"
+    return "has no verifier and no judge"
 
 
 def _check_sampling(config: RefineConfig, task: Task) -> None:
@@ -179,9 +194,10 @@ def _check_sampling(config: RefineConfig, task: Task) -> None:
     if config.samples == 1 and config.strategy == "fixed":
         return
     what = f"samples {config.samples}" if config.strategy == "fixed" else "strategy auto"
-    if not task.has_verifier:
+    if not ranks(config, task):
         raise ConfigError(
-            f"{what} needs a task with a verifier to choose among samples; task {task.name!r} has none (use samples 1)"
+            f"{what} needs a task with a verifier or a judge to choose among samples; "
+            f"task {task.name!r} {_lacks(config, task)} (use samples 1)"
         )
     if config.temperature == 0:
         raise ConfigError(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.records import DecisionStep, Iteration
+from ..core.records import DecisionStep, Iteration, Judgment
 from .calls import CallLog
 from .candidates import Pool
 
@@ -27,6 +27,7 @@ class RunState:
     # they were shown: earlier current drafts and rejected refinements (prefix-stable)
     transcript: list[int] = field(default_factory=list)
     verified: set[int] = field(default_factory=set)  # drafts whose verify() already ran
+    judged: dict[str, list[Judgment]] = field(default_factory=dict)  # the judge's verdicts by text
     stopped: bool = False
 
     def parent(self) -> Iteration:
@@ -64,3 +65,12 @@ class RunState:
         shown = transcript if policy == "full" else transcript[-1:]
         earlier = [self.iterations[i] for i in shown]
         return [{"draft": it.draft, "feedback": it.feedback.text if it.feedback else ""} for it in earlier]
+
+
+def normal_text(text: str) -> str:
+    """A draft's text with its whitespace normalised: drafts that differ only there are one."""
+    return " ".join(text.split())
+
+
+def same_text(a: str, b: str) -> bool:
+    return normal_text(a) == normal_text(b)

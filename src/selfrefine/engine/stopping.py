@@ -66,6 +66,8 @@ class StopRules:
         if not at_cap or settings.feedback_mode != "actionable" or settings.final_feedback:
             return False
         select = settings.select
+        if select == "verified" and settings.judging:
+            return True  # drafts the verifier ties go to the judge, not the critic
         return select == "last" or (select == "verified" and not self._tied_on_verifier(run.state.current))
 
     def _tied_on_verifier(self, t: int) -> bool:

@@ -53,6 +53,8 @@ REQUIRED_ROLES = ("generate", "feedback", "refine")
 # verifier, one round of refinement on hybrid feedback (measured on commongen and acronym,
 # docs/frontier.md)
 LOOP_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"}
+# the same on a task without code checks, whose judge ranks the samples (engine/judged.py)
+JUDGED_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1}
 
 
 def compile_score(pattern: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
@@ -153,6 +155,9 @@ class Task:
     # so `run` refuses them rather than join them (eval reads a .txt as one input per line)
     one_line_input: ClassVar[bool] = False
     judge_criteria: ClassVar[str | None] = None  # what a pairwise judge compares (eval --judge)
+    # the aspects the loop's judge asks about a draft, each a yes/no question in the packaged
+    # template prompts/<task>/judge_<aspect>.j2 (a user's task: judge=)
+    judge_aspects: ClassVar[tuple[str, ...]] = ()
     defaults: ClassVar[TaskDefaults] = TaskDefaults()
     capabilities: ClassVar[Capabilities] = Capabilities()
     _verifier: Verifier | None = None  # given as verify= (a function or checks), not by overriding
@@ -191,12 +196,14 @@ class Task:
         refine_nofeedback: str | None = None,
         description: str | None = None,
         verify: Verifier | Checks | Mapping[str, Any] | None = None,
+        judge: str | Mapping[str, str] | None = None,
         **defaults: Any,
     ) -> None:
         """Templates as strings (a built-in's come from its packaged files), a verifier
         without subclassing (``verify``: a function, or :class:`~.checks.Checks` or their dict, see
-        :mod:`.checks`), then any field of :class:`TaskDefaults` to override (``score``,
-        ``stop_contains``, ``temperature`` as one value or per role, ...)."""
+        :mod:`.checks`), the judge's yes/no questions (``judge``: one template, or
+        ``{aspect: template}``; :mod:`.judged`), then any field of :class:`TaskDefaults` to
+        override (``score``, ``stop_contains``, ``temperature`` as one value or per role, ...)."""
         self.name = name or type(self).name
         if not self.name:
             raise TaskError("a task needs a name")
@@ -204,6 +211,7 @@ class Task:
         self._apply(_merged(type(self).defaults, defaults))
         given = dict(generate=generate, feedback=feedback, refine=refine, refine_nofeedback=refine_nofeedback)
         self.templates = self._compile_templates(given)
+        self.judges = self._compile_judges(judge)
         if verify is not None:
             self._set_verifier(verify)
 
@@ -234,6 +242,31 @@ class Task:
                 continue
             out[role] = Template(f"{self.name}/{role}", source, allowed)
         return out
+
+    def _compile_judges(self, given: str | Mapping[str, str] | None) -> dict[str, Template]:
+        """The judge's questions by aspect: given (one template is the aspect "judge"), or the
+        built-in's packaged ``judge_<aspect>.j2``."""
+        if given is None:
+            sources = {a: packaged_template(self.prompt_dir or "", f"judge_{a}") for a in self.judge_aspects}
+        else:
+            sources = {"judge": given} if isinstance(given, str) else dict(given)
+        out: dict[str, Template] = {}
+        for aspect, source in sources.items():
+            if not isinstance(aspect, str) or not aspect.strip() or not isinstance(source, str) or not source.strip():
+                raise TaskError(f"task {self.name!r}: judge {aspect!r} needs a name and a yes/no question template")
+            out[aspect] = Template(f"{self.name}/judge {aspect}", source, BASE_VARIABLES | self.extra_variables)
+        return out
+
+    @property
+    def has_judge(self) -> bool:
+        """Whether the task's judge can rank drafts (it has at least one question)."""
+        return bool(self.judges)
+
+    def render_judge(self, aspect: str, input: str, draft: str) -> str:
+        """The judge's question on one aspect of ``draft``: a yes/no question."""
+        context = {"draft": draft, "feedback": "", "history": [], "iteration": 0, **self.context(input)}
+        context["input"] = input
+        return self.judges[aspect].render(context).strip()
 
     # --- hooks ----------------------------------------------------------------------------
 

@@ -45,7 +45,8 @@ def with_vote(check: Verification | None, answer: str | None, counts: Counter[st
     share = counts[answer] / total if (own_ok and answer is not None and total) else 0.0
     majority = answer is not None and counts[answer] * 2 > total
     findings = "\n".join(t for t in ((check.text if check else ""), f"# Votes: {disagreement(counts, total)}") if t)
-    return Verification(text=findings, passed=own_ok and majority, score=round(share, 6), answer=answer)
+    judged = {"judged": check.judged, "judgments": check.judgments} if check is not None else {}
+    return Verification(text=findings, passed=own_ok and majority, score=round(share, 6), answer=answer, **judged)
 
 
 def majority_answer(counts: Counter[str]) -> str | None:

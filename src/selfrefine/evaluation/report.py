@@ -27,6 +27,7 @@ from typing import Any
 
 from ..core.errors import InputError
 from ..core.records import Iteration, RunResult
+from ..core.wording import judge_note
 from ..engine.incomplete import cut_off
 from ..engine.selection import select_index
 from .report_tables import (
@@ -227,6 +228,10 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
                 "feedback_error": it.feedback.parse_error if it.feedback else None,
                 "cut_off": cut_off(it.finish_reason),  # stopped at the token limit
                 "rejected": not it.accepted,  # a refinement accept="not_worse" turned down
+                # the task's judge, where it ranked this draft (engine/judged.py)
+                "judge": judge_note(it.verification)
+                if it.verification and it.verification.judged is not None
+                else None,
                 **_samples(it),
             }
         )
@@ -256,6 +261,7 @@ def _samples(it: Iteration) -> dict[str, Any]:
                 "text": c.draft,
                 "score": c.verification.score if c.verification else None,
                 "passed": c.verification.passed if c.verification else None,
+                "judge": judge_note(c.verification) if c.verification and c.verification.judged is not None else None,
                 "chosen": c.chosen,
                 "feedback": c.feedback.text if c.feedback else None,
             }

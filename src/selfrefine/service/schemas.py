@@ -31,6 +31,7 @@ REQUEST_OPTIONS = (
     "seed",
     "max_tokens",
     "final_feedback",
+    "judging",
     "samples",
     "strategy",
     "preset",

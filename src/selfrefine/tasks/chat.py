@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback
-from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from ..engine.task import JUDGED_BEST, Capabilities, Task, TaskDefaults, system_message
 from .parsing import json_object
 
 Role = Literal["system", "user", "assistant"]
@@ -172,8 +172,9 @@ class Chat(Task):
     # still fits an 8k context; longer conversations should drop their earliest turns
     max_input_chars = 16_000
     capabilities = Capabilities(judge_only=True)
+    judge_aspects = ("follows", "correct")
     defaults = TaskDefaults(
-        best={},
+        best=JUDGED_BEST,  # the judge ranks the samples (docs/judges.md)
         system=system_message(
             "a helpful, knowledgeable and careful assistant. Each message shows a conversation between a User "
             "and an Assistant and asks you to write, review or improve the Assistant's reply to the last User message"

@@ -156,6 +156,7 @@ class CodeOpt(Task):
         best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
     )
     capabilities = Capabilities(verifier=True, runs_code=True)
+    judge_aspects = ("same",)
     description = "Make a stdin/stdout Python program faster with the same output (PIE)"
     prompt_dir = "codeopt"
     metric_name = "correct and >=5% faster (p<0.05)"

@@ -191,6 +191,7 @@ class CommonGen(Task):
         best=LOOP_BEST,  # measured on this task (docs/frontier.md)
     )
     capabilities = Capabilities(verifier=True)
+    judge_aspects = ("sense",)
     one_line_input = True  # `run` refuses several lines: eval --data FILE takes one input a line
 
     def prepare_input(self, text: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..core.records import Feedback
-from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from ..engine.task import JUDGED_BEST, Capabilities, Task, TaskDefaults, system_message
 from .parsing import json_aspect_ratings, json_input
 
 ASPECTS = (
@@ -87,8 +87,9 @@ class Dialogue(Task):
     judge_criteria = "Which response is the better next turn of the conversation: more relevant, informative, engaging, specific and fluent?"
     stop_description = "fixed rounds (no stop signal); the paper keeps the best-scored response"
     capabilities = Capabilities(judge_only=True)
+    judge_aspects = ("relevant", "specific", "interesting")
     defaults = TaskDefaults(
-        best={},
+        best=JUDGED_BEST,  # the judge ranks the samples (docs/judges.md)
         system=system_message(
             "a friendly, knowledgeable conversational assistant. Each message asks you to write, rate or improve the System's next response in a conversation"
         ),

@@ -83,6 +83,7 @@ class GSM8K(Task):
         },
     )
     capabilities = Capabilities(verifier=True, answer=True, runs_code=True)
+    judge_aspects = ("reading",)
     description = "Math word problems solved as Python programs (program-of-thought, GSM8K)"
     prompt_dir = "gsm8k"
     metric_name = "solve rate (execution)"

@@ -219,6 +219,7 @@ class Readability(Task):
         best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
     )
     capabilities = Capabilities(verifier=True)
+    judge_aspects = ("readable",)
 
     def parse_draft(self, text: str) -> str:
         code = extract_program(text)

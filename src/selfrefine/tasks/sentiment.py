@@ -139,6 +139,7 @@ class Sentiment(Task):
         best={"samples": 4, "max_iterations": 0, "verifier_mode": "hybrid"},
     )
     capabilities = Capabilities(verifier=True)
+    judge_aspects = ("keeps",)
     one_line_input = True  # `run` refuses several lines: eval --data FILE takes one input a line
     # reviews and feedback are one paragraph in the few-shot: a blank line ends the answer
 

@@ -148,6 +148,7 @@ class Story(Task):
         best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
     )
     capabilities = Capabilities(verifier=True)
+    judge_aspects = ("coherent", "premise", "interesting")
 
     def prepare_input(self, text: str) -> str:
         spec = parse_story_input(super().prepare_input(text))

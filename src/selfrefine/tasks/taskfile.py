@@ -25,6 +25,9 @@ Example (``examples/haiku.yaml``, with ``checks`` added)::
       min_lines: 3
       max_lines: 3
       must_not_match: '(?i)\bsorry\b'
+    judge: |            # optional: a yes/no question the model's probabilities answer
+      Haiku: {{ draft }}
+      Is this a vivid haiku about {{ input }}? Answer Yes or No.
 
 Every problem is reported as one message naming the file and the key.
 """
@@ -73,6 +76,8 @@ class TaskSpec(BaseModel):
     history: Literal["full", "last", "none"] | None = None
     select: Literal["last", "best", "verified"] | None = None
     checks: Checks | None = None  # the task's verifier: regexes, word and line counts, required words
+    # the judge: a yes/no question, or {aspect: question}, ranking drafts the checks tie (engine/judged.py)
+    judge: str | dict[str, str] | None = None
     best: dict[str, Any] | None = None  # what --preset best sets, measured on this task
 
 
@@ -88,7 +93,7 @@ def load_task(path: str | Path) -> Task:
         task = task_from_spec(spec)
     except TaskError as exc:
         raise TaskFileError(f"task file {p}: {exc}") from None
-    for template in task.templates.values():  # a render's error names the file too
+    for template in [*task.templates.values(), *task.judges.values()]:  # a render's error names the file too
         template.origin = str(p)
     return task
 
@@ -118,6 +123,7 @@ def task_from_spec(spec: TaskSpec) -> Task:
         history=spec.history,
         select=spec.select,
         verify=spec.checks,
+        judge=spec.judge,
         best=spec.best,
     )
 

@@ -152,6 +152,7 @@ class Toxicity(Task):
         best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
     )
     capabilities = Capabilities(verifier=True)
+    judge_aspects = ("meaning", "polite", "fluent")
     one_line_input = True  # `run` refuses several lines: eval --data FILE takes one input a line
 
     def prepare_input(self, text: str) -> str:
