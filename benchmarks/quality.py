@@ -25,7 +25,9 @@ scored by the same model as pairwise judge (returned output vs draft 0, both ord
 Inputs (fixed, never shuffled): the first N rows of each dev file in --data-dir; sentiment
 takes the first N/2 rows of each half of the Yelp file (first half -> positive, second ->
 negative); codeopt takes the first N bundled programs (selfrefine.tasks.codeopt_bench, the
-same rows benchmarks/export_codeopt.py writes); readability takes PIE ``input`` programs.
+same rows benchmarks/export_codeopt.py writes); readability takes PIE ``input`` programs; chat
+takes benchmarks/data/chat_requests.jsonl (IFEval-style requests, scored by the share of each
+row's instruction checks passed).
 """
 
 from __future__ import annotations
@@ -60,7 +62,18 @@ from selfrefine.evaluation.stats import mean_known, paired_bootstrap_diff
 from selfrefine.tasks import get_task
 
 ROOT = Path(__file__).resolve().parent.parent
-TASKS = ("gsm8k", "commongen", "sentiment", "acronym", "readability", "codeopt", "dialogue", "toxicity", "story")
+TASKS = (
+    "gsm8k",
+    "commongen",
+    "sentiment",
+    "acronym",
+    "readability",
+    "codeopt",
+    "dialogue",
+    "toxicity",
+    "story",
+    "chat",
+)
 SIZES = {
     "gsm8k": 30,
     "commongen": 20,
@@ -71,6 +84,7 @@ SIZES = {
     "dialogue": 10,
     "toxicity": 12,
     "story": 8,
+    "chat": 20,
 }
 FILES = {
     "gsm8k": "gsm8k.dev.jsonl",
@@ -82,6 +96,8 @@ FILES = {
 }
 # tasks whose dev split ships inside the package (written for it: see the task's module)
 PACKAGED = {"toxicity": "toxicity.dev.jsonl", "story": "story.dev.jsonl"}
+# written for this benchmark: IFEval-style requests, each row's instruction checks its reference
+BENCHMARK_DATA = {"chat": ROOT / "benchmarks" / "data" / "chat_requests.jsonl"}
 MODES: dict[str, dict[str, str]] = {
     "self": {"verifier_mode": "self"},
     "hybrid+verified": {"verifier_mode": "hybrid", "select": "verified"},
@@ -180,6 +196,8 @@ def select_examples(task: str, n: int, data_dir: Path) -> tuple[list[Example], s
 
 def data_path(task: str, data_dir: Path) -> Path:
     """The dev file of a task: packaged with selfrefine, or in --data-dir."""
+    if task in BENCHMARK_DATA:
+        return BENCHMARK_DATA[task]
     if task in PACKAGED:
         from selfrefine.tasks.toxicity import DATA
 

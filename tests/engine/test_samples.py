@@ -326,7 +326,7 @@ def test_the_auto_strategy_starts_no_call_that_would_overrun_its_budget(drafts):
     # up to a quarter on commongen, when calls were priced at the mean of those made so far);
     # critiques that break a tie among the first drafts are priced too
     for budget in range(400, 4000, 150):
-        engine, _ = commongen(drafts, ["A dog runs."] * 64, strategy="auto", max_total_tokens=budget)
+        engine, _ = commongen(drafts, ["A dog runs."] * 64, strategy="auto", max_total_tokens=budget, max_iterations=12)
         result = engine.run("dog, run, park, ball, tree, child")
         first = sum(c.call.prompt_tokens + c.call.completion_tokens for c in result.iterations[0].candidates)
         assert result.usage.total_tokens <= max(budget, first), (budget, result.usage.total_tokens)

@@ -12,7 +12,7 @@ from conftest import ROOT
 from selfrefine.evaluation.report import run_table
 
 SCRIPT = ROOT / "benchmarks" / "quality.py"
-SIZES = "gsm8k=2,commongen=2,sentiment=2,acronym=2,readability=1,codeopt=1,dialogue=1,toxicity=2,story=1"
+SIZES = "gsm8k=2,commongen=2,sentiment=2,acronym=2,readability=1,codeopt=1,dialogue=1,toxicity=2,story=1,chat=2"
 
 
 def write_data(folder: Path) -> Path:
@@ -92,11 +92,14 @@ def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(
             "dialogue",
             "toxicity",
             "story",
+            "chat",
         )
         for m in ("self", "hybrid+verified", "hybrid+not-worse", "not-worse+no-history")
     }
     planned |= {(t, m) for t in ("commongen", "sentiment") for m in ("generic", "none")}
-    planned -= {("dialogue", m) for m in ("hybrid+verified", "hybrid+not-worse", "not-worse+no-history")}  # no verifier
+    planned -= {
+        (t, m) for t in ("dialogue", "chat") for m in ("hybrid+verified", "hybrid+not-worse", "not-worse+no-history")
+    }  # no verifier
     got = {(r["task"], r["mode"]) for r in summary["runs"]}
     lines = [line.split() for line in first.stdout.splitlines() if line.startswith("[")]  # one line per planned run
     skipped = {(w[1], w[2].rstrip(":")) for w in lines if w[3] == "skipped:"}

@@ -197,7 +197,7 @@ def test_says_done_only_on_a_plain_no_issues(task):
     assert task.says_done('{"issues": ["Wrong') is False
 
 
-def test_no_verifier_no_code_metric_but_a_judge(task):
+def test_no_verifier_and_no_metric_without_checks_but_a_judge(task):
     assert not task.has_verifier and task.metric("Q?", "A.") is None
     assert list(task.judges) == ["follows", "correct"]  # what ranks its drafts (engine/judged.py)
     SelfRefine(task, FakeBackend(default="x"), select="verified")  # ranked by the judge

@@ -16,6 +16,8 @@ sentiment      JSONL ``review``, ``target_sentiment`` JSON {"review", "target"} 
 dialogue       JSON array ``context``, ``response``  context → response or None (annotations)
 codeopt        JSONL ``input``, ``target``, …       slow program → None (problem_id, target)
 readability    the PIE JSONL, ``input``             program → None (problem_id)
+chat           JSONL ``input`` or ``messages``,     request → ``checks`` (a mapping, or None)
+               optional ``checks``
 anything else  JSONL ``input``, opt. ``reference``  input → reference (or ``target``)
 any task       ``.txt``: one input per line          line → None
 =============  ===================================  =======================================
@@ -34,7 +36,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..core.errors import InputError
+from ..core.errors import InputError, TaskError
+from ..engine.checks import Checks
 
 
 class Example(BaseModel):
@@ -220,6 +223,29 @@ def _generic(task: str, n: int, where: Where, row: Row) -> Example:
     return Example(id=ident, input=need(row, "input", where), reference=reference, meta=meta)
 
 
+def _chat(task: str, n: int, where: Where, row: Row) -> Example:
+    """A request (``input``, or ``messages`` as an OpenAI client sends them, which the chat
+    task reads as JSON) and its ``checks``: the metric's reference, validated here so a bad
+    regex or an unknown check stops the run before any model call."""
+    if "messages" in row:
+        if "input" in row:
+            raise InputError(f"{where}: give 'input' or 'messages', not both")
+        text = json.dumps(need(row, "messages", where, list), ensure_ascii=False)
+    else:
+        text = need(row, "input", where)
+    checks = row.get("checks")
+    if checks is not None:
+        if not isinstance(checks, dict):
+            raise InputError(f"{where}: field 'checks' must be an object such as {{\"max_words\": 49}}")
+        try:
+            Checks.parse(checks)
+        except TaskError as exc:
+            raise InputError(f"{where}: field 'checks': {exc}") from None
+    meta = {k: v for k, v in row.items() if k not in ("id", "input", "messages", "checks")}
+    ident = str(row["id"]) if row.get("id") is not None else f"{task}-{n}"
+    return Example(id=ident, input=text, reference=checks, meta=meta)
+
+
 def _text_line(task: str, n: int, where: Where, row: Row) -> Example:
     return Example(id=f"{task}-{n}", input=row["input"])
 
@@ -233,6 +259,7 @@ FORMATS: dict[str, tuple[str, Converter]] = {
     "dialogue": ("json", _dialogue),
     "codeopt": ("jsonl", _pie),
     "readability": ("jsonl", _pie),
+    "chat": ("jsonl", _chat),
 }
 
 

@@ -188,7 +188,7 @@ def _caches(engine: SelfRefine, judge: PairwiseJudge | None) -> list[ResponseCac
 
 
 def has_metric(task: Task) -> bool:
-    """Whether the task defines a metric (a YAML task file, dialogue and chat do not)."""
+    """Whether the task defines a metric (a YAML task file and dialogue do not)."""
     return type(task).metric is not Task.metric
 
 

@@ -10,21 +10,25 @@ conversation as a transcript ending with the User turn to answer.
 Feedback lists concrete problems with their fixes (correctness, completeness, following
 the instructions, clarity), asked as ``{"issues": [...]}`` so constrained decoding makes a
 small model's critique parse; a plain-text list, or "No issues.", is parsed as well. An
-empty list is the stop signal. There is no reference-free verifier and no metric: quality
-is a judge's call (``eval --judge``).
+empty list is the stop signal. There is no reference-free verifier. The metric needs a
+dataset row's instruction checks as its reference (``{"max_words": 49, "must_not_match":
+","}``, :class:`~selfrefine.engine.checks.Checks`; ``benchmarks/data/chat_requests.jsonl``):
+the share of them an answer passes. Without checks quality is a judge's call
+(``eval --judge``).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from ..core.errors import FeedbackParseError, InputError
+from ..core.errors import FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback
+from ..engine.checks import Checks
 from ..engine.task import JUDGED_BEST, Capabilities, Task, TaskDefaults, system_message
 from .parsing import json_object
 
@@ -161,7 +165,7 @@ class Chat(Task):
     name = "chat"
     description = "General chat: answer a conversation's last user message (the OpenAI-compatible endpoint's task)"
     prompt_dir = "chat"
-    metric_name = "judge preference vs one-step (eval --judge MODEL)"  # no code metric: Task.metric is None
+    metric_name = "share of the row's checks passed (code); rows without checks: eval --judge"
     judge_criteria = (
         "Which reply better answers the last user message of the conversation: more correct, "
         "complete, faithful to every instruction, and clear?"
@@ -171,7 +175,7 @@ class Chat(Task):
     # a transcript of about 4,000 tokens: with the drafts and critiques of a few rounds it
     # still fits an 8k context; longer conversations should drop their earliest turns
     max_input_chars = 16_000
-    capabilities = Capabilities(judge_only=True)
+    capabilities = Capabilities()  # a metric, from the row's checks; no verifier
     judge_aspects = ("follows", "correct")
     defaults = TaskDefaults(
         best=JUDGED_BEST,  # the judge ranks the samples (docs/judges.md)
@@ -221,10 +225,29 @@ class Chat(Task):
             fields={"issues": issues},
         )
 
+    def metric(self, input: str, output: str, reference: Any = None) -> float | None:
+        """The share of the row's instruction checks (the reference) the answer passes; None
+        without checks. Only the metric sees them: the critic and the verifier never do."""
+        if reference is None:
+            return None
+        return instruction_checks(reference)(input, output).score
+
     def says_done(self, text: str) -> bool:
         """For feedback that failed to parse: done only when it plainly says "no issues"
         and lists nothing."""
         return _says_none(text) and not any(_ITEM.match(ln) for ln in text.splitlines())
+
+
+def instruction_checks(reference: Any) -> Checks:
+    """A chat row's checks (a mapping such as ``{"max_words": 49}``) as :class:`Checks`; a
+    TaskError naming the first problem otherwise."""
+    if isinstance(reference, Checks):
+        return reference
+    if not isinstance(reference, Mapping):
+        raise TaskError(
+            f"chat's reference is a mapping of checks such as {{'max_words': 49}}, not {type(reference).__name__}"
+        )
+    return Checks.parse(reference)
 
 
 def _json_issues(raw: str) -> list[str] | None:
