@@ -56,10 +56,10 @@ SHARED = ROOT.parent / "shared" / "datasets"
 SETS: dict[str, tuple[str, Path, range]] = {
     "commongen": ("commongen", SHARED / "commongen_hard.dev.jsonl", range(56, 76)),
     "chat": ("chat", ROOT / "benchmarks" / "data" / "chat_requests.jsonl", range(0, 20)),
-    "toxicity-dev": ("toxicity", PACKAGED / "toxicity.dev.jsonl", range(0, 10)),
-    "toxicity-heldout": ("toxicity", PACKAGED / "toxicity.heldout.jsonl", range(0, 10)),
-    "story": ("story", PACKAGED / "story.dev.jsonl", range(0, 8)),
-    "dialogue": ("dialogue", SHARED / "fed.dev.json", range(0, 10)),
+    "toxicity-dev": ("toxicity", PACKAGED / "toxicity.dev.jsonl", range(0, 8)),
+    "toxicity-heldout": ("toxicity", PACKAGED / "toxicity.heldout.jsonl", range(0, 8)),
+    "dialogue": ("dialogue", SHARED / "fed.dev.json", range(0, 8)),
+    "story": ("story", PACKAGED / "story.dev.jsonl", range(0, 6)),
 }
 SYSTEMS: dict[str, dict[str, Any]] = {
     "one-step": {"max_iterations": 0},
