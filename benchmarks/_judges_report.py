@@ -189,15 +189,26 @@ def fed_section(out: Path, part: str) -> list[str]:
     aspects = list(dict.fromkeys(a for r in critic + rating for a in r["scores"]))
     if not aspects:
         return ["(not run)"]
-    lines = [
-        "| aspect | " + " | ".join(f"{m} (n)" for m in ("(a) critic, sampled", "(b) rating, probabilities")) + " |"
-    ]
-    lines.append("|---|---|---|")
+    methods = ("(a) critic, sampled", "(b) rating, probabilities")
+    lines = ["| aspect | " + " | ".join(f"{m} (n)" for m in methods) + " | (b) − (a), same items (n) |"]
+    lines.append("|---|---|---|---|")
     for aspect in aspects:
         cells = [spearman_cell(rows, aspect) for rows in (critic, rating)]
-        lines.append(f"| {aspect} | {' | '.join(cells)} |")
-    lines.append(f"| cost per judgment | {cost(critic, 1)} | {cost(rating, len(aspects))} |")
+        lines.append(f"| {aspect} | {' | '.join(cells)} | {paired_cell(critic, rating, aspect)} |")
+    lines.append(f"| cost per judgment | {cost(critic, 1)} | {cost(rating, len(aspects))} | |")
     return lines
+
+
+def paired_cell(critic: list[dict[str, Any]], rating: list[dict[str, Any]], aspect: str) -> str:
+    """The rating's Spearman minus the critic's on the items both scored, resampled together."""
+    theirs = {r["key"]: r for r in critic if r["scores"].get(aspect) is not None and aspect in r["human"]}
+    both = [(theirs[r["key"]], r) for r in rating if r["key"] in theirs and r["scores"].get(aspect) is not None]
+    if len(both) < 3:
+        return "–"
+    a = np.array([c["scores"][aspect] for c, _ in both], float)
+    b = np.array([r["scores"][aspect] for _, r in both], float)
+    y = np.array([r["human"][aspect] for _, r in both], float)
+    return f"{shown(bootstrap(len(both), lambda i: spearman(b[i], y[i]) - spearman(a[i], y[i])))} ({len(both)})"
 
 
 def spearman_cell(rows: list[dict[str, Any]], aspect: str) -> str:
