@@ -38,7 +38,7 @@ def test_page_is_what_the_command_writes_from_the_committed_sources(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert out.read_bytes() == PAGE.read_bytes(), (
-        "docs/results.md differs from its sources: run .venv/bin/python benchmarks/results.py and commit the page"
+        "docs/results.md differs from its sources: commit the sources, then run .venv/bin/python benchmarks/results.py and commit the page"
     )
 
 
