@@ -1,0 +1,338 @@
+"""docs/results.md: every measured result on one page, from the stored results only (no model call).
+
+    .venv/bin/python benchmarks/results.py               # rewrites docs/results.md
+    .venv/bin/python benchmarks/results.py --out PATH    # writes the page elsewhere
+
+Sources (what the benchmark scripts commit): ``docs/quality_summary.json``, the marked tables of
+``docs/frontier.md`` (its run folders are not committed), ``docs/peers_summary.json``,
+``docs/judges_rows/*.jsonl`` (read with ``_judges_report``) and ``docs/judged_loop.json``; an
+absent one is "not yet run". A source's date is its last commit; a task's prompts are
+``tasks/prompts/<task>/`` other than ``judge_*.j2`` plus its system message (dated by the commit
+that introduced its current text). A row committed before its prompts changed says so in words.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import functools
+import json
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from _judges_report import dates, fed_pairwise_section, fed_section, sense_by_kind, sense_section
+from frontier import TABLE_END, TABLE_START
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+TASKS = ROOT / "src" / "selfrefine" / "tasks"
+PY = ".venv/bin/python"
+
+
+# --- dates from git --------------------------------------------------------------------------
+
+
+def git(*args: str) -> str:
+    try:
+        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+    except OSError:
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def parse(iso: str) -> datetime | None:
+    return datetime.fromisoformat(iso).astimezone(UTC) if iso else None
+
+
+def day(when: datetime | None) -> str:
+    return when.strftime("%Y-%m-%d %H:%M UTC") if when else "not committed"
+
+
+def last_commit(when: datetime | None) -> str:
+    return f"last committed {day(when)}" if when else "not committed yet (commit it, then rerun this command)"
+
+
+def committed(path: Path) -> datetime | None:
+    """The date of the last commit that changed ``path``; None while it has uncommitted changes."""
+    if not path.is_relative_to(ROOT):
+        return None
+    rel = str(path.relative_to(ROOT))
+    if git("status", "--porcelain", "--", rel):
+        return None
+    return parse(git("log", "-1", "--format=%cI", "--", rel))
+
+
+def system_text(task: str) -> str | None:
+    """The start of the task's system message as its module spells it (``system=...``)."""
+    source = TASKS / f"{task}.py"
+    if not source.exists():
+        return None
+    for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.keyword) and node.arg == "system":
+            texts = [n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            return texts[0][:40] if texts else None
+    return None
+
+
+@functools.cache
+def prompts_changed(task: str) -> datetime | None:
+    folder = f"src/selfrefine/tasks/prompts/{task}"
+    found = [parse(git("log", "-1", "--format=%cI", "--", folder, f":(exclude){folder}/judge_*"))]
+    text = system_text(task)
+    if text:
+        found.append(parse(git("log", "-1", "--format=%cI", "-S", text, "--", f"src/selfrefine/tasks/{task}.py")))
+    return max((d for d in found if d), default=None)
+
+
+@functools.cache
+def judge_changed(task: str) -> datetime | None:
+    return parse(git("log", "-1", "--format=%cI", "--", f"src/selfrefine/tasks/prompts/{task}/judge_*"))
+
+
+def freshness(task: str, measured: datetime | None, current_in: str | None = None) -> str:
+    """In words: whether a number committed at ``measured`` ran the task's current prompts and judge."""
+    if not git("rev-parse", "HEAD"):
+        return "prompt dates unknown (no git history)"
+    if measured is None:
+        return "current prompts (uncommitted result)"
+    notes = []
+    prompts, judge = prompts_changed(task), judge_changed(task)
+    if prompts and prompts > measured:
+        where = f"the current prompts' one-step is in {current_in}" if current_in else "not measured with them yet"
+        notes.append(
+            f"**stale**: measured with the prompts as of {measured:%Y-%m-%d} (changed {day(prompts)}); {where}"
+        )
+    if judge and judge > measured:
+        notes.append(f"before the loop's judge ({judge:%Y-%m-%d})")
+    return "; ".join(notes) or "current prompts"
+
+
+# --- formatting ------------------------------------------------------------------------------
+
+
+def num(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def interval(d: dict[str, Any] | None, signed: bool = False) -> str:
+    if not d:
+        return "–"
+    f = "{:+.3f}" if signed else "{:.3f}"
+    return f"{f.format(d['estimate'])} [{f.format(d['low'])}, {f.format(d['high'])}]"
+
+
+def heading(title: str, source: str, when: str, command: str, page: str) -> list[str]:
+    run, _, note = command.partition("  # ")
+    return [
+        f"## {title}",
+        "",
+        f"Source: {source}, {when}. Regenerate it: `{run}`{f' ({note})' if note else ''}. "
+        f"Details: [{page}]({Path(page).name}).",
+        "",
+    ]
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def not_run(source: str, command: str) -> list[str]:
+    return [f"Not yet run: `{command}` writes `{source}`.", ""]
+
+
+# --- the sources -----------------------------------------------------------------------------
+
+
+def frontier_tables() -> list[list[str]]:
+    """The marked tables of docs/frontier.md (points, DSPy at equal tokens, our frontier)."""
+    text = (DOCS / "frontier.md").read_text(encoding="utf-8") if (DOCS / "frontier.md").exists() else ""
+    if TABLE_START not in text:
+        return []
+    block = text.partition(TABLE_START)[2].partition(TABLE_END)[0].strip()
+    return [t.splitlines() for t in block.split("\n\n")]
+
+
+def frontier_section() -> list[str]:
+    command, when = f"{PY} benchmarks/frontier.py --report-only", committed(DOCS / "frontier.md")
+    lines = heading(
+        "Quality against tokens, and DSPy at equal tokens",
+        "the marked tables of `docs/frontier.md`",
+        last_commit(when),
+        f"{command}  # from runs/frontier, not committed",
+        "docs/frontier.md",
+    )
+    tables = frontier_tables()
+    if not tables:
+        return lines + not_run("docs/frontier.md", command)
+    points = {(c[0], c[1]): c for c in (cells(row) for row in tables[0][2:])}
+    lines += [
+        "| task | n | one draft (`ours-k1-r0`) [95%] | `--preset best` returned [95%] | tokens/ex: one draft → best | prompts |",
+        "|---|---|---|---|---|---|",
+    ]
+    for task in dict.fromkeys(task for task, _ in points):
+        one, best = points.get((task, "ours-k1-r0")), points.get((task, "ours-best"))
+        if one and best:
+            lines.append(
+                f"| {task} | {one[2]} | {one[3]} | {best[3]} | {one[6]} → {best[6]} | {freshness(task, when)} |"
+            )
+    return lines + ["", *[row for table in tables[1:] for row in [*table, ""]]]
+
+
+def cells(row: str) -> list[str]:
+    return [c.strip() for c in row.strip().strip("|").split("|")]
+
+
+def frontier_tasks() -> set[str]:
+    tables = frontier_tables()
+    return {cells(row)[0] for row in tables[0][2:]} if tables else set()
+
+
+def quality_section() -> list[str]:
+    path, command = DOCS / "quality_summary.json", f"{PY} benchmarks/quality.py --report-only"
+    data, when = load_json(path), committed(path)
+    lines = heading(
+        "Self-Refine against one step, every task and mode",
+        "`docs/quality_summary.json`",
+        f"generated {data['generated'][:10] if data else '–'}, {last_commit(when)}",
+        f"{command}  # from runs/quality, not committed",
+        "docs/quality.md",
+    )
+    if data is None:
+        return lines + not_run("docs/quality_summary.json", command)
+    current = frontier_tasks()
+    lines += [
+        "| task | mode | n | one-step | returned | returned − one-step [95%] | judge: win / tie / loss | prompts |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["runs"]:
+        judge = r.get("judge")
+        wtl = f"{judge['win']:.2f} / {judge['tie']:.2f} / {judge['loss']:.2f}" if judge else ""
+        where = "docs/frontier.md" if r["task"] in current else None
+        lines.append(
+            f"| {r['task']} | {r['mode']} | {r['n']} | {num(r['one_step'])} | {num(r['returned'])} "
+            f"| {interval(r['delta'], signed=True)} | {wtl} | {freshness(r['task'], when, where)} |"
+        )
+    return [*lines, ""]
+
+
+def peers_section() -> list[str]:
+    path, command = DOCS / "peers_summary.json", f"{PY} benchmarks/vs_peers.py --report-only"
+    data, when = load_json(path), committed(path)
+    lines = heading(
+        "selfrefine against DSPy Refine, BestOfN and Predict",
+        "`docs/peers_summary.json`",
+        f"generated {data['generated'][:10] if data else '–'}, {last_commit(when)}",
+        f"{command}  # from runs/peers, not committed",
+        "docs/peers.md",
+    )
+    if data is None:
+        return lines + not_run("docs/peers_summary.json", command)
+    current = frontier_tasks()
+    lines += [
+        "| task | system | n | one-step [95%] | returned [95%] | returned, 1st sentence [95%] | tokens/ex | prompts |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in data["summaries"]:
+        ours = s["system"].startswith("selfrefine")
+        where = "docs/frontier.md" if s["task"] in current else None
+        fresh = freshness(s["task"], when, where) if ours else "DSPy's own (`benchmarks/_peers_dspy.py`)"
+        lines.append(
+            f"| {s['task']} | {s['system']} | {s['n']} | {interval(s['one_step'])} | {interval(s['returned'])} "
+            f"| {interval(s.get('first_sentence'))} | {s['tokens']:.0f} | {fresh} |"
+        )
+    return [*lines, ""]
+
+
+def judges_section() -> list[str]:
+    out = DOCS / "judges_rows"
+    command = f"{PY} benchmarks/judges.py --part PART --out docs/judges_rows  # --report-only rewrites docs/judges.md"
+    lines = heading(
+        "Judgments against labels: sense pairs and FED",
+        "`docs/judges_rows/*.jsonl`",
+        f"runs dated {dates(out)}, {last_commit(committed(out))}",
+        command,
+        "docs/judges.md",
+    )
+    if not list(out.glob("*.jsonl")):
+        return lines + not_run("docs/judges_rows/", command.partition("  # ")[0])
+    lines += ["### Sense: sensible against nonsense sentences with the same concepts", "", *sense_section(out), ""]
+    lines += [*sense_by_kind(out), ""]
+    for part, title in (("fed-turn", "turn"), ("fed-dialogue", "dialogue")):
+        if list(out.glob(f"{part}.*.jsonl")):
+            lines += [f"### FED, {title} level: Spearman correlation with the human mean", "", *fed_section(out, part)]
+            lines += ["", *fed_pairwise_section(out, part), ""]
+    return lines
+
+
+def judged_loop_section() -> list[str]:
+    path, command = DOCS / "judged_loop.json", f"{PY} benchmarks/judged_loop.py"
+    data, when = load_json(path), committed(path)
+    lines = heading(
+        "The judge in the loop: one step against `--preset best`",
+        "`docs/judged_loop.json`",
+        last_commit(when) if data is not None else "not yet run",
+        f"{command}  # resumable; --report-only from runs/judged_loop",
+        "docs/judges.md",
+    )
+    if data is None:
+        return lines + not_run("docs/judged_loop.json", command)
+    lines += [
+        "| set | task | rows | system | n | one-step | returned | returned − one-step [95%] | wins / ties / losses "
+        "| tokens/ex: one-step → system | pairwise: best / tie / one-step | prompts |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for s in data:
+        for system in ("best", "best-no-judge"):
+            if system in s:
+                lines.append(judged_row(s, system, when))
+    return [*lines, ""]
+
+
+def judged_row(s: dict[str, Any], system: str, when: datetime | None) -> str:
+    r = s[system]
+    pair = s.get("pairwise") if system == "best" else None
+    pairwise = f"{pair['best']} / {pair['tie']} / {pair['one-step']}" if pair else ""
+    return (
+        f"| {s['set']} | {s['task']} | {s['rows']} | {system} | {r['n']} | {num(r['one_step'])} "
+        f"| {num(r['returned'])} | {interval(r['delta'], signed=True)} | {' / '.join(map(str, r['wins_ties_losses']))} "
+        f"| {r['one_step_tokens_per_example']:.0f} → {r['tokens_per_example']:.0f} | {pairwise} | {freshness(s['task'], when)} |"
+    )
+
+
+# --- the page --------------------------------------------------------------------------------
+
+INTRO = """\
+# Results: every measured number on one page
+
+Generated by `.venv/bin/python benchmarks/results.py` from the results the benchmark scripts
+stored in `docs/` (no model is called); do not edit it by hand: commit what a benchmark wrote,
+then run the command (`tests/project/test_results_page.py` fails when this page and its
+sources disagree). Default model throughout: Qwen2.5-Coder-1.5B-Instruct Q4_K_M on 2 shared
+CPU cores; intervals are 95% bootstrap intervals over the examples.
+
+**Which numbers are current.** A source's date is its last commit. A task's prompts are its
+files in `src/selfrefine/tasks/prompts/<task>/` (other than `judge_*.j2`) and its system message;
+a row committed before its task's prompts last changed says **stale** in its `prompts` column,
+with where the current prompts' one-step is measured. Since the judge's questions
+(`judge_*.j2`) joined the loop, a loop's returned output can differ where code checks tie;
+rows measured before say so.
+"""
+
+
+def page() -> str:
+    sections = [frontier_section(), judged_loop_section(), judges_section(), quality_section(), peers_section()]
+    return INTRO + "\n" + "\n".join("\n".join(s) for s in sections).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=DOCS / "results.md")
+    args = p.parse_args(argv)
+    args.out.write_text(page(), encoding="utf-8")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
