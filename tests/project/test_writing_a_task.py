@@ -9,6 +9,7 @@ substitution: the spec ``embedded`` is the fake model in the quick suite.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import types
@@ -33,9 +34,17 @@ def blocks() -> list[tuple[str, str, str]]:
     ]
 
 
-def reply(request) -> str:
+MOTTOS = ["Lumo: the sun, at your desk.", "A lamp."]
+
+
+def reply(request) -> str | dict:
     if request.role == "feedback":
         return "done"
+    if request.prompt.startswith("Write a motto"):  # two different samples, for the judge to order
+        return MOTTOS[(request.seed or 0) % 2]
+    if request.role == "judge":
+        p_yes = 0.3 if f"Motto: {MOTTOS[1]}" in request.prompt else 0.8
+        return {"text": "Yes", "top_logprobs": [{"Yes": math.log(p_yes), "No": math.log(1 - p_yes)}]}
     return "Lumo: sunlight for your desk."
 
 
@@ -74,7 +83,19 @@ def test_every_block_of_the_page_runs_in_order(tmp_path, monkeypatch, embedded_i
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "__doc__"}
     kinds = [kind for kind, _, _ in blocks()]
-    assert kinds == ["python", "yaml", "python", "python", "yaml", "python", "toml", "python", "python"], kinds
+    assert kinds == [
+        "python",
+        "yaml",
+        "python",
+        "python",
+        "yaml",
+        "python",
+        "yaml",
+        "python",
+        "toml",
+        "python",
+        "python",
+    ], kinds
     for kind, where, code in blocks():
         if kind == "yaml":
             name = re.match(r"name: (\w+)", code).group(1)
@@ -96,8 +117,13 @@ def test_every_block_of_the_page_runs_in_order(tmp_path, monkeypatch, embedded_i
     assert out[3] == "Lumo: sunlight for your desk. | all checks pass" and namespace["tagline"].has_verifier
     tagged = namespace["tagged"]
     assert len(tagged.iterations[0].candidates) == 2 and tagged.iterations[1].accepted is False  # an echo: rejected
+    # a task file's judge orders two samples the task cannot check by code
+    assert out[4:6] == [
+        "kept Lumo: the sun, at your desk. | [('catchy', 0.8), ('about', 0.8)]",
+        "lost A lamp. | [('catchy', 0.3), ('about', 0.3)]",
+    ]
     # the plugin backend, found through its entry point, options typed ("2" -> 2)
-    assert out[4] == "shout:loud 2" and out[5].startswith("WRITE ONE SLOGAN") and out[5].count("SLOGAN:") == 2
+    assert out[6] == "shout:loud 2" and out[7].startswith("WRITE ONE SLOGAN") and out[7].count("SLOGAN:") == 2
     from selfrefine.tasks import get_task
 
     assert type(get_task("slogan")).__name__ == "Slogan"  # the task entry point too

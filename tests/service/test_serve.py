@@ -299,10 +299,13 @@ def test_unknown_or_invalid_option_is_400(serve):
             )
         assert caught.value.status_code == 400
         assert where in error_of(caught.value)["message"]
-    # an option the task cannot honour (chat has no verifier) is refused too, before any call
+    # an option the task cannot honour (chat has no verifier, and with its judge off nothing
+    # ranks its drafts) is refused too, before any call
     with pytest.raises(openai.BadRequestError) as caught:
         client.chat.completions.create(
-            model="selfrefine/chat", messages=user("hi"), extra_body={"selfrefine": {"select": "verified"}}
+            model="selfrefine/chat",
+            messages=user("hi"),
+            extra_body={"selfrefine": {"select": "verified", "judging": False}},
         )
     assert error_of(caught.value)["type"] == "invalid_request_error"
     assert served.fake.requests == []
