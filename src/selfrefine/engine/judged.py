@@ -27,14 +27,17 @@ from ..core.errors import ParseError
 from ..core.records import Candidate, Judgment, Role, Verification
 from .context import RunContext
 from .judging import Judge, Question
+from .ranking import score
 from .state import normal_text
 
 JUDGE_ROLE: Role = "judge"
 
 
 def judging(run: RunContext) -> bool:
-    """Whether this run's drafts are ranked by the task's judge where the code ties them."""
-    return run.settings.judging and run.task.has_judge
+    """Whether this run's drafts are ranked by the task's judge where the code ties them
+    (``Settings.judging``: on, and the task has a judge); never on an answer task's votes,
+    whose tied samples share one answer."""
+    return run.settings.judging and not run.settings.votes
 
 
 async def judgments(run: RunContext, t: int, draft: str) -> list[Judgment]:
@@ -95,4 +98,4 @@ async def judge_iterations(run: RunContext, indices: list[int]) -> None:
 
 def code_ties(a: Verification | None, b: Verification | None) -> bool:
     """Whether the code checks cannot tell two drafts apart (equal scores, or none)."""
-    return (a.score if a is not None else None) == (b.score if b is not None else None)
+    return score(a) == score(b)

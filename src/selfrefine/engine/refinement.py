@@ -183,7 +183,7 @@ class Refinement:
     async def result(self, stop: StopReason, error: str | None) -> RunResult:
         state = self.state
         state.pool.rescore(state.iterations)  # the final votes decide among the drafts
-        if self.settings.select == "verified" and judging(self.run) and not self.settings.votes:
+        if self.settings.select == "verified" and judging(self.run):
             await self._judge_returnable()
         selected = select_index(state.iterations, self.settings.select)
         output = state.iterations[selected].draft if selected is not None else None

@@ -47,7 +47,7 @@ class BestOfK(Drafter):
         run.state.pool.rescore(run.state.iterations)  # the votes moved with the new samples
         kept = chosen(new)
         echoed = all(same_text(c.draft, parent.draft) for c in new.candidates)
-        if not echoed and self._judge_decides(run) and code_ties(new.verification, parent.verification):
+        if not echoed and judging(run) and code_ties(new.verification, parent.verification):
             await judge_iterations(run, [parent.index, new.index])
         if not echoed and earns_place(new.verification, kept.feedback, parent):
             return Verdict()
@@ -107,7 +107,7 @@ class BestOfK(Drafter):
         the top, the one the critic ranks first, each distinct text critiqued once with the
         prompt it will have as the step's draft, so the kept one's critique is reused."""
         tied = ties(cands)
-        if self._judge_decides(run):
+        if judging(run):
             return await self._judge_ties(run, index, cands, tied)
         if not self._critic_decides(run, index, cands, tied):
             return best(cands)
@@ -139,10 +139,6 @@ class BestOfK(Drafter):
         except (BudgetExceeded, BackendError):
             pass  # finished samples: keep what is judged, and let the next call stop the run
         return best(cands)
-
-    def _judge_decides(self, run: RunContext) -> bool:
-        """Whether the task's judge orders the samples the code ties (then the critic never does)."""
-        return judging(run)
 
     def _critic_decides(self, run: RunContext, index: int, cands: list[Candidate], tied: list[int]) -> bool:
         """Whether the critic sees the samples tied at the top: to break the tie while a round
@@ -178,9 +174,6 @@ class Votes(BestOfK):
     """Best of K for an answer task: a sample's score is the share of the run's samples that
     give its answer (the pool recounts as samples arrive), so samples tied at the top share
     one answer and neither the judge nor the critic is asked to break the tie."""
-
-    def _judge_decides(self, run: RunContext) -> bool:
-        return False
 
     def _critic_decides(self, run: RunContext, index: int, cands: list[Candidate], tied: list[int]) -> bool:
         return False
