@@ -189,18 +189,28 @@ def frontier_tasks() -> set[str]:
     return {cells(row)[0] for row in tables[0][2:]} if tables else set()
 
 
-def quality_section() -> list[str]:
-    path, command = DOCS / "quality_summary.json", f"{PY} benchmarks/quality.py --report-only"
+def summary_source(file: str, script: str, title: str, runs: str, doc: str) -> tuple[Any, Any, list[str]]:
+    """A stored summary (``docs/<file>``): its data (None: absent), when it was committed, and
+    its heading, followed by "not yet run" when it is absent."""
+    path, command = DOCS / file, f"{PY} benchmarks/{script} --report-only"
     data, when = load_json(path), committed(path)
     lines = heading(
-        "Self-Refine against one step, every task and mode",
-        "`docs/quality_summary.json`",
+        title,
+        f"`docs/{file}`",
         f"generated {data['generated'][:10] if data else '–'}, {last_commit(when)}",
-        f"{command}  # from runs/quality, not committed",
-        "docs/quality.md",
+        f"{command}  # from {runs}, not committed",
+        doc,
     )
+    return data, when, lines + (not_run(f"docs/{file}", command) if data is None else [])
+
+
+def quality_section() -> list[str]:
+    data, when, lines = summary_source(
+        "quality_summary.json", "quality.py", "Self-Refine against one step, every task and mode",
+        "runs/quality", "docs/quality.md",
+    )  # fmt: skip
     if data is None:
-        return lines + not_run("docs/quality_summary.json", command)
+        return lines
     current = frontier_tasks()
     lines += [
         "| task | mode | n | one-step | returned | returned − one-step [95%] | judge: win / tie / loss | prompts |",
@@ -218,17 +228,12 @@ def quality_section() -> list[str]:
 
 
 def peers_section() -> list[str]:
-    path, command = DOCS / "peers_summary.json", f"{PY} benchmarks/vs_peers.py --report-only"
-    data, when = load_json(path), committed(path)
-    lines = heading(
-        "selfrefine against DSPy Refine, BestOfN and Predict",
-        "`docs/peers_summary.json`",
-        f"generated {data['generated'][:10] if data else '–'}, {last_commit(when)}",
-        f"{command}  # from runs/peers, not committed",
-        "docs/peers.md",
-    )
+    data, when, lines = summary_source(
+        "peers_summary.json", "vs_peers.py", "selfrefine against DSPy Refine, BestOfN and Predict",
+        "runs/peers", "docs/peers.md",
+    )  # fmt: skip
     if data is None:
-        return lines + not_run("docs/peers_summary.json", command)
+        return lines
     current = frontier_tasks()
     lines += [
         "| task | system | n | one-step [95%] | returned [95%] | returned, 1st sentence [95%] | tokens/ex | prompts |",
