@@ -144,12 +144,8 @@ def tokens(row: ExampleRow) -> int:
 
 
 def judge_calls(row: ExampleRow) -> list[Any]:
-    """The judge's calls of a row (one decoded token each; a critique is never one token)."""
-    return [
-        c
-        for c in row.result.calls
-        if c.ok and (c.role == "judge" or (c.role == "feedback" and c.completion_tokens <= 1))
-    ]
+    """The judge's calls of a row (the "judge" role's: one decoded token each)."""
+    return [c for c in row.result.calls if c.ok and c.role == "judge"]
 
 
 def summarise(name: str, args: argparse.Namespace, cache: ResponseCache) -> dict[str, Any]:
