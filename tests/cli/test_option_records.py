@@ -72,6 +72,25 @@ def test_the_renamed_flags_reach_the_run():
     assert config["max_total_tokens"] == 5000 and config["max_seconds"] == 30
 
 
+def test_ways_is_a_comma_separated_list_on_run_and_eval(tmp_path):
+    assert _run_flags("--ways", "program, steps").engine.loop.config().ways == ("program", "steps")
+    assert _run_flags().engine.loop.config().ways is None  # unset: the task's own ways
+    args = ["--data", "d", "--out", str(tmp_path / "o"), "--ways", "steps"]
+    params = cli.commands["eval"].make_context("eval", ["commongen", *args]).params
+    assert EvalFlags.of({k: v for k, v in params.items() if k != "task"}).engine.loop.config().ways == ("steps",)
+    assert "--ways" not in [o for p in cli.commands["serve"].params for o in p.opts]  # per request there
+
+
+@pytest.mark.parametrize(
+    ("value", "says"), [("program,program", "way 'program' is named twice"), ("program,", "way '' is not a name")]
+)
+def test_a_bad_ways_is_a_one_line_usage_error(value, says):
+    result = CliRunner().invoke(cli, ["run", "commongen", "dog, ball", "-m", "fake", "--ways", value])
+    errors = [line for line in result.output.splitlines() if line.startswith("Error")]
+    assert result.exit_code == 2 and len(errors) == 1, result.output
+    assert errors[0].startswith("Error: Invalid value for '--ways': ") and says in errors[0], result.output
+
+
 def test_serves_renamed_flags_are_its_caps():
     args = ["-m", "fake", "--max-iters", "3", "--budget-tokens", "900", "--budget-seconds", "5"]
     opts = ServeFlags.of(cli.commands["serve"].make_context("serve", args).params)

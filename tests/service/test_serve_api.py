@@ -75,6 +75,22 @@ def test_unknown_refine_field_lists_the_valid_ones(serve):
     assert "text" in message and "input" in message.split("valid fields:")[1], message
 
 
+@pytest.mark.parametrize("endpoint", ["chat", "refine"])
+def test_a_bad_ways_is_400_naming_it_before_any_model_call(serve, endpoint):
+    served = serve()
+    ways = ["program", "program"]
+    if endpoint == "chat":
+        body = {"model": COMMONGEN, "messages": user("dog, ball"), "selfrefine": {"ways": ways}}
+    else:
+        body = {"task": "commongen", "input": "dog, ball", "options": {"ways": ways}}
+    reply = httpx2.post(f"{served.url}/v1/{'chat/completions' if endpoint == 'chat' else 'refine'}", json=body)
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["param"] == ("selfrefine" if endpoint == "chat" else "options") + ".ways"
+    assert error["message"] == f"{error['param']}: way 'program' is named twice"
+    assert served.fake.requests == []
+
+
 # -- serve on a busy port -------------------------------------------------------------------
 
 

@@ -24,7 +24,7 @@ from typing import Any, Self, TypeVar
 import click
 
 from ..backends.registry import DEFAULT_MODEL, scheme_of
-from ..core.config import RefineConfig, canonical, choices
+from ..core.config import RefineConfig, canonical, checked_ways, choices
 from ..engine.spec import EngineSpec, ModelSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -88,6 +88,20 @@ class Spelling(click.Choice):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         return super().convert(canonical(value), param, ctx)
+
+
+class WayNames(click.ParamType):
+    """``--ways program,steps``: comma-separated names, checked as RefineConfig checks them."""
+
+    name = "ways"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        try:
+            return checked_ways(tuple(name.strip() for name in str(value).split(",")))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def _default(field: str) -> Any:
@@ -247,6 +261,12 @@ class LoopFlags(Flags):
         default=True,
         help="Do not ask the task's judge (yes/no questions read as probabilities) to rank the drafts "
         "that its code checks tie; the critic or the earlier draft decides instead.",
+    )
+    ways: tuple[str, ...] | None = flag(
+        "--ways",
+        type=WayNames(),
+        metavar="WAY,...",
+        help="ways to draw an answer task's samples from (default: all the task's ways; gsm8k: program,steps)",
     )
 
     def config(self, **extra: Any) -> RefineConfig:

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any, Literal, TypedDict, get_args
+import re
+from typing import Annotated, Any, Literal, TypedDict, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 from .errors import ConfigError
 from .stoprule import checked_patterns
@@ -17,6 +28,36 @@ FeedbackMode = Literal["actionable", "generic", "none"]
 VerifierMode = Literal["self", "verifier", "hybrid"]
 Strategy = Literal["fixed", "auto"]
 Preset = Literal["paper", "best"]
+
+MAX_WAYS = 8
+_WAY_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
+
+
+def _not_one_string(value: Any) -> Any:
+    if isinstance(value, str):
+        raise ValueError(f"a list of the task's ways, e.g. ['program', 'steps'], not the string {value!r}")
+    return value
+
+
+def checked_ways(ways: tuple[str, ...]) -> tuple[str, ...]:
+    """``ways`` unchanged once each is a way's name (letters, digits, ``_``, ``-``; at most
+    32 characters), none twice, at most 8 (a bad one raises ValueError naming it). Whether
+    the task has those ways is the engine's check."""
+    if not ways:
+        raise ValueError("no way named: leave it unset for all the task's ways, or name one or more")
+    if len(ways) > MAX_WAYS:
+        raise ValueError(f"{len(ways)} ways named; at most {MAX_WAYS}")
+    for i, name in enumerate(ways):
+        if not _WAY_NAME.fullmatch(name):
+            raise ValueError(f"way {name!r} is not a name: letters, digits, '_' and '-', at most 32 characters")
+        if name in ways[:i]:
+            raise ValueError(f"way {name!r} is named twice")
+    return ways
+
+
+# the task's ways a run's samples are drawn from (the API's request option is built from this
+# type, so it validates the same)
+Ways = Annotated[tuple[str, ...], BeforeValidator(_not_one_string), AfterValidator(checked_ways)]
 
 
 class RefineConfig(BaseModel):
@@ -89,6 +130,10 @@ class RefineConfig(BaseModel):
     # code checks tie them, ask the task's judge (its yes/no questions, read as probabilities:
     # engine/judged.py); off: ties go to the critic, or to the earlier draft
     judging: bool = True
+    # an answer task's several first drafts (votes: samples > 1, strategy auto) are drawn in
+    # turn from these of the task's ways to write one (Task.ways, e.g. gsm8k's program and
+    # steps) and voted with weights; None: all the task's ways; one way: no mixing
+    ways: Ways | None = None
     # a named configuration: "paper" is the paper's loop (these defaults); "best" the task's
     # measured best (TaskDefaults.best); options given explicitly win over the preset's
     preset: Preset | None = None
@@ -105,6 +150,15 @@ class RefineConfig(BaseModel):
     def _patterns(cls, value: list[str]) -> list[str]:
         return checked_patterns(value)
 
+    @model_serializer(mode="wrap")
+    def _unset_ways_unrecorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``ways`` unset is left out of the dump, so the record of a run that does not set
+        it is the one it was before the option existed (an eval folder it resumes included)."""
+        values: dict[str, Any] = handler(self)
+        if values.get("ways", ...) is None:
+            del values["ways"]
+        return values
+
     @classmethod
     def build(cls, **values: object) -> RefineConfig:
         """Like the constructor, but a bad value is a ConfigError naming the option."""
@@ -116,7 +170,7 @@ class RefineConfig(BaseModel):
                 raise ConfigError(unknown_option(str(unknown[0]["loc"][0]), list(cls.model_fields))) from None
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "config"
-            raise ConfigError(f"invalid option {where}: {first['msg']}") from None
+            raise ConfigError(f"invalid option {where}: {first['msg'].removeprefix('Value error, ')}") from None
 
 
 def unknown_option(name: str, valid: list[str]) -> str:
@@ -157,6 +211,7 @@ class RunOptions(TypedDict, total=False):
     samples: int
     strategy: Strategy
     judging: bool
+    ways: tuple[str, ...] | list[str] | None
     preset: Preset | None
 
 

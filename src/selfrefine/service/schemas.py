@@ -32,6 +32,7 @@ REQUEST_OPTIONS = (
     "max_tokens",
     "final_feedback",
     "judging",
+    "ways",
     "samples",
     "strategy",
     "preset",

@@ -40,7 +40,7 @@ def describe(errors: Sequence[dict[str, Any]], body: Any) -> Refusal:
     if unknown is not None:
         return _unknown_name(unknown)
     where = _where(first)
-    msg = first.get("msg", "invalid request")
+    msg = str(first.get("msg", "invalid request")).removeprefix("Value error, ")  # a validator's own words
     return Refusal(f"{where}: {msg}" if where else msg, "invalid_request", where or None)
 
 
