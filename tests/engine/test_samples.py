@@ -296,8 +296,12 @@ def test_a_greedy_task_keeps_its_greedy_draft_as_the_first_sample():
     # gsm8k drafts at temperature 0: sample 1 is that draft, the others explore at 0.7, so the
     # best of K holds what the paper's single draft would have been
     backend = FakeBackend({"generate": [PROGRAMS["18a"], PROGRAMS["12"], PROGRAMS["18b"]]})
-    SelfRefine("gsm8k", backend, samples=3, max_iterations=0).run("Twice nine?")
+    SelfRefine("gsm8k", backend, samples=3, max_iterations=0, ways=("program",)).run("Twice nine?")
     assert [(r.temperature, r.seed) for r in backend.requests] == [(0.0, 0), (0.7, 1), (0.7, 2)]
+    # written two ways in turn, the first of each way is its greedy draft
+    backend = FakeBackend({"generate": [PROGRAMS["18a"], PROGRAMS["12"], PROGRAMS["18b"]]})
+    SelfRefine("gsm8k", backend, samples=3, max_iterations=0).run("Twice nine?")
+    assert [(r.temperature, r.seed) for r in backend.requests] == [(0.0, 0), (0.0, 1), (0.7, 2)]
     backend = FakeBackend({"generate": [PROGRAMS["18a"], PROGRAMS["12"]]})
     SelfRefine("gsm8k", backend, samples=2, max_iterations=0, temperature=0.5).run("Twice nine?")
     assert [r.temperature for r in backend.requests] == [0.5, 0.5]  # a temperature asked for is used as is

@@ -6,6 +6,7 @@ from selfrefine.engine.strategy import (
     RoundOutcome,
     affordable_width,
     lead,
+    next_draft_wave,
     next_wave,
     next_width,
     plan_round,
@@ -58,3 +59,60 @@ def test_the_next_wave_is_the_fewest_samples_that_could_settle_the_votes():
     assert next_wave(["1", "2", "3", "4", "5", "6", "7"], have=7, remaining=10_000, costs=COSTS) == 1  # to the cap
     assert next_wave(["1", "2", "3", "4", "5", "6", "7", "8"], have=MAX_WIDTH, remaining=10_000, costs=COSTS) == 0
     assert next_wave(["18", "12"], have=2, remaining=400, costs=COSTS) == 1  # what the budget pays for
+
+
+# --- width first (issue 31): the first draft's waves on a task the verifier scores --------
+
+DRAFTS = Costs(sample=600, critique=500, draft=300)
+ROUND = 500 + 2 * 600  # a critique and MIN_ROUND samples
+
+
+def test_an_easy_input_stops_at_the_sample_that_satisfies_the_verifier():
+    assert next_draft_wave([1.0], passed=True, remaining=10_000, costs=DRAFTS, round_cost=ROUND)[0] == 0
+
+
+def test_spread_scores_widen_by_doubling_to_the_first_width():
+    assert next_draft_wave([0.4], False, 10_000, DRAFTS, ROUND) == (1, "one first draft so far: 1 more")
+    assert next_draft_wave([0.4, 0.6], False, 10_000, DRAFTS, ROUND) == (
+        2,
+        "the 2 first drafts score differently: 2 more",
+    )
+    # at FIRST_WIDTH drafts, a round that fits is next
+    wave, why = next_draft_wave([0.4, 0.6, 0.5, 0.7], False, 10_000, DRAFTS, ROUND)
+    assert wave == 0 and why == "4 first drafts, and a round fits in the budget left"
+
+
+def test_width_goes_on_to_the_cap_while_no_round_fits():
+    assert next_draft_wave([0.4, 0.6, 0.5, 0.7], False, ROUND - 1, DRAFTS, ROUND)[0] == 4
+    assert next_draft_wave([0.1 * i for i in range(MAX_WIDTH)], False, 100_000, DRAFTS, 10**9)[0] == 0
+
+
+def test_flat_scores_stop_widening_and_the_budget_shrinks_a_wave():
+    wave, why = next_draft_wave([0.5, 0.5], False, 10_000, DRAFTS, ROUND)
+    assert wave == 0 and why == "the 2 first drafts score alike: sampling does not explore this input"
+    assert next_draft_wave([0.4, 0.6], False, 350, DRAFTS, ROUND)[0] == 1  # one more fits
+    wave, why = next_draft_wave([0.4, 0.6], False, 250, DRAFTS, ROUND)
+    assert wave == 0 and "pays for no more first drafts" in why
+
+
+def test_auto_samples_width_first_on_the_fake_model():
+    # coverage 1/3, 2/3, then 1/3, 2/3: spread, so 1 + 1 + 2 first drafts; the budget pays for a round
+    from selfrefine import FakeBackend, SelfRefine
+
+    fb = '{"missing_concepts": [], "commonsense": "odd"}'
+    backend = FakeBackend(
+        {"generate": ["A dog.", "A dog runs.", "A dog.", "A dog runs."], "refine": ["A dog runs in the park."] * 4},
+        default=fb,
+    )
+    result = SelfRefine("commongen", backend, strategy="auto", max_total_tokens=100_000, max_iterations=1).run(
+        "dog, run, park"
+    )
+    assert len(result.iterations[0].candidates) == 4
+    roles = [r.role for r in backend.requests]
+    assert roles[:4] == ["generate"] * 4 and roles.count("refine") == 4  # the round at the first width
+    assert [r.seed for r in backend.requests[:4]] == [0, 1, 2, 3]  # the same samples as --samples 4
+    assert result.output == "A dog runs in the park."
+    # an easy input: the first sample covers every concept, and nothing more is asked
+    backend = FakeBackend({"generate": ["A dog runs in the park."]}, default=fb)
+    easy = SelfRefine("commongen", backend, strategy="auto", max_total_tokens=100_000).run("dog, run, park")
+    assert [r.role for r in backend.requests] == ["generate"] and easy.stop_reason.value == "verified"

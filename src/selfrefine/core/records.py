@@ -151,6 +151,16 @@ class Candidate(BaseModel):
     # the critic on this sample, when the verifier tied it with others at the top (the
     # critic then chooses, and the chosen sample's critique is its step's feedback)
     feedback: Feedback | None = None
+    # the way it was written, when the task has several (gsm8k: "program" or "steps")
+    way: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _one_way_as_before(self, handler: Any) -> dict[str, Any]:
+        """A sample of a task with one way has the record it had before ways."""
+        data: dict[str, Any] = handler(self)
+        if self.way is None:
+            data.pop("way", None)
+        return data
 
 
 class Iteration(BaseModel):

@@ -9,9 +9,20 @@ from ..core.records import DecisionStep, Iteration, StopReason
 from .budget import TokenBudget
 from .context import RunContext
 from .drafting import Drafted, Drafter, Verdict
+from .ranking import score
 from .sampling import BestOfK, Votes
-from .strategy import RoundOutcome, affordable_width, lead, next_wave, plan_round, settled
-from .votes import majority_answer, tally
+from .strategy import (
+    FIRST_WIDTH,
+    MIN_ROUND,
+    RoundOutcome,
+    affordable_width,
+    lead,
+    next_draft_wave,
+    next_wave,
+    plan_round,
+    settled,
+)
+from .votes import majority_answer
 
 
 class Budgeted(Drafter):
@@ -25,21 +36,37 @@ class Budgeted(Drafter):
         self.width = width  # the last round's width
         self.outcome: RoundOutcome | None = None  # what the verifier saw in the last round
         self.planned: tuple[int, str] | None = None  # the width planned for the round begun
+        self.waves_why = ""  # why the first draft's waves stopped, in words
 
     async def first(self, run: RunContext, prompt: str) -> Drafted:
-        """Draft 0 from ``width`` samples; on an answer task, more in waves while their answers
-        are not settled (:func:`.strategy.next_wave`), up to MAX_WIDTH and what the budget
-        pays for: disagreement is answered by more independent votes before any critique
+        """Draft 0 from samples in waves (:mod:`.strategy` rule 1): on a task the verifier
+        scores, one sample, then doubling while the samples' scores spread and the budget
+        pays; on an answer task, ``width`` samples, then more while their answers are not
+        settled: disagreement is answered by more independent votes before any critique
         (self-consistency, adaptively; the 1.5B critic approves wrong programs)."""
-        cands, last_call = await self.inner.gather(run, "generate", 0, prompt, self.width)
-        while self.votes:
-            answers = [e.answer for e in run.state.pool.entries]
-            wave = next_wave(answers, len(cands), self.budget.remaining(run), self.budget.costs(run))
+        cands, last_call = await self.inner.gather(run, "generate", 0, prompt, self.width if self.votes else 1)
+        while True:
+            wave = self._next_wave(run, cands)
             if wave == 0:
                 break
-            more, _ = await self.inner.gather(run, "generate", 0, prompt, wave, start=len(cands))
+            more, last_call = await self.inner.gather(run, "generate", 0, prompt, wave, start=len(cands))
             cands += more
+        self.width = max(1, min(len(cands), FIRST_WIDTH))  # the first round's width
         return await self.inner.choose(run, 0, cands, last_call)
+
+    def _next_wave(self, run: RunContext, cands: list) -> int:
+        """How many more first drafts the rule asks for (0: no more)."""
+        remaining, costs = self.budget.remaining(run), self.budget.costs(run)
+        if self.votes:
+            pool = run.state.pool
+            answers = [e.answer for e in pool.entries]
+            return next_wave(answers, len(cands), remaining, costs)
+        checks = [c.verification for c in cands]
+        critic = run.settings.feedback_mode == "actionable" and run.settings.verifier_mode != "verifier"
+        round_cost = (costs.critique if critic else 0.0) + MIN_ROUND * costs.sample
+        passed = any(v is not None and v.passed for v in checks)
+        wave, self.waves_why = next_draft_wave([score(v) for v in checks], passed, remaining, costs, round_cost)
+        return wave
 
     def before_round(self, run: RunContext, t: int) -> DecisionStep | None:
         """Stop when the current draft satisfies the verifier, or when the budget cannot pay
@@ -89,8 +116,10 @@ class Budgeted(Drafter):
         if check is None:
             return None
         if self.votes:
-            answers = [e.answer for e in run.state.pool.entries]
-            if not (settled(answers) and check.passed is not False and check.answer == majority_answer(tally(answers))):
+            pool = run.state.pool
+            answers = [e.answer for e in pool.entries]
+            settled_here = settled(answers) and check.passed is not False
+            if not (settled_here and check.answer == majority_answer(pool.counts())):
                 return None
             detail = f"the votes are settled on draft {t}'s answer ({lead(answers)} ahead)"
         elif check.passed:

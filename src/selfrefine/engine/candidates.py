@@ -8,10 +8,11 @@ a run and their checks, with votes for answer tasks (how they rank: :mod:`.ranki
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..core.records import Candidate, Iteration, Verification
-from .votes import tally, with_vote
+from .votes import disagreement, rivals_text, tally, way_weights, with_vote
 
 
 @dataclass
@@ -21,6 +22,10 @@ class Entry:
     candidate: Candidate
     check: Verification | None
     answer: str | None
+
+    @property
+    def way(self) -> str | None:
+        return self.candidate.way
 
 
 @dataclass
@@ -53,9 +58,19 @@ class Pool:
             for e in self.entries:
                 e.candidate.verification = e.check
             return
-        counts, total = tally([e.answer for e in self.entries]), len(self.entries)
+        answers = [e.answer for e in self.entries]
+        counts, total = self.counts(), sum(self.weights())
+        said = disagreement(tally(answers), len(answers))
         for e in self.entries:
-            e.candidate.verification = with_vote(e.check, e.answer, counts, total)
+            e.candidate.verification = with_vote(e.check, e.answer, counts, total, said)
+
+    def weights(self) -> list[float]:
+        """Each candidate's vote weight (its way's agreement with the other ways)."""
+        return way_weights([e.way for e in self.entries], [e.answer for e in self.entries])
+
+    def counts(self) -> Counter[str]:
+        """The weighted votes for each answer."""
+        return tally([e.answer for e in self.entries], self.weights())
 
     def rescore(self, iterations: list[Iteration]) -> None:
         """Each iteration's verification from its chosen candidate (votes move as samples arrive)."""
@@ -63,3 +78,12 @@ class Pool:
             chosen = next((c for c in it.candidates if c.chosen), None)
             if chosen is not None:
                 it.verification = chosen.verification
+
+    def rivals(self, answer: str | None, most: int = 2) -> str:
+        """The other answers' drafts in words, for refining a draft whose answer is ``answer``
+        ("" when every sample agrees): one draft per answer, the most voted ``most`` answers."""
+        counts = self.counts()
+        others = [a for a, _ in counts.most_common() if a != answer][:most]
+        drafts = [(a, next(e.candidate.draft for e in self.entries if e.answer == a)) for a in others]
+        said = disagreement(tally([e.answer for e in self.entries]), len(self.entries))
+        return rivals_text(answer, drafts, said)

@@ -157,6 +157,16 @@ class Refinement:
     # -- feedback --------------------------------------------------------------------------
 
     async def _feedback(self, t: int) -> Feedback:
+        """Draft t's feedback (:meth:`_own_feedback`); on an answer task whose samples
+        disagree, with the other answers' drafts, so the refinement weighs the readings."""
+        feedback = await self._own_feedback(t)
+        if not self.settings.votes or feedback.source in ("generic", "none"):
+            return feedback
+        check = self.state.iterations[t].verification
+        rivals = self.state.pool.rivals(check.answer if check is not None else None)
+        return feedback.model_copy(update={"text": f"{feedback.text}\n{rivals}".strip()}) if rivals else feedback
+
+    async def _own_feedback(self, t: int) -> Feedback:
         """Draft t's feedback per the feedback and verifier modes (a kept sample's critique,
         made when it broke a tie, is reused)."""
         settings, run = self.settings, self.run

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+from ..backends.base import CompletionRequest
 from ..core.errors import BackendError, ParseError
 from ..core.records import CallRecord, Candidate, DecisionStep, Feedback, Iteration, Role
 from .budget import TokenBudget
@@ -68,22 +69,32 @@ class BestOfK(Drafter):
         greedily (temperature 0, as gsm8k's), the step's first sample is that greedy draft,
         the one the paper's loop would keep, and the others explore at the sampling
         temperature: the best of K then holds what one sample would have given."""
-        settings, caller = run.settings, run.caller
+        requests = self.requests(run, role, index, prompt, samples, start)
+        batches = await asyncio.gather(*(run.caller.call(role, index, r, n) for _, r, n in requests))
+        written = [(way, r.text, call) for (way, _, _), batch in zip(requests, batches) for r, call in batch]
+        cands = [c for c in (self._candidate(run, text, call, way) for way, text, call in written) if c is not None]
+        checks = await asyncio.gather(*(run.checked(c.draft, c.call and c.call.finish_reason) for c in cands))
+        for cand, check in zip(cands, checks):
+            run.state.pool.add(cand, check)
+        return cands, batches[-1][-1][1]
+
+    def requests(
+        self, run: RunContext, role: Role, index: int, prompt: str, samples: int, start: int
+    ) -> list[tuple[str | None, CompletionRequest, int]]:
+        """The step's calls as (way, request, samples): the greedy draft first where the role
+        drafts greedily, then the samples at the sampling temperature, seeded from ``start``."""
+        settings = run.settings
         seed = (settings.seed or 0) + 1000 * index + start
         request = run.request(role, prompt, None, 1).model_copy(
             update={"temperature": settings.sample_temperature, "seed": seed}
         )
-        pairs = []
+        out: list[tuple[str | None, CompletionRequest, int]] = []
         if start == 0 and settings.greedy_first[role]:
-            pairs += await caller.call(role, index, request.model_copy(update={"temperature": 0.0}))
+            out.append((None, request.model_copy(update={"temperature": 0.0}), 1))
             request, samples = request.model_copy(update={"seed": seed + 1}), samples - 1
         if samples > 0:
-            pairs += await caller.call(role, index, request, samples)
-        cands = [c for c in (self._candidate(run, r.text, call) for r, call in pairs) if c is not None]
-        checks = await asyncio.gather(*(run.checked(c.draft, c.call and c.call.finish_reason) for c in cands))
-        for cand, check in zip(cands, checks):
-            run.state.pool.add(cand, check)
-        return cands, pairs[-1][1]
+            out.append((None, request, samples))
+        return out
 
     async def choose(self, run: RunContext, index: int, cands: list[Candidate], last_call: CallRecord) -> Drafted:
         """Step ``index``'s iteration from its samples, the kept one marked chosen; no sample
@@ -160,20 +171,42 @@ class BestOfK(Drafter):
         return len(tied) >= 2 and (not run.at_cap(index) or settings.final_feedback)
 
     @staticmethod
-    def _candidate(run: RunContext, text: str, call: CallRecord) -> Candidate | None:
-        """A sample as a candidate: parsed, or its raw text with the call marked failed."""
+    def _candidate(run: RunContext, text: str, call: CallRecord, way: str | None = None) -> Candidate | None:
+        """A sample as a candidate: parsed (as written its ``way``), or its raw text with the
+        call marked failed."""
         try:
-            return Candidate(draft=run.task.parse_draft(text), call=call)
+            draft = run.task.parse_draft(text) if way is None else run.task.parse_way(way, text)
+            return Candidate(draft=draft, call=call, way=way)
         except ParseError as exc:
             run.state.log.failed(call, f"parse: {exc}")
             raw = text.strip()
-            return Candidate(draft=raw, call=call) if raw else None
+            return Candidate(draft=raw, call=call, way=way) if raw else None
 
 
 class Votes(BestOfK):
     """Best of K for an answer task: a sample's score is the share of the run's samples that
     give its answer (the pool recounts as samples arrive), so samples tied at the top share
-    one answer and neither the judge nor the critic is asked to break the tie."""
+    one answer and neither the judge nor the critic is asked to break the tie. The first
+    draft's samples are written the run's ``ways`` in turn (gsm8k: a program, a step-by-step
+    answer, ...), each way's first one greedy where the role drafts greedily: two ways of
+    solving misread a question differently, where one way's samples repeat one misreading."""
+
+    def requests(
+        self, run: RunContext, role: Role, index: int, prompt: str, samples: int, start: int
+    ) -> list[tuple[str | None, CompletionRequest, int]]:
+        ways = run.settings.ways
+        if role != "generate" or index != 0 or len(ways) < 2:
+            return super().requests(run, role, index, prompt, samples, start)
+        settings, out = run.settings, []
+        for j in range(start, start + samples):
+            way = ways[j % len(ways)]
+            text = prompt if way == ways[0] else run.task.render_way(way, run.state.input)
+            greedy = settings.greedy_first[role] and j < len(ways)
+            request = run.request(role, text, None, 1).model_copy(
+                update={"temperature": 0.0 if greedy else settings.sample_temperature, "seed": (settings.seed or 0) + j}
+            )
+            out.append((way, request, 1))
+        return out
 
     def _critic_decides(self, run: RunContext, index: int, cands: list[Candidate], tied: list[int]) -> bool:
         return False

@@ -71,6 +71,7 @@ class Settings:
     sample_temperature: float = 0.7  # of each of several samples (samples > 1, strategy auto)
     votes: bool = False  # several samples of an answer task: agreement is part of the score
     judging: bool = False  # the task's judge ranks drafts the code checks tie (engine/judged.py)
+    ways: tuple[str, ...] = ()  # the ways an answer task's first samples are written in turn
 
     @classmethod
     def resolve(cls, config: RefineConfig, task: Task) -> Settings:
@@ -104,6 +105,7 @@ class Settings:
             sample_temperature=config.temperature if config.temperature is not None else task.sampling_temperature,
             votes=several and task.capabilities.answer,
             judging=config.judging and task.has_judge,
+            ways=_ways(config, task, several and task.capabilities.answer),
         )
 
     @property
@@ -160,6 +162,22 @@ def with_preset(config: RefineConfig, task: Task) -> RefineConfig:
 def ranks(config: RefineConfig, task: Task) -> bool:
     """Whether the run can rank drafts: by the task's code checks, or by its judge."""
     return task.has_verifier or (task.has_judge and config.judging)
+
+
+def _ways(config: RefineConfig, task: Task, votes: bool) -> tuple[str, ...]:
+    """The ways the first samples are written: the run's, or all the task's; none without votes."""
+    given = config.ways
+    if given is None:
+        return tuple(task.ways) if votes else ()
+    unknown = [w for w in given if w not in task.ways]
+    if unknown:
+        has = f"its ways are {', '.join(task.ways)}" if task.ways else "it writes its drafts one way"
+        raise ConfigError(f"task {task.name!r} has no way {unknown[0]!r}: {has} (ways, --ways)")
+    if not votes and len(given) > 1:
+        raise ConfigError(
+            "ways choose how an answer task's several samples are written: give samples > 1 or strategy auto"
+        )
+    return tuple(given) if votes else ()
 
 
 def _check_fits(config: RefineConfig, task: Task) -> None:

@@ -1,29 +1,39 @@
 """``strategy="auto"``: how a token budget is spent between width (samples per step) and
-depth (rounds of critique and refinement), by what the verifier sees.
+depth (rounds of critique and refinement), by what the first samples show of each input.
 
-The rule, one round at a time (pure functions; the loop applies them):
+Measured (docs/frontier.md, default model): a first draft more is worth more per token than a
+round of refinement until about four drafts (commongen: the best of 3 first drafts 0.634 at
+1.1k tokens, one draft and one round 0.578 at the same tokens); a round on top of four
+drafts still adds (0.658 → 0.710). The rule follows that, one decision at a time (pure
+functions; the loop applies them):
 
-1. the first draft is sampled ``START_WIDTH`` times (two samples already let votes and the
-   verifier choose, at twice the cost of one);
-2. stop when the verifier is satisfied with the current draft (its check passes): more
-   compute cannot improve what the task can measure;
-3. after a round, go **deeper** at the same width when its best refinement was accepted
-   (the critique helps: refine that draft again), and **widen** (double, up to
-   ``MAX_WIDTH``) when every refinement echoed its parent or none scored higher (the
-   critique does not help this input: more samples of the refiner are the better bet);
-4. never start a round the budget cannot pay for: a round costs one critique plus
-   ``width`` samples, each estimated from the latest call of its kind in this run plus
-   what the history grew by since (a refinement's prompt holds the drafts and critiques
-   before it, so a mean over earlier, shorter calls underestimates the next); the width
-   shrinks to what the remaining budget affords, and the run stops when not even one
-   sample fits.
+1. **width first**: the first draft is sampled in waves (1, then doubling), each wave priced
+   in tokens before it is asked for. How hard the input is, is read from its samples:
+   - *easy*: a sample satisfies the verifier (its check passes): stop, nothing the task can
+     measure is left to gain (an easy input costs one sample);
+   - *flat*: two or more samples score alike: sampling does not explore this input, so
+     width stops (a round, whose prompt holds what the findings name as missing, is next);
+   - *spread*: the samples score differently: more samples find better drafts, so width
+     goes on to ``FIRST_WIDTH`` drafts, and on to ``MAX_WIDTH`` while no round of
+     ``MIN_ROUND`` samples fits in what is left;
+2. **depth where it adds**: after the waves, a round of ``min(drafts, FIRST_WIDTH)`` samples
+   when the budget pays for its critique and samples; after a round, **deeper** at the same
+   width when its best refinement was accepted, **wider** (double, up to ``MAX_WIDTH``) when
+   every refinement echoed its parent or none scored higher;
+3. **the budget**: a round costs one critique plus ``width`` samples, each estimated from the
+   latest call of its kind in this run plus what the history grew by since (a refinement's
+   prompt holds the drafts and critiques before it); the width shrinks to what is left, and
+   the run stops when not even one sample fits.
 
-On an answer task (votes: gsm8k), the first draft is sampled in waves before any round:
-while the answers are not settled (the most common answer leads the next by fewer than
-``SETTLE_MARGIN`` votes; a program that fails gives none), the next wave is the fewest
-samples that could settle them, up to ``MAX_WIDTH`` first drafts and what the budget pays
-for. Easy inputs stop at two agreeing samples; disputed ones get more independent votes,
-which a small model's critique cannot replace (adaptive self-consistency).
+On an answer task (votes: gsm8k) the first draft is sampled in waves before any round too,
+judged by agreement instead of scores: while the answers are not settled (the most common
+answer leads the next by fewer than ``SETTLE_MARGIN`` votes; a program that fails gives
+none), the next wave is the
+fewest samples that could settle them, up to ``MAX_WIDTH`` first drafts and what the budget
+pays for. Easy inputs stop at two agreeing samples (of two different ways when the task has
+them); disputed ones get more independent votes, which a small model's critique cannot
+replace (adaptive self-consistency). The answer returned is the majority of the votes
+weighted by how often each way of solving agrees with the others (:mod:`.votes`).
 """
 
 from __future__ import annotations
@@ -32,7 +42,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-START_WIDTH = 2
+START_WIDTH = 2  # an answer task's first wave: two votes can already agree
+FIRST_WIDTH = 4  # first drafts before any round, when the budget pays for them
+MIN_ROUND = 2  # the narrowest round worth leaving budget for
 MAX_WIDTH = 8
 SETTLE_MARGIN = 2
 
@@ -101,7 +113,8 @@ def lead(answers: Sequence[str | None]) -> int:
 
 
 def settled(answers: Sequence[str | None]) -> bool:
-    """Whether the votes so far decide the answer: its lead is at least ``SETTLE_MARGIN``."""
+    """Whether the votes so far decide the answer: its lead is at least ``SETTLE_MARGIN``
+    samples (counted one each: the ways' weights choose the answer, not how many to ask)."""
     return lead(answers) >= SETTLE_MARGIN
 
 
@@ -113,3 +126,27 @@ def next_wave(answers: Sequence[str | None], have: int, remaining: float, costs:
     wanted = min(SETTLE_MARGIN - lead(answers), MAX_WIDTH - have)
     per_draft = costs.sample if costs.draft is None else costs.draft
     return affordable_width(wanted, remaining, Costs(sample=per_draft, critique=0.0), critique=False)
+
+
+def next_draft_wave(
+    scores: Sequence[float], passed: bool, remaining: float, costs: Costs, round_cost: float
+) -> tuple[int, str]:
+    """How many more first drafts to sample on a task the verifier scores (0: width stops),
+    and why in words: easy inputs stop, flat ones go to rounds, spread ones widen (rule 1);
+    ``round_cost``: what a round of ``MIN_ROUND`` samples would cost now."""
+    have = len(scores)
+    if passed:
+        return 0, "a first draft satisfies the verifier: an easy input"
+    if have >= 2 and max(scores) == min(scores):
+        return 0, f"the {have} first drafts score alike: sampling does not explore this input"
+    if have >= MAX_WIDTH:
+        return 0, f"{MAX_WIDTH} first drafts"
+    if have >= FIRST_WIDTH and remaining >= round_cost:
+        return 0, f"{have} first drafts, and a round fits in the budget left"
+    wanted = min(max(1, have), MAX_WIDTH - have)
+    per_draft = costs.sample if costs.draft is None else costs.draft
+    fits = affordable_width(wanted, remaining, Costs(sample=per_draft, critique=0.0), critique=False)
+    if fits == 0:
+        return 0, f"the budget left ({remaining:.0f} tokens) pays for no more first drafts"
+    why = "one first draft so far" if have <= 1 else f"the {have} first drafts score differently"
+    return fits, f"{why}: {fits} more"

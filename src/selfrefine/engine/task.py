@@ -158,6 +158,9 @@ class Task:
     # the aspects the loop's judge asks about a draft, each a yes/no question in the packaged
     # template prompts/<task>/judge_<aspect>.j2 (a user's task: judge=)
     judge_aspects: ClassVar[tuple[str, ...]] = ()
+    # ways to write a first draft (votes draw samples from each in turn): the first is the
+    # ``generate`` template's, each other one has its packaged ``generate_<way>.j2``
+    ways: ClassVar[tuple[str, ...]] = ()
     defaults: ClassVar[TaskDefaults] = TaskDefaults()
     capabilities: ClassVar[Capabilities] = Capabilities()
     _verifier: Verifier | None = None  # given as verify= (a function or checks), not by overriding
@@ -212,6 +215,7 @@ class Task:
         given = dict(generate=generate, feedback=feedback, refine=refine, refine_nofeedback=refine_nofeedback)
         self.templates = self._compile_templates(given)
         self.judges = self._compile_judges(judge)
+        self.way_templates = self._compile_ways()
         if verify is not None:
             self._set_verifier(verify)
 
@@ -256,6 +260,29 @@ class Task:
                 raise TaskError(f"task {self.name!r}: judge {aspect!r} needs a name and a yes/no question template")
             out[aspect] = Template(f"{self.name}/judge {aspect}", source, BASE_VARIABLES | self.extra_variables)
         return out
+
+    def _compile_ways(self) -> dict[str, Template]:
+        """The first-draft templates of the ways after the first (packaged ``generate_<way>.j2``)."""
+        out: dict[str, Template] = {}
+        for way in self.ways[1:]:
+            source = packaged_template(self.prompt_dir or "", f"generate_{way}")
+            if source is None:
+                raise TaskError(f"task {self.name!r} declares way {way!r} but has no generate_{way}.j2 template")
+            out[way] = Template(f"{self.name}/generate {way}", source, BASE_VARIABLES | self.extra_variables)
+        return out
+
+    def render_way(self, way: str, input: str) -> str:
+        """The first-draft prompt of one of the task's ``ways`` (the first: ``generate``'s)."""
+        if not self.ways or way == self.ways[0]:
+            return self.render("generate", input)
+        if way not in self.way_templates:
+            raise TaskError(f"task {self.name!r} has no way {way!r}; its ways: {', '.join(self.ways) or 'none'}")
+        context = {"draft": "", "feedback": "", "history": [], "iteration": 0, **self.context(input), "input": input}
+        return self.way_templates[way].render(context).strip()
+
+    def parse_way(self, way: str | None, text: str) -> str:
+        """A first draft written one of the task's ``ways``, as a draft (default: ``parse_draft``)."""
+        return self.parse_draft(text)
 
     @property
     def has_judge(self) -> bool:

@@ -17,6 +17,7 @@ from ..engine.task import Capabilities, Task, TaskDefaults
 from ..sandbox.process import run_python
 from .parsing import fenced_blocks
 
+_ANSWER_IS = re.compile(r"answer is\s*:?\s*\$?\s*(-?[\d,]*\.?\d+)", re.I)
 _VERDICT = re.compile(r"\bit(?:\s+is|'s)\s+(not\s+correct|incorrect|correct|wrong)", re.I)
 
 
@@ -39,6 +40,22 @@ def extract_code(text: str) -> str:
     if len(body) < 2:
         raise DraftParseError("`solution()` has no body")
     return code
+
+
+def steps_program(text: str) -> str:
+    """A step-by-step answer ("... The answer is 10.") as a program that returns its final
+    number, its reasoning kept as comments, so it is run, voted on, critiqued and refined as
+    any program is. A reply that wrote ``solution()`` anyway is that program."""
+    if "def solution" in text:
+        return extract_code(text)
+    found = _ANSWER_IS.findall(text)
+    value = to_number(found[-1]) if found else None
+    if value is None:
+        raise DraftParseError('the step-by-step answer has no final "The answer is N."')
+    cut = text[: text.rfind("\n", 0, text.lower().rfind("answer is")) + 1]  # up to the answer's line
+    steps = [ln.strip() for ln in cut.splitlines() if ln.strip() and not ln.strip().lower().startswith("question:")]
+    comments = [f"    # {ln}" for ln in steps[-30:]]
+    return "\n".join(["def solution():", *comments, f"    return {number_text(value)}"])
 
 
 def _last_verdict(text: str) -> str:
@@ -84,6 +101,8 @@ class GSM8K(Task):
     )
     capabilities = Capabilities(verifier=True, answer=True, runs_code=True)
     judge_aspects = ("reading",)
+    # votes draw samples from both: a different way of solving misreads differently
+    ways = ("program", "steps")
     description = "Math word problems solved as Python programs (program-of-thought, GSM8K)"
     prompt_dir = "gsm8k"
     metric_name = "solve rate (execution)"
@@ -92,6 +111,9 @@ class GSM8K(Task):
 
     def parse_draft(self, text: str) -> str:
         return extract_code(text)
+
+    def parse_way(self, way: str | None, text: str) -> str:
+        return steps_program(text) if way == "steps" else extract_code(text)
 
     def parse_feedback(self, text: str, *, input: str, draft: str) -> Feedback:
         raw = text.strip()
