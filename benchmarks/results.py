@@ -167,6 +167,7 @@ def frontier_section() -> list[str]:
     if not tables:
         return lines + not_run("docs/frontier.md", command)
     points = {(c[0], c[1]): c for c in (cells(row) for row in tables[0][2:])}
+    tokens = cells(tables[0][0]).index("tokens/ex")  # by name: the table gained columns
     lines += [
         "| task | n | one draft (`ours-k1-r0`) [95%] | `--preset best` returned [95%] | tokens/ex: one draft → best | prompts |",
         "|---|---|---|---|---|---|",
@@ -175,7 +176,7 @@ def frontier_section() -> list[str]:
         one, best = points.get((task, "ours-k1-r0")), points.get((task, "ours-best"))
         if one and best:
             lines.append(
-                f"| {task} | {one[2]} | {one[3]} | {best[3]} | {one[6]} → {best[6]} | {freshness(task, when)} |"
+                f"| {task} | {one[2]} | {one[3]} | {best[3]} | {one[tokens]} → {best[tokens]} | {freshness(task, when)} |"
             )
     return lines + ["", *[row for table in tables[1:] for row in [*table, ""]]]
 
