@@ -64,6 +64,17 @@ def committed(path: Path) -> datetime | None:
     return parse(git("log", "-1", "--format=%cI", "--", rel))
 
 
+def block_committed(path: Path, start: str, end: str) -> datetime | None:
+    """The date of the last commit that changed the lines between two markers of ``path`` (a
+    new section elsewhere in the file does not make its old tables look newer); the file's
+    last commit where git cannot tell; None while the file has uncommitted changes."""
+    when = committed(path)
+    if when is None:
+        return None
+    rel = str(path.relative_to(ROOT))
+    return parse(git("log", "-1", "--format=%cI", "--no-patch", "-L", f"/{start}/,/{end}/:{rel}")) or when
+
+
 def system_text(task: str) -> str | None:
     """The start of the task's system message as its module spells it (``system=...``)."""
     source = TASKS / f"{task}.py"
@@ -155,7 +166,8 @@ def frontier_tables() -> list[list[str]]:
 
 
 def frontier_section() -> list[str]:
-    command, when = f"{PY} benchmarks/frontier.py --report-only", committed(DOCS / "frontier.md")
+    command = f"{PY} benchmarks/frontier.py --report-only"
+    when = block_committed(DOCS / "frontier.md", TABLE_START, TABLE_END)
     lines = heading(
         "Quality against tokens, and DSPy at equal tokens",
         "the marked tables of `docs/frontier.md`",
