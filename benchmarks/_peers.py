@@ -53,6 +53,23 @@ def select_examples(task: str, limit: int, data_dir: Path = DATA_DIR) -> list[Ex
     return rows[:first] + rows[half : half + limit - first]
 
 
+def select_rows(task: str, first: int, last: int, data_dir: Path = DATA_DIR) -> list[Example]:
+    """Rows ``first`` to ``last`` (inclusive, 0-based) of the task's dev file, in file order
+    (every task the same way, sentiment too). A file with fewer rows is a one-line error."""
+    rows = load_examples(task, data_dir / FILES[task], last + 1)
+    if len(rows) <= last:
+        raise SystemExit(f"{task}: rows {first}-{last} asked for, but {FILES[task]} has {len(rows)} rows")
+    return rows[first:]
+
+
+def parse_span(text: str) -> tuple[int, int]:
+    """``FIRST-LAST`` (inclusive 0-based row indices, FIRST <= LAST) as two ints."""
+    first, dash, last = text.strip().partition("-")
+    if not (dash and first.isdigit() and last.isdigit() and int(first) <= int(last)):
+        raise ValueError(f"bad row range {text!r}: expected FIRST-LAST, e.g. 56-99")
+    return int(first), int(last)
+
+
 # --- what every system's output is scored with ------------------------------------------
 
 
@@ -131,6 +148,10 @@ class Record(BaseModel):
     load: float | None = None  # the machine's 1-minute load average when it finished
     rewards: list[float] = []  # DSPy: the reward of each attempt, in order
     stop_reason: str | None = None  # ours: why the loop stopped
+    cache_hits: int = 0  # ours: calls answered from the response cache (no model call, ~0 s)
+    # ours: whether any draft the run produced (every sample and refinement, chosen or not)
+    # scores 1.0 by the metric: the ceiling a better selection could reach (never shown to the loop)
+    any_correct: bool | None = None
 
 
 def read_records(path: Path) -> dict[str, Record]:

@@ -4,7 +4,7 @@
         --api-base http://127.0.0.1:PORT/v1 --limit 20 --out runs/peers
 
 One system (``predict`` / ``bestofn`` / ``refine``) on the first ``--limit`` inputs of a
-task, one example after another; each finished example is appended to
+task (or on ``--rows FIRST-LAST``, inclusive 0-based rows of its dev file), one example after another; each finished example is appended to
 ``OUT/<task>/dspy-<system>.jsonl`` and skipped on a rerun. Calls and tokens come from
 DSPy's global LM history (the copies that Refine and BestOfN make of the LM keep a history
 of their own, so the per-LM one would miss them).
@@ -23,14 +23,17 @@ from pathlib import Path
 
 import dspy
 from _peers import (
+    DATA_DIR,
     REWARDS,
     Record,
     append_record,
     metric,
     normalise,
+    parse_span,
     read_records,
     records_path,
     select_examples,
+    select_rows,
 )
 from dspy.clients import base_lm
 
@@ -145,7 +148,10 @@ def main() -> None:
     p.add_argument("--system", choices=["predict", "bestofn", "refine"], required=True)
     p.add_argument("--api-base", required=True, help="the OpenAI-compatible server, e.g. http://127.0.0.1:8080/v1")
     p.add_argument("--model-name", default="qwen2.5-coder-1.5b-instruct")
-    p.add_argument("--limit", type=int, required=True)
+    rows = p.add_mutually_exclusive_group(required=True)
+    rows.add_argument("--limit", type=int, help="the first N rows of the task's dev file")
+    rows.add_argument("--rows", help="FIRST-LAST: those rows (inclusive, 0-based) of the task's dev file")
+    p.add_argument("--data-dir", type=Path, default=DATA_DIR, help="where the dev files are")
     p.add_argument("--n", type=int, default=3, help="Refine/BestOfN attempts")
     p.add_argument("--temperature", type=float, required=True)
     p.add_argument("--max-tokens", type=int, required=True, help="for the answers")
@@ -154,6 +160,10 @@ def main() -> None:
     p.add_argument("--name", help="the system's name in the records and their file (default: dspy-SYSTEM)")
     args = p.parse_args()
     name = args.name or f"dspy-{args.system}"
+    try:
+        span = parse_span(args.rows) if args.rows else None
+    except ValueError as exc:
+        p.error(str(exc))
 
     def lm(max_tokens: int) -> dspy.LM:
         return dspy.LM(
@@ -173,7 +183,10 @@ def main() -> None:
     answer_lm = lm(args.max_tokens)
     path = records_path(args.out, args.task, name)
     done = read_records(path)
-    examples = [e for e in select_examples(args.task, args.limit) if e.id not in done]
+    chosen = (
+        select_rows(args.task, *span, args.data_dir) if span else select_examples(args.task, args.limit, args.data_dir)
+    )
+    examples = [e for e in chosen if e.id not in done]
     print(f"{name} {args.task}: {len(examples)} to run, {len(done)} done", file=sys.stderr, flush=True)
     for example in examples:
         record = run_example(build(args.system, args.task, args.n, answer_lm), args.system, args.task, example)

@@ -4,13 +4,21 @@ against DSPy's BestOfN and Refine, on one llama-server, the same inputs and metr
     .venv/bin/python benchmarks/frontier.py                                   # every point
     .venv/bin/python benchmarks/frontier.py --points ours-k4-r1,dspy-bestofn-n3 --tasks commongen
     .venv/bin/python benchmarks/frontier.py --report-only                     # docs/frontier.md from runs
+    .venv/bin/python benchmarks/frontier.py --rows fresh --points ours-k1-r0  # the fresh rows (FRESH_ROWS)
 
 Grown from ``vs_peers.py`` (its server, DSPy environment, records and metric): one
 llama-server on the default model's GGUF file serves every system, one example at a time.
 A point is a system on a task; each finished example is appended to
 ``--out/<task>/<point>.jsonl`` and skipped on a rerun, so the benchmark is resumable and
 grows in passes (``--limit-*``, ``--points``). Ours runs through the library on the
-``openai:`` backend with no response cache (every call reaches the server).
+``openai:`` backend behind a response cache (``--cache``, shared by every point: a rerun,
+or a point whose requests another point already sent, costs no model call; ``--no-cache``:
+every call reaches the server).
+
+Rows: without ``--rows`` a task runs on the first ``--limit-*`` rows of its dev file (the
+old rows, on which the prompts, presets and the auto rule were shaped); ``--rows fresh``
+(``FRESH_ROWS``) or ``--rows commongen=56-99,gsm8k=132-231`` (inclusive 0-based rows) runs
+on rows nobody tuned on. Ids are unique per row, so both kinds share a point's file.
 
 - ``ours-kK-rR``: ``samples=K``, ``max_iterations=R`` (R=0: the best of K first drafts),
   hybrid feedback, the returned draft chosen by the task's verifier; ``ours-kK-rR-v``: the
@@ -22,8 +30,13 @@ grows in passes (``--limit-*``, ``--points``). Ours runs through the library on 
 
 The report (``--doc``, between its markers) has each point's returned metric with its 95%
 bootstrap interval, tokens and seconds per example (commongen: also the first sentence's
-coverage), a PNG per task (metric against tokens, log x) and the dominance table: for
-each DSPy point, our best point at no more tokens per example and the paired difference.
+coverage; "any correct": the share of examples where some draft of the run scored 1.0, the
+ceiling of a better selection), a PNG per task (metric against tokens, log x) and the
+dominance table: for each DSPy point, our best point at no more tokens per example and the
+paired difference. The fresh rows get tables of their own (``## Fresh rows``), with, for
+each ``ours-auto-B``, the fixed grid's best point at no more tokens and the paired
+difference auto − it. s/ex is the wall time over the examples with no cache hit (their
+count beside it): an example answered partly from the cache took less than its cost.
 """
 
 from __future__ import annotations
@@ -37,23 +50,29 @@ import time
 from pathlib import Path
 
 from _peers import (
+    DATA_DIR,
     ROOT,
     Record,
     append_record,
     first_sentence,
     metric,
+    parse_span,
     read_records,
     records_path,
     select_examples,
+    select_rows,
     summarise,
     write_between,
 )
 from vs_peers import MODEL_NAME, log, peers_python, sampling, server
 
+from selfrefine.backends.base import Backend
 from selfrefine.backends.openai_compat import OpenAIBackend
 from selfrefine.core.config import RefineConfig
+from selfrefine.core.records import RunResult
 from selfrefine.engine.loop import SelfRefine
 from selfrefine.evaluation.datasets import Example
+from selfrefine.evaluation.response_cache import CachedBackend, ResponseCache
 from selfrefine.evaluation.stats import paired_bootstrap_diff
 
 TASKS = ("commongen", "gsm8k", "acronym", "sentiment")
@@ -90,7 +109,13 @@ DEFAULT_POINTS = (
     "ours-k1-r1",
     "dspy-refine-n3",
 )
+# rows not used to shape prompts, presets or the auto rule (issue 31): commongen rows 40-55
+# and gsm8k rows 100-131 shaped the prompts, the first --limit-* rows the presets and auto
+FRESH_ROWS: dict[str, tuple[int, int]] = {"commongen": (56, 99), "gsm8k": (132, 231), "acronym": (16, 65)}
+# the fixed grid an auto point is held against: samples x rounds, and --preset best
+GRID = tuple(p for p in OURS if p.startswith("ours-k") or p == "ours-best")
 TABLE_START, TABLE_END = "<!-- frontier:table:start -->", "<!-- frontier:table:end -->"
+FRESH_START, FRESH_END = "<!-- frontier:fresh:start -->", "<!-- frontier:fresh:end -->"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -105,9 +130,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--doc", type=Path, default=ROOT / "docs" / "frontier.md")
     p.add_argument("--base-url", help="an OpenAI-compatible server already running (default: start llama-server)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rows", help="fresh, or TASK=FIRST-LAST,... (inclusive 0-based rows; other tasks: --limit-*)")
+    p.add_argument("--data-dir", type=Path, default=DATA_DIR, help="where the dev files are")
+    p.add_argument("--cache", type=Path, help="our points' response cache (default: OUT/responses.sqlite)")
+    p.add_argument("--no-cache", action="store_true", help="every call of ours reaches the server")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args(argv)
     args.limits = {task: getattr(args, f"limit_{task}") for task in TASKS}
+    try:
+        args.rows = parse_rows(args.rows) if args.rows else {}
+    except ValueError as exc:
+        p.error(str(exc))
+    args.cache = None if args.no_cache else (args.cache or args.out / "responses.sqlite")
     args.tasks, args.points = args.tasks.split(","), args.points.split(",")
     unknown = [x for x in args.points if x not in OURS and x not in THEIRS]
     if unknown:
@@ -115,16 +149,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run_ours(point: str, task: str, examples: list[Example], base_url: str, out: Path) -> None:
-    path = records_path(out, task, point)
+def parse_rows(spec: str) -> dict[str, tuple[int, int]]:
+    """``--rows``: ``fresh`` (FRESH_ROWS) or ``TASK=FIRST-LAST,...`` with inclusive 0-based
+    row indices of each task's dev file; ValueError names the part that is wrong."""
+    if spec.strip() == "fresh":
+        return dict(FRESH_ROWS)
+    rows: dict[str, tuple[int, int]] = {}
+    for part in spec.split(","):
+        task, eq, span = part.strip().partition("=")
+        if not eq or task not in TASKS or task in rows:
+            raise ValueError(
+                f"bad --rows part {part!r}: expected TASK=FIRST-LAST once per task, TASK one of {', '.join(TASKS)}"
+            )
+        rows[task] = parse_span(span)
+    return rows
+
+
+def examples_of(task: str, args: argparse.Namespace) -> list[Example]:
+    """The task's rows for this run: its ``--rows`` range, else its first ``--limit-*`` rows."""
+    if task in args.rows:
+        return select_rows(task, *args.rows[task], args.data_dir)
+    return select_examples(task, args.limits[task], args.data_dir)
+
+
+def run_ours(point: str, task: str, examples: list[Example], base_url: str, args: argparse.Namespace) -> None:
+    path = records_path(args.out, task, point)
     todo = [e for e in examples if e.id not in read_records(path)]
     log(f"{point} {task}: {len(todo)} to run")
     if todo:
-        asyncio.run(_run_ours(point, task, todo, base_url, path))
+        asyncio.run(_run_ours(point, task, todo, base_url, path, args.cache))
 
 
-async def _run_ours(point: str, task: str, todo: list[Example], base_url: str, path: Path) -> None:
-    backend = OpenAIBackend(MODEL_NAME, base_url=base_url, concurrency=1, request_n="off")
+async def _run_ours(point: str, task: str, todo: list[Example], base_url: str, path: Path, cache: Path | None) -> None:
+    backend: Backend = OpenAIBackend(MODEL_NAME, base_url=base_url, concurrency=1, request_n="off")
+    if cache is not None:  # samples are separate seeded requests either way (request_n off)
+        backend = CachedBackend(backend, ResponseCache(cache))
     engine = SelfRefine(task, backend, config=RefineConfig(**OURS[point]))
     try:
         for example in todo:
@@ -132,7 +191,8 @@ async def _run_ours(point: str, task: str, todo: list[Example], base_url: str, p
             append_record(path, record)
             log(
                 f"{point} {task} {record.id}: {record.one_step_metric:.3f} -> {record.metric:.3f}  "
-                f"tokens {record.prompt_tokens}+{record.completion_tokens}  {record.seconds:.1f} s  {record.stop_reason}"
+                f"tokens {record.prompt_tokens}+{record.completion_tokens}  {record.seconds:.1f} s  "
+                f"{record.cache_hits}/{record.calls} cached  any correct {record.any_correct}  {record.stop_reason}"
             )
     finally:
         await engine.aclose()
@@ -169,10 +229,18 @@ async def _one(engine: SelfRefine, point: str, task: str, example: Example) -> R
         seconds=round(time.perf_counter() - t0, 3),
         load=round(os.getloadavg()[0], 2),
         stop_reason=result.stop_reason.value,
+        cache_hits=sum(c.cached for c in result.calls),
+        any_correct=any_correct(task, example, result),
     )
 
 
-def run_theirs(point: str, task: str, limit: int, base_url: str, out: Path) -> None:
+def any_correct(task: str, example: Example, result: RunResult) -> bool:
+    """Whether any draft of the run (every iteration's, every sample's) scores 1.0 by the metric."""
+    drafts = {it.draft for it in result.iterations} | {c.draft for it in result.iterations for c in it.candidates}
+    return any(metric(task, example, d) >= 1.0 for d in drafts if d)
+
+
+def run_theirs(point: str, task: str, args: argparse.Namespace, base_url: str) -> None:
     system, n = THEIRS[point]
     temperature, max_tokens = sampling(task)
     cmd = [
@@ -186,8 +254,9 @@ def run_theirs(point: str, task: str, limit: int, base_url: str, out: Path) -> N
         base_url,
         "--model-name",
         MODEL_NAME,
-        "--limit",
-        str(limit),
+        *(["--rows", "{}-{}".format(*args.rows[task])] if task in args.rows else ["--limit", str(args.limits[task])]),
+        "--data-dir",
+        str(args.data_dir),
         "--n",
         str(n),
         "--temperature",
@@ -195,7 +264,7 @@ def run_theirs(point: str, task: str, limit: int, base_url: str, out: Path) -> N
         "--max-tokens",
         str(max_tokens),
         "--out",
-        str(out),
+        str(args.out),
         "--name",
         point,
     ]
@@ -205,45 +274,75 @@ def run_theirs(point: str, task: str, limit: int, base_url: str, out: Path) -> N
 # --- the report ---------------------------------------------------------------------------
 
 
-def load(out: Path, task: str, limit: int) -> tuple[list[Example], dict[str, list[Record]]]:
-    """The finished records of every point on the first ``limit`` inputs of a task."""
-    examples = select_examples(task, limit)
+def load(out: Path, task: str, examples: list[Example]) -> dict[str, list[Record]]:
+    """The finished records of every point on the given inputs of a task."""
     found = {}
     for point in [*OURS, *THEIRS]:
         recs = read_records(records_path(out, task, point))
         chosen = [recs[e.id] for e in examples if e.id in recs]
         if chosen:
             found[point] = chosen
-    return examples, found
+    return found
+
+
+def fmt_diff(iv) -> str:
+    return "–" if iv is None else f"{iv.estimate:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}]"
+
+
+def paired(task: str, base: list[Record], other: list[Record], examples: list[Example]) -> tuple[int, str, str]:
+    """``other − base`` on the examples both finished: their number, the difference with its
+    95% interval, and for commongen the same on the output's first sentence (a gain that comes
+    only from writing more sentences does not count)."""
+    by_example = {e.id: e for e in examples}
+    by_id = {r.id: r for r in base}
+    pairs = [(by_id[r.id], r) for r in other if r.id in by_id]
+    diff = paired_bootstrap_diff([b.metric for b, _ in pairs], [o.metric for _, o in pairs])
+    first = "–"
+    if task == "commongen":
+
+        def strict(rec: Record) -> float:
+            return metric(task, by_example[rec.id], first_sentence(rec.output))
+
+        first = fmt_diff(paired_bootstrap_diff([strict(b) for b, _ in pairs], [strict(o) for _, o in pairs]))
+    return len(pairs), fmt_diff(diff), first
+
+
+def best_within(candidates: list[str], summaries: dict, budget: float) -> str | None:
+    """The candidate with the highest returned metric at no more than ``budget`` tokens/ex."""
+    within = [p for p in candidates if summaries[p].tokens <= budget]
+    return max(within, key=lambda p: summaries[p].returned.estimate) if within else None
 
 
 def dominance(task: str, points: dict[str, list[Record]], summaries: dict, examples: list[Example]) -> list[str]:
     """For each DSPy point: our best point at no more tokens per example, and the paired
-    difference (ours − theirs) on the examples both finished; for commongen also on the
-    output's first sentence (a gain that comes only from writing more sentences does not count)."""
+    difference (ours − theirs) on the examples both finished (commongen: also first sentence)."""
     rows = []
-    by_example = {e.id: e for e in examples}
     for theirs in [p for p in points if p in THEIRS]:
         budget = summaries[theirs].tokens
-        ours = [p for p in points if p in OURS and summaries[p].tokens <= budget]
-        if not ours:
+        best = best_within([p for p in points if p in OURS], summaries, budget)
+        if best is None:
             rows.append(f"| {task} | {theirs} | {budget:.0f} | none at ≤ its tokens | – | – | – |")
             continue
-        best = max(ours, key=lambda p: summaries[p].returned.estimate)
-        by_id = {r.id: r for r in points[theirs]}
-        pairs = [(by_id[r.id], r) for r in points[best] if r.id in by_id]
-        diff = paired_bootstrap_diff([t.metric for t, _ in pairs], [o.metric for _, o in pairs])
-        first = "–"
-        if task == "commongen":
-
-            def strict(rec: Record) -> float:
-                return metric(task, by_example[rec.id], first_sentence(rec.output))
-
-            d1 = paired_bootstrap_diff([strict(t) for t, _ in pairs], [strict(o) for _, o in pairs])
-            first = f"{d1.estimate:+.3f} [{d1.low:+.3f}, {d1.high:+.3f}]"
+        n, diff, first = paired(task, points[theirs], points[best], examples)
         rows.append(
-            f"| {task} | {theirs} | {budget:.0f} | {best} ({summaries[best].tokens:.0f}) | {len(pairs)} | "
-            f"{diff.estimate:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}] | {first} |"
+            f"| {task} | {theirs} | {budget:.0f} | {best} ({summaries[best].tokens:.0f}) | {n} | {diff} | {first} |"
+        )
+    return rows
+
+
+def versus_grid(task: str, points: dict[str, list[Record]], summaries: dict, examples: list[Example]) -> list[str]:
+    """For each ``ours-auto-B``: the fixed grid's best point (GRID) at no more tokens per
+    example, and the paired difference auto − it (commongen: also first sentence)."""
+    rows = []
+    for auto in [p for p in points if p.startswith("ours-auto-")]:
+        budget = summaries[auto].tokens
+        best = best_within([p for p in points if p in GRID], summaries, budget)
+        if best is None:
+            rows.append(f"| {task} | {auto} | {budget:.0f} | none at ≤ its tokens | – | – | – |")
+            continue
+        n, diff, first = paired(task, points[best], points[auto], examples)
+        rows.append(
+            f"| {task} | {auto} | {budget:.0f} | {best} ({summaries[best].tokens:.0f}) | {n} | {diff} | {first} |"
         )
     return rows
 
@@ -289,31 +388,62 @@ def plot(task: str, summaries: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def report(args: argparse.Namespace) -> str:
-    table = [
-        "| task | point | n | returned [95%] | 1st sentence [95%] | one-step | tokens/ex | calls/ex | s/ex |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+TABLE_HEAD = [
+    "| task | point | n | returned [95%] | 1st sentence [95%] | any correct | one-step | tokens/ex | calls/ex "
+    "| hits/ex | s/ex (n) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+]
+TIME_NOTE = (
+    "s/ex: wall seconds per example over the examples none of whose calls the response cache answered "
+    "(how many in brackets; an example with a hit took less than its cost); hits/ex: calls answered from "
+    "the cache; any correct: the share of examples where some draft of the run (any sample, any round) "
+    "scores 1.0, the ceiling of a better selection (gsm8k: any sample correct); tokens count every call, "
+    "cached or not."
+)
+
+
+def point_row(task: str, point: str, s, records: list[Record]) -> str:
+    """One point's line of the results table."""
+    first = (
+        "–"
+        if s.first_sentence is None
+        else f"{s.first_sentence.estimate:.3f} [{s.first_sentence.low:.3f}, {s.first_sentence.high:.3f}]"
+    )
+    known = [r.any_correct for r in records if r.any_correct is not None]
+    ceiling = f"{sum(known) / len(known):.3f}" if known else "–"
+    hits = sum(r.cache_hits for r in records) / len(records)
+    timed = [r.seconds for r in records if not r.cache_hits]
+    secs = f"{sum(timed) / len(timed):.1f} ({len(timed)})" if timed else "– (0)"
+    return (
+        f"| {task} | {point} | {s.n} | {s.returned.estimate:.3f} [{s.returned.low:.3f}, {s.returned.high:.3f}] "
+        f"| {first} | {ceiling} | {s.one_step.estimate:.3f} | {s.tokens:.0f} | {s.calls:.2f} | {hits:.2f} | {secs} |"
+    )
+
+
+def section(args: argparse.Namespace, rows: dict[str, list[Example]], suffix: str = "") -> tuple[str, int]:
+    """The tables of one set of rows (task -> its examples) and how many records they hold;
+    ``suffix`` tells the plots apart (fresh rows: ``-fresh``) and adds the auto table."""
+    table = list(TABLE_HEAD)
     dom = [
         "| task | DSPy point | its tokens/ex | our best at ≤ its tokens (tokens/ex) | n | ours − theirs [95%] "
         "| 1st sentence: ours − theirs [95%] |",
         "|---|---|---|---|---|---|---|",
     ]
+    grid = [
+        "| task | auto point | its tokens/ex | the grid's best at ≤ its tokens (tokens/ex) | n | auto − grid [95%] "
+        "| 1st sentence: auto − grid [95%] |",
+        "|---|---|---|---|---|---|---|",
+    ]
     fronts = ["| task | our frontier (tokens/ex → returned) | `--preset best` on it? |", "|---|---|---|"]
-    for task in args.tasks:
-        examples, points = load(args.out, task, args.limits[task])
+    found = 0
+    for task, examples in rows.items():
+        points = load(args.out, task, examples)
+        found += sum(map(len, points.values()))
         summaries = {p: summarise(task, p, recs, examples) for p, recs in points.items()}
         for p, s in sorted(summaries.items(), key=lambda kv: kv[1].tokens):
-            first = (
-                "–"
-                if s.first_sentence is None
-                else f"{s.first_sentence.estimate:.3f} [{s.first_sentence.low:.3f}, {s.first_sentence.high:.3f}]"
-            )
-            table.append(
-                f"| {task} | {p} | {s.n} | {s.returned.estimate:.3f} [{s.returned.low:.3f}, {s.returned.high:.3f}] "
-                f"| {first} | {s.one_step.estimate:.3f} | {s.tokens:.0f} | {s.calls:.2f} | {s.seconds:.1f} |"
-            )
+            table.append(point_row(task, p, s, points[p]))
         dom += dominance(task, points, summaries, examples)
+        grid += versus_grid(task, points, summaries, examples)
         front = frontier(summaries)
         if front:
             best = "ours-best" in summaries and ("yes" if "ours-best" in front else "no")
@@ -323,11 +453,28 @@ def report(args: argparse.Namespace) -> str:
                 + f" | {best or 'not run'} |"
             )
         if summaries:
-            plot(task, summaries, args.doc.parent / f"frontier-{task}.png")
-    text = "\n".join(table) + "\n\n" + "\n".join(dom) + "\n\n" + "\n".join(fronts)
-    write_between(args.doc, TABLE_START, TABLE_END, text)
-    print(text)
-    return text
+            plot(task, summaries, args.doc.parent / f"frontier{suffix}-{task}.png")
+    parts = [table, [TIME_NOTE], dom, *([grid] if suffix else []), fronts]
+    return "\n\n".join("\n".join(part) for part in parts), found
+
+
+def report(args: argparse.Namespace) -> str:
+    """The old rows' tables (each task's first --limit-* rows) and the fresh rows' (--rows, else
+    FRESH_ROWS), each between its markers in --doc; a set with no records leaves its block as it is."""
+    old = {task: select_examples(task, args.limits[task], args.data_dir) for task in args.tasks}
+    spans = args.rows or FRESH_ROWS
+    fresh = {task: select_rows(task, *spans[task], args.data_dir) for task in args.tasks if task in spans}
+    texts = []
+    for rows, suffix, (start, end) in (
+        (old, "", (TABLE_START, TABLE_END)),
+        (fresh, "-fresh", (FRESH_START, FRESH_END)),
+    ):
+        text, found = section(args, rows, suffix)
+        if found:
+            write_between(args.doc, start, end, text)
+        texts.append(f"{'fresh' if suffix else 'old'} rows ({found} records)\n\n{text}")
+    print("\n\n".join(texts))
+    return "\n\n".join(texts)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -337,9 +484,9 @@ def main(argv: list[str] | None = None) -> None:
             for point in args.points:
                 for task in args.tasks:
                     if point in OURS:
-                        run_ours(point, task, select_examples(task, args.limits[task]), base_url, args.out)
+                        run_ours(point, task, examples_of(task, args), base_url, args)
                     elif task in PEER_TASKS:
-                        run_theirs(point, task, args.limits[task], base_url, args.out)
+                        run_theirs(point, task, args, base_url)
                 report(args)  # after each point: the doc is current whenever the run stops
     report(args)
 

@@ -64,6 +64,17 @@ def committed(path: Path) -> datetime | None:
     return parse(git("log", "-1", "--format=%cI", "--", rel))
 
 
+def block_committed(path: Path, start: str, end: str) -> datetime | None:
+    """The date of the last commit that changed the lines between two markers of ``path`` (a
+    new section elsewhere in the file does not make its old tables look newer); the file's
+    last commit where git cannot tell; None while the file has uncommitted changes."""
+    when = committed(path)
+    if when is None:
+        return None
+    rel = str(path.relative_to(ROOT))
+    return parse(git("log", "-1", "--format=%cI", "--no-patch", "-L", f"/{start}/,/{end}/:{rel}")) or when
+
+
 def system_text(task: str) -> str | None:
     """The start of the task's system message as its module spells it (``system=...``)."""
     source = TASKS / f"{task}.py"
@@ -155,7 +166,8 @@ def frontier_tables() -> list[list[str]]:
 
 
 def frontier_section() -> list[str]:
-    command, when = f"{PY} benchmarks/frontier.py --report-only", committed(DOCS / "frontier.md")
+    command = f"{PY} benchmarks/frontier.py --report-only"
+    when = block_committed(DOCS / "frontier.md", TABLE_START, TABLE_END)
     lines = heading(
         "Quality against tokens, and DSPy at equal tokens",
         "the marked tables of `docs/frontier.md`",
@@ -167,6 +179,7 @@ def frontier_section() -> list[str]:
     if not tables:
         return lines + not_run("docs/frontier.md", command)
     points = {(c[0], c[1]): c for c in (cells(row) for row in tables[0][2:])}
+    tokens = cells(tables[0][0]).index("tokens/ex")  # by name: the table gained columns
     lines += [
         "| task | n | one draft (`ours-k1-r0`) [95%] | `--preset best` returned [95%] | tokens/ex: one draft → best | prompts |",
         "|---|---|---|---|---|---|",
@@ -175,7 +188,7 @@ def frontier_section() -> list[str]:
         one, best = points.get((task, "ours-k1-r0")), points.get((task, "ours-best"))
         if one and best:
             lines.append(
-                f"| {task} | {one[2]} | {one[3]} | {best[3]} | {one[6]} → {best[6]} | {freshness(task, when)} |"
+                f"| {task} | {one[2]} | {one[3]} | {best[3]} | {one[tokens]} → {best[tokens]} | {freshness(task, when)} |"
             )
     return lines + ["", *[row for table in tables[1:] for row in [*table, ""]]]
 
