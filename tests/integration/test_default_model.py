@@ -99,7 +99,7 @@ def test_gsm8k_votes_return_the_majority_answer(embedded):
     """Votes on real programs: three samples at the task's sampling temperature, each run in
     the sandbox, scored by the share of samples that agree; the reference is never used."""
     question = "A bus has 40 seats. 25 people get on, then 7 get off. How many seats are empty?"
-    result = SelfRefine("gsm8k", embedded, samples=3, max_iterations=0).run(question, reference=22)
+    result = SelfRefine("gsm8k", embedded, samples=3, max_iterations=0, ways=("program",)).run(question, reference=22)
     cands = result.iterations[0].candidates
     assert len(cands) == 3 and all("def solution" in c.draft for c in cands), [c.draft for c in cands]
     answers = [c.verification.answer for c in cands]
@@ -107,6 +107,22 @@ def test_gsm8k_votes_return_the_majority_answer(embedded):
     assert result.answer == top and result.iterations[0].verification.score == round(votes / 3, 6)
     assert "# Votes: " in result.iterations[0].verification.text
     assert float(result.answer) == 22, answers
+
+
+def test_gsm8k_votes_across_two_ways_of_solving(embedded):
+    """gsm8k's two ways on the real model: the greedy program and the greedy step-by-step
+    answer, whose final number becomes a program (its reasoning as comments) that the sandbox
+    runs like any other; the two ways' agreement is the vote."""
+    question = "A bus has 40 seats. 25 people get on, then 7 get off. How many seats are empty?"
+    result = SelfRefine("gsm8k", embedded, samples=2, max_iterations=0).run(question, reference=22)
+    program, steps = result.iterations[0].candidates
+    assert (program.way, steps.way) == ("program", "steps")
+    assert steps.draft.startswith("def solution():\n    # ") and "return " in steps.draft, steps.draft
+    # each ran in the sandbox and returned a number (its own check; whether it agrees is the vote)
+    assert all(c.verification.text.startswith("# Running solution() returned ") for c in (program, steps))
+    assert program.verification.answer is not None and steps.verification.answer is not None, steps.draft
+    # agreeing, they settle it; split 1-1, the tie keeps the greedy program's answer (seen first)
+    assert float(result.answer) == 22, (program.verification.answer, steps.verification.answer)
 
 
 def test_gsm8k_auto_stops_when_the_votes_are_settled(embedded):

@@ -1,0 +1,141 @@
+"""Votes across ways of solving, measured from one pool of samples per problem.
+
+    .venv/bin/python benchmarks/ways_pool.py --rows 0-29 --base-url http://127.0.0.1:18080/v1
+    .venv/bin/python benchmarks/ways_pool.py --rows 0-29 --report-only
+
+Each gsm8k problem gets ``--samples`` first drafts through the library (``samples=K,
+max_iterations=0``, gsm8k's ways in turn: the greedy program, the greedy step-by-step answer,
+then sampled ones at the task's sampling temperature, seeds 0..K-1), behind the frontier's
+response cache, so ``ours-kK-r0`` and ``ours-auto-B`` runs over the same rows later reuse
+these calls. Each sample's way, answer and correctness (by the reference, only here, never in
+the loop) is stored per row in ``runs/ways_pool/gsm8k.jsonl``; the report then reads the
+selection rules off the same samples, paired: one greedy program, one greedy step-by-step
+answer, votes of the first k samples of one way or of both ways in turn (raw and
+way-weighted), and "any sample correct" (the ceiling no selection can pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from _peers import ROOT, select_rows
+from vs_peers import MODEL_NAME
+
+from selfrefine.backends.openai_compat import OpenAIBackend
+from selfrefine.engine.loop import SelfRefine
+from selfrefine.engine.votes import majority_answer, tally, way_weights
+from selfrefine.evaluation.response_cache import CachedBackend, ResponseCache
+from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff
+from selfrefine.tasks.gsm8k import GSM8K, to_number
+
+OUT = ROOT / "runs" / "ways_pool" / "gsm8k.jsonl"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", default="0-29", help="inclusive 0-based rows of gsm8k.dev.jsonl, FIRST-LAST")
+    p.add_argument("--samples", type=int, default=8)
+    p.add_argument("--base-url", default="http://127.0.0.1:18080/v1")
+    p.add_argument("--cache", type=Path, default=ROOT / "runs" / "frontier" / "responses.sqlite")
+    p.add_argument("--report-only", action="store_true")
+    args = p.parse_args(argv)
+    first, last = (int(x) for x in args.rows.split("-"))
+    args.span = (first, last)
+    return args
+
+
+def stored() -> dict[str, dict]:
+    if not OUT.exists():
+        return {}
+    return {r["id"]: r for r in map(json.loads, OUT.read_text().splitlines()) if r.get("samples")}
+
+
+async def draw(args: argparse.Namespace) -> None:
+    done = stored()
+    todo = [e for e in select_rows("gsm8k", *args.span) if e.id not in done]
+    backend = CachedBackend(
+        OpenAIBackend(MODEL_NAME, base_url=args.base_url, request_n="off"), ResponseCache(args.cache)
+    )
+    engine = SelfRefine("gsm8k", backend, samples=args.samples, max_iterations=0)
+    task = GSM8K()
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        for example in todo:
+            result = await engine.arun(example.input, example.reference)
+            target = to_number(example.reference)
+            samples = []
+            for c in result.iterations[0].candidates if result.iterations else []:
+                answer = c.verification.answer if c.verification else None
+                correct = (
+                    answer is not None
+                    and target is not None
+                    and abs(float(answer) - target) <= 1e-4 * max(1, abs(target))
+                )
+                samples.append({"way": c.way, "answer": answer, "correct": bool(correct)})
+            tokens = result.usage.prompt_tokens + result.usage.completion_tokens
+            row = {"id": example.id, "samples": samples, "tokens": tokens, "error": result.error}
+            with OUT.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(example.id, [(s["way"][0], s["answer"], s["correct"]) for s in samples], tokens, flush=True)
+    finally:
+        await backend.aclose()
+    del task
+
+
+def voted(samples: list[dict], weighted: bool) -> bool:
+    """Whether the majority of these samples' answers is correct (ties: the first seen)."""
+    answers = [s["answer"] for s in samples]
+    weights = way_weights([s["way"] for s in samples], answers) if weighted else None
+    top = majority_answer(tally(answers, weights))
+    return any(s["correct"] for s in samples if s["answer"] == top) if top is not None else False
+
+
+def rules(samples: list[dict]) -> dict[str, bool]:
+    program = [s for s in samples if s["way"] == "program"]
+    steps = [s for s in samples if s["way"] == "steps"]
+    out = {"one greedy program": program[0]["correct"], "one greedy step-by-step": steps[0]["correct"]}
+    for k in (2, 4, 8):
+        if len(program) >= k:
+            out[f"vote of {k} programs"] = voted(program[:k], False)
+        if len(samples) >= k:
+            out[f"vote of {k}, ways in turn"] = voted(samples[:k], False)
+            out[f"vote of {k}, ways in turn, weighted"] = voted(samples[:k], True)
+    out[f"any of {len(samples)} correct"] = any(s["correct"] for s in samples)
+    return out
+
+
+def report(args: argparse.Namespace) -> str:
+    rows = [r for r in stored().values() if args.span[0] <= int(r["id"].rsplit("-", 1)[-1]) <= args.span[1]]
+    table = [rules(r["samples"]) for r in rows]
+    if not table:
+        return "no rows yet"
+    base = [float(t["one greedy program"]) for t in table]
+    lines = [
+        f"gsm8k rows {args.span[0]}-{args.span[1]}: n={len(table)}, tokens/problem for the pool {sum(r['tokens'] for r in rows) / len(rows):.0f}",
+        "| rule | solved [95%] | − one greedy program [95%] |",
+        "|---|---|---|",
+    ]
+    for name in table[0]:
+        vals = [float(t[name]) for t in table]
+        m, d = bootstrap_mean(vals), paired_bootstrap_diff(base, vals)
+        lines.append(
+            f"| {name} | {m.estimate:.3f} [{m.low:.3f}, {m.high:.3f}] | {d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] |"
+        )
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if not args.report_only:
+        asyncio.run(draw(args))
+    report(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
