@@ -5,7 +5,7 @@ and when to stop from the token budget and what the verifier saw (the rule:
 
 from __future__ import annotations
 
-from ..core.records import DecisionStep, Iteration, StopReason
+from ..core.records import Candidate, DecisionStep, Iteration, StopReason
 from .budget import TokenBudget
 from .context import RunContext
 from .drafting import Drafted, Drafter, Verdict
@@ -54,7 +54,7 @@ class Budgeted(Drafter):
         self.width = max(1, min(len(cands), FIRST_WIDTH))  # the first round's width
         return await self.inner.choose(run, 0, cands, last_call)
 
-    def _next_wave(self, run: RunContext, cands: list) -> int:
+    def _next_wave(self, run: RunContext, cands: list[Candidate]) -> int:
         """How many more first drafts the rule asks for (0: no more)."""
         remaining, costs = self.budget.remaining(run), self.budget.costs(run)
         if self.votes:
@@ -73,11 +73,18 @@ class Budgeted(Drafter):
         for the round's critique and one sample; otherwise plan the round's width."""
         satisfied = self._satisfied(run, t)
         if satisfied is not None:
-            return satisfied
+            return self._with_waves(satisfied)
         self.planned = self._plan(run, critique=True)
         if self.planned[0] == 0:
-            return DecisionStep(iteration=t, stop=True, reason=StopReason.TOKEN_BUDGET, detail=self.planned[1])
+            stop = DecisionStep(iteration=t, stop=True, reason=StopReason.TOKEN_BUDGET, detail=self.planned[1])
+            return self._with_waves(stop)
         return None
+
+    def _with_waves(self, decision: DecisionStep) -> DecisionStep:
+        """A stop before any round says why the first draft's waves ended (rule 1)."""
+        if decision.iteration != 0 or not self.waves_why:
+            return decision
+        return decision.model_copy(update={"detail": f"{decision.detail}; first drafts: {self.waves_why}"})
 
     async def refinement(self, run: RunContext, index: int, prompt: str) -> Drafted | DecisionStep:
         width, why = self._width(run, prompt)
