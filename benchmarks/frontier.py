@@ -22,9 +22,9 @@ on rows nobody tuned on. Ids are unique per row, so both kinds share a point's f
 
 - ``ours-kK-rR``: ``samples=K``, ``max_iterations=R`` (R=0: the best of K first drafts),
   hybrid feedback, the returned draft chosen by the task's verifier; ``ours-kK-rR-v``: the
-  same with the verifier's findings as the only feedback (no critic call); on gsm8k the K
-  samples are written its ways in turn (a program, a step-by-step answer), and
-  ``ours-kK-r0-program`` votes K programs only (``ways=("program",)``, the votes of before);
+  same with the verifier's findings as the only feedback (no critic call); on gsm8k
+  ``ours-k4-r0-quantities`` / ``-steps`` vote 4 samples written two ways in turn (a program,
+  and a program quoting the question's numbers first / a step-by-step answer);
 - ``ours-auto-B``: ``strategy="auto"`` with a budget of B tokens per example;
 - ``ours-best``: ``preset="best"``; ``ours-paper``: the paper's loop;
 - ``dspy-bestofn-nN``: DSPy ``BestOfN(N)``, ``dspy-refine-n3``: ``Refine(N=3)``, reward = the
@@ -85,8 +85,9 @@ OURS: dict[str, dict] = {
     **{f"ours-k{k}-r{r}": {**HYBRID, "samples": k, "max_iterations": r} for k in (1, 2, 4) for r in (0, 1, 2)},
     "ours-k3-r0": {**HYBRID, "samples": 3, "max_iterations": 0},  # between the grid's widths
     "ours-k5-r0": {**HYBRID, "samples": 5, "max_iterations": 0},  # gsm8k's earlier --preset best
-    # votes of one way only (gsm8k's programs; the points above draw from every way of the task)
-    **{f"ours-k{k}-r0-program": {**HYBRID, "samples": k, "max_iterations": 0, "ways": ("program",)} for k in (2, 4)},
+    # gsm8k's votes across two ways of writing a program in turn (the points above: its default, programs)
+    "ours-k4-r0-quantities": {**HYBRID, "samples": 4, "max_iterations": 0, "ways": ("program", "quantities")},
+    "ours-k4-r0-steps": {**HYBRID, "samples": 4, "max_iterations": 0, "ways": ("program", "steps")},
     # the code's findings alone (no critic call): a round costs its refinements only
     **{f"ours-k{k}-r{r}-v": {**VERIFIER, "samples": k, "max_iterations": r} for k in (1, 2, 4) for r in (1, 2)},
     **{f"ours-auto-{b}": {**HYBRID, "strategy": "auto", "max_total_tokens": b} for b in (1500, 3000, 6000)},

@@ -30,7 +30,7 @@ from selfrefine.engine.loop import SelfRefine
 from selfrefine.engine.votes import majority_answer, tally, way_weights
 from selfrefine.evaluation.response_cache import CachedBackend, ResponseCache
 from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff
-from selfrefine.tasks.gsm8k import GSM8K, to_number
+from selfrefine.tasks.gsm8k import to_number
 
 OUT = ROOT / "runs" / "ways_pool" / "gsm8k.jsonl"
 
@@ -41,28 +41,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--samples", type=int, default=8)
     p.add_argument("--base-url", default="http://127.0.0.1:18080/v1")
     p.add_argument("--cache", type=Path, default=ROOT / "runs" / "frontier" / "responses.sqlite")
+    p.add_argument("--ways", default="program,steps", help="the ways in turn (gsm8k's: program, steps, quantities)")
+    p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args(argv)
     first, last = (int(x) for x in args.rows.split("-"))
     args.span = (first, last)
+    args.ways = tuple(args.ways.split(","))
     return args
 
 
-def stored() -> dict[str, dict]:
-    if not OUT.exists():
+def stored(out: Path) -> dict[str, dict]:
+    if not out.exists():
         return {}
-    return {r["id"]: r for r in map(json.loads, OUT.read_text().splitlines()) if r.get("samples")}
+    return {r["id"]: r for r in map(json.loads, out.read_text().splitlines()) if r.get("samples")}
 
 
 async def draw(args: argparse.Namespace) -> None:
-    done = stored()
+    done = stored(args.out)
     todo = [e for e in select_rows("gsm8k", *args.span) if e.id not in done]
     backend = CachedBackend(
         OpenAIBackend(MODEL_NAME, base_url=args.base_url, request_n="off"), ResponseCache(args.cache)
     )
-    engine = SelfRefine("gsm8k", backend, samples=args.samples, max_iterations=0)
-    task = GSM8K()
-    OUT.parent.mkdir(parents=True, exist_ok=True)
+    engine = SelfRefine("gsm8k", backend, samples=args.samples, max_iterations=0, ways=args.ways)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     try:
         for example in todo:
             result = await engine.arun(example.input, example.reference)
@@ -78,12 +80,11 @@ async def draw(args: argparse.Namespace) -> None:
                 samples.append({"way": c.way, "answer": answer, "correct": bool(correct)})
             tokens = result.usage.prompt_tokens + result.usage.completion_tokens
             row = {"id": example.id, "samples": samples, "tokens": tokens, "error": result.error}
-            with OUT.open("a") as f:
+            with args.out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             print(example.id, [(s["way"][0], s["answer"], s["correct"]) for s in samples], tokens, flush=True)
     finally:
         await backend.aclose()
-    del task
 
 
 def voted(samples: list[dict], weighted: bool) -> bool:
@@ -96,8 +97,8 @@ def voted(samples: list[dict], weighted: bool) -> bool:
 
 def rules(samples: list[dict]) -> dict[str, bool]:
     program = [s for s in samples if s["way"] == "program"]
-    steps = [s for s in samples if s["way"] == "steps"]
-    out = {"one greedy program": program[0]["correct"], "one greedy step-by-step": steps[0]["correct"]}
+    other = next(s for s in samples if s["way"] != "program")
+    out = {"one greedy program": program[0]["correct"], f"one greedy {other['way']}": other["correct"]}
     for k in (2, 4, 8):
         if len(program) >= k:
             out[f"vote of {k} programs"] = voted(program[:k], False)
@@ -109,8 +110,9 @@ def rules(samples: list[dict]) -> dict[str, bool]:
 
 
 def report(args: argparse.Namespace) -> str:
-    rows = [r for r in stored().values() if args.span[0] <= int(r["id"].rsplit("-", 1)[-1]) <= args.span[1]]
-    table = [rules(r["samples"]) for r in rows]
+    rows = [r for r in stored(args.out).values() if args.span[0] <= int(r["id"].rsplit("-", 1)[-1]) <= args.span[1]]
+    k = min((len(r["samples"]) for r in rows), default=0)  # every row read with the same number of samples
+    table = [rules(r["samples"][:k]) for r in rows if k >= 2]
     if not table:
         return "no rows yet"
     base = [float(t["one greedy program"]) for t in table]

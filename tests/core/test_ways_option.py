@@ -13,7 +13,7 @@ from selfrefine.service.schemas import LoopOptions
 
 BAD = [
     ("program,steps", "a list of the task's ways, e.g. ['program', 'steps'], not the string 'program,steps'"),
-    ([], "no way named: leave it unset for all the task's ways"),
+    ([], "no way named: leave it unset for the task's default ways"),
     (["program", "two words"], "way 'two words' is not a name: letters, digits, '_' and '-', at most 32 characters"),
     ([""], "way '' is not a name"),
     (["w" * 33], f"way '{'w' * 33}' is not a name"),

@@ -300,7 +300,7 @@ def test_a_greedy_task_keeps_its_greedy_draft_as_the_first_sample():
     assert [(r.temperature, r.seed) for r in backend.requests] == [(0.0, 0), (0.7, 1), (0.7, 2)]
     # written two ways in turn, the first of each way is its greedy draft
     backend = FakeBackend({"generate": [PROGRAMS["18a"], PROGRAMS["12"], PROGRAMS["18b"]]})
-    SelfRefine("gsm8k", backend, samples=3, max_iterations=0).run("Twice nine?")
+    SelfRefine("gsm8k", backend, samples=3, max_iterations=0, ways=("program", "steps")).run("Twice nine?")
     assert [(r.temperature, r.seed) for r in backend.requests] == [(0.0, 0), (0.0, 1), (0.7, 2)]
     backend = FakeBackend({"generate": [PROGRAMS["18a"], PROGRAMS["12"]]})
     SelfRefine("gsm8k", backend, samples=2, max_iterations=0, temperature=0.5).run("Twice nine?")

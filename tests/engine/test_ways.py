@@ -12,6 +12,7 @@ from selfrefine.engine.votes import tally, way_weights
 from selfrefine.tasks.gsm8k import GSM8K, steps_program
 
 QUESTION = "Nine apples twice: how many?"
+TWO = ("program", "steps")
 
 
 def program(value: int) -> str:
@@ -55,7 +56,7 @@ def test_votes_of_one_way_weigh_one_and_of_two_ways_by_their_agreement():
 def test_samples_are_written_each_way_in_turn_and_the_weighted_majority_is_returned():
     replies = [program(18), steps(12), program(18), steps(99), program(12)]
     backend = FakeBackend({"generate": replies})
-    result = SelfRefine("gsm8k", backend, samples=5, max_iterations=0).run(QUESTION)
+    result = SelfRefine("gsm8k", backend, samples=5, max_iterations=0, ways=TWO).run(QUESTION)
     gens = [r for r in backend.requests if r.role == "generate"]
     assert [("Python function" in r.prompt, "The answer is N." in r.prompt) for r in gens] == [
         (True, False),
@@ -69,9 +70,9 @@ def test_samples_are_written_each_way_in_turn_and_the_weighted_majority_is_retur
         result.answer == "12" and result.output == "def solution():\n    # Nine apples twice is 9 * 2.\n    return 12"
     )
     assert "# Votes: 2 samples return 18, 2 samples return 12, 1 sample returns 99" in first.verification.text
-    # one way only: the votes of before (the tie goes to the first seen)
+    # gsm8k's default, one way only: the votes of before (the tie goes to the first seen)
     backend = FakeBackend({"generate": replies})
-    one = SelfRefine("gsm8k", backend, samples=5, max_iterations=0, ways=("program",)).run(QUESTION)
+    one = SelfRefine("gsm8k", backend, samples=5, max_iterations=0).run(QUESTION)
     assert one.answer == "18" and all(c.way is None for c in one.iterations[0].candidates)
     assert "way" not in one.iterations[0].candidates[0].model_dump()  # records as before ways
 
@@ -79,7 +80,7 @@ def test_samples_are_written_each_way_in_turn_and_the_weighted_majority_is_retur
 def test_a_disputed_draft_is_refined_with_the_other_answers_drafts():
     # no majority (18, 12, 7): the verifier is not satisfied, and the refinement sees the others
     backend = FakeBackend({"generate": [program(18), steps(12), program(7)], "refine": [program(18)]})
-    engine = SelfRefine("gsm8k", backend, samples=3, max_iterations=1, verifier_mode="verifier")
+    engine = SelfRefine("gsm8k", backend, samples=3, max_iterations=1, verifier_mode="verifier", ways=TWO)
     result = engine.run(QUESTION)
     refine = next(r for r in backend.requests if r.role == "refine")
     said = (
@@ -93,22 +94,37 @@ def test_a_disputed_draft_is_refined_with_the_other_answers_drafts():
     assert "Which reading of the question is right?" in result.iterations[0].feedback.text
     # samples that agree: nothing to weigh, no rival shown
     backend = FakeBackend({"generate": [program(18), steps(18), program(18)], "refine": [program(18)]})
-    SelfRefine("gsm8k", backend, samples=3, max_iterations=1, verifier_mode="verifier").run(QUESTION)
+    SelfRefine("gsm8k", backend, samples=3, max_iterations=1, verifier_mode="verifier", ways=TWO).run(QUESTION)
     assert all("disagree" not in r.prompt for r in backend.requests)
 
 
 def test_auto_asks_each_way_first_and_stops_when_two_ways_agree():
     backend = FakeBackend({"generate": [program(18), steps(18), program(12)]})
-    result = SelfRefine("gsm8k", backend, strategy="auto", max_total_tokens=10_000).run(QUESTION)
+    result = SelfRefine("gsm8k", backend, strategy="auto", max_total_tokens=10_000, ways=TWO).run(QUESTION)
     assert [c.way for c in result.iterations[0].candidates] == ["program", "steps"]
     assert result.answer == "18" and result.stop_reason.value == "verified"
 
 
 def test_ways_a_task_lacks_or_a_run_cannot_use_are_a_clear_error():
     backend = FakeBackend({"generate": [program(18)]})
-    with pytest.raises(ConfigError, match="task 'gsm8k' has no way 'prose': its ways are program, steps"):
+    with pytest.raises(ConfigError, match="task 'gsm8k' has no way 'prose': its ways are program, steps, quantities"):
         SelfRefine("gsm8k", backend, samples=2, ways=("prose",))
     with pytest.raises(ConfigError, match="it writes its drafts one way"):
         SelfRefine("commongen", backend, samples=2, ways=("program",))
     with pytest.raises(ConfigError, match="give samples > 1 or strategy auto"):
         SelfRefine("gsm8k", backend, ways=("program", "steps"))
+
+
+def test_ways_in_the_order_asked_each_with_its_own_prompt():
+    # the run's order decides which way comes first; each way keeps its own template
+    backend = FakeBackend({"generate": [steps(18), program(18)]})
+    SelfRefine("gsm8k", backend, samples=2, max_iterations=0, ways=("steps", "program")).run(QUESTION)
+    assert ["The answer is N." in r.prompt for r in backend.requests] == [True, False]
+
+
+def test_the_quantities_way_is_a_program_that_quotes_the_question_first():
+    backend = FakeBackend({"generate": [program(18), program(18)]})
+    engine = SelfRefine("gsm8k", backend, samples=2, max_iterations=0, ways=("program", "quantities"))
+    result = engine.run(QUESTION)
+    assert "copy, as comments, each number the question gives" in backend.requests[1].prompt
+    assert [c.way for c in result.iterations[0].candidates] == ["program", "quantities"]

@@ -114,7 +114,8 @@ def test_gsm8k_votes_across_two_ways_of_solving(embedded):
     answer, whose final number becomes a program (its reasoning as comments) that the sandbox
     runs like any other; the two ways' agreement is the vote."""
     question = "A bus has 40 seats. 25 people get on, then 7 get off. How many seats are empty?"
-    result = SelfRefine("gsm8k", embedded, samples=2, max_iterations=0).run(question, reference=22)
+    engine = SelfRefine("gsm8k", embedded, samples=2, max_iterations=0, ways=("program", "steps"))
+    result = engine.run(question, reference=22)
     program, steps = result.iterations[0].candidates
     assert (program.way, steps.way) == ("program", "steps")
     assert steps.draft.startswith("def solution():\n    # ") and "return " in steps.draft, steps.draft

@@ -94,10 +94,11 @@ def test_a_bad_ways_is_400_naming_it_before_any_model_call(serve, endpoint):
 def test_a_way_the_task_lacks_is_400_and_a_way_it_has_reaches_the_run(serve):
     programs = FakeBackend({"generate": ["def solution():\n    return 18", "The answer is 18."]})
     served = serve(programs, allow_code_tasks=True)
-    body = {"task": "gsm8k", "input": "Nine twice?", "options": {"samples": 2, "max_iterations": 0}}
+    options = {"samples": 2, "max_iterations": 0, "ways": ["program", "steps"]}
+    body = {"task": "gsm8k", "input": "Nine twice?", "options": options}
     bad = httpx2.post(f"{served.url}/v1/refine", json={**body, "options": {**body["options"], "ways": ["prose"]}})
     assert bad.status_code == 400, bad.text
-    assert "task 'gsm8k' has no way 'prose': its ways are program, steps" in bad.json()["error"]["message"]
+    assert "task 'gsm8k' has no way 'prose': its ways are program, steps, quantities" in bad.json()["error"]["message"]
     assert served.fake.requests == []
     good = httpx2.post(f"{served.url}/v1/refine", json=body)
     assert good.status_code == 200, good.text

@@ -266,7 +266,7 @@ class LoopFlags(Flags):
         "--ways",
         type=WayNames(),
         metavar="WAY,...",
-        help="ways to draw an answer task's samples from (default: all the task's ways; gsm8k: program,steps)",
+        help="ways to draw an answer task's voted samples from, in turn (default: the task's; gsm8k's ways: program, steps, quantities; default program)",
     )
 
     def config(self, **extra: Any) -> RefineConfig:

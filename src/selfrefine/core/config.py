@@ -44,7 +44,7 @@ def checked_ways(ways: tuple[str, ...]) -> tuple[str, ...]:
     32 characters), none twice, at most 8 (a bad one raises ValueError naming it). Whether
     the task has those ways is the engine's check."""
     if not ways:
-        raise ValueError("no way named: leave it unset for all the task's ways, or name one or more")
+        raise ValueError("no way named: leave it unset for the task's default ways, or name one or more")
     if len(ways) > MAX_WAYS:
         raise ValueError(f"{len(ways)} ways named; at most {MAX_WAYS}")
     for i, name in enumerate(ways):
@@ -132,7 +132,7 @@ class RefineConfig(BaseModel):
     judging: bool = True
     # an answer task's several first drafts (votes: samples > 1, strategy auto) are drawn in
     # turn from these of the task's ways to write one (Task.ways, e.g. gsm8k's program and
-    # steps) and voted with weights; None: all the task's ways; one way: no mixing
+    # steps) and voted with weights; None: the task's default ways (gsm8k: its programs); one way: no mixing
     ways: Ways | None = None
     # a named configuration: "paper" is the paper's loop (these defaults); "best" the task's
     # measured best (TaskDefaults.best); options given explicitly win over the preset's

@@ -200,7 +200,7 @@ class Votes(BestOfK):
         settings, out = run.settings, []
         for j in range(start, start + samples):
             way = ways[j % len(ways)]
-            text = prompt if way == ways[0] else run.task.render_way(way, run.state.input)
+            text = prompt if way == run.task.ways[0] else run.task.render_way(way, run.state.input)
             greedy = settings.greedy_first[role] and j < len(ways)
             request = run.request(role, text, None, 1).model_copy(
                 update={"temperature": 0.0 if greedy else settings.sample_temperature, "seed": (settings.seed or 0) + j}

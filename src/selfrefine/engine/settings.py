@@ -165,10 +165,11 @@ def ranks(config: RefineConfig, task: Task) -> bool:
 
 
 def _ways(config: RefineConfig, task: Task, votes: bool) -> tuple[str, ...]:
-    """The ways the first samples are written: the run's, or all the task's; none without votes."""
+    """The ways the first samples are written: the run's, or the task's default (all its ways
+    unless it names fewer); none without votes."""
     given = config.ways
     if given is None:
-        return tuple(task.ways) if votes else ()
+        return tuple(task.ways if task.default_ways is None else task.default_ways) if votes else ()
     unknown = [w for w in given if w not in task.ways]
     if unknown:
         has = f"its ways are {', '.join(task.ways)}" if task.ways else "it writes its drafts one way"

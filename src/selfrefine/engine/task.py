@@ -161,6 +161,7 @@ class Task:
     # ways to write a first draft (votes draw samples from each in turn): the first is the
     # ``generate`` template's, each other one has its packaged ``generate_<way>.j2``
     ways: ClassVar[tuple[str, ...]] = ()
+    default_ways: ClassVar[tuple[str, ...] | None] = None  # what votes draw from unless asked (None: all)
     defaults: ClassVar[TaskDefaults] = TaskDefaults()
     capabilities: ClassVar[Capabilities] = Capabilities()
     _verifier: Verifier | None = None  # given as verify= (a function or checks), not by overriding
