@@ -69,6 +69,9 @@ ROUND = 500 + 2 * 600  # a critique and MIN_ROUND samples
 
 def test_an_easy_input_stops_at_the_sample_that_satisfies_the_verifier():
     assert next_draft_wave([1.0], passed=True, remaining=10_000, costs=DRAFTS, round_cost=ROUND)[0] == 0
+    assert (
+        next_draft_wave([], passed=False, remaining=10_000, costs=DRAFTS, round_cost=ROUND)[0] == 0
+    )  # nothing written
 
 
 def test_spread_scores_widen_by_doubling_to_the_first_width():

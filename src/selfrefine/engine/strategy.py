@@ -135,6 +135,8 @@ def next_draft_wave(
     and why in words: easy inputs stop, flat ones go to rounds, spread ones widen (rule 1);
     ``round_cost``: what a round of ``MIN_ROUND`` samples would cost now."""
     have = len(scores)
+    if have == 0:
+        return 0, "the model wrote no first draft"  # (every reply empty) more of the same would not help
     if passed:
         return 0, "a first draft satisfies the verifier: an easy input"
     if have >= 2 and max(scores) == min(scores):
