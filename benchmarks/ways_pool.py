@@ -25,14 +25,18 @@ from pathlib import Path
 from _peers import ROOT, select_rows
 from vs_peers import MODEL_NAME
 
+from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.openai_compat import OpenAIBackend
+from selfrefine.backends.probabilities import answer_probabilities
+from selfrefine.engine.judging import TOP_LOGPROBS
 from selfrefine.engine.loop import SelfRefine
 from selfrefine.engine.votes import majority_answer, tally, way_weights
 from selfrefine.evaluation.response_cache import CachedBackend, ResponseCache
 from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff
-from selfrefine.tasks.gsm8k import to_number
+from selfrefine.tasks.gsm8k import GSM8K, to_number
 
 OUT = ROOT / "runs" / "ways_pool" / "gsm8k.jsonl"
+TASK = GSM8K()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -43,6 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cache", type=Path, default=ROOT / "runs" / "frontier" / "responses.sqlite")
     p.add_argument("--ways", default="program,steps", help="the ways in turn (gsm8k's: program, steps, quantities)")
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--judge", action="store_true", help="also ask the task's judge (P(Yes), 'reading') on each sample")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args(argv)
     first, last = (int(x) for x in args.rows.split("-"))
@@ -59,7 +64,11 @@ def stored(out: Path) -> dict[str, dict]:
 
 async def draw(args: argparse.Namespace) -> None:
     done = stored(args.out)
-    todo = [e for e in select_rows("gsm8k", *args.span) if e.id not in done]
+
+    def need(row: dict | None) -> bool:  # not drawn yet, or not judged yet when asked
+        return row is None or (args.judge and any("judged" not in x for x in row["samples"]))
+
+    todo = [e for e in select_rows("gsm8k", *args.span) if need(done.get(e.id))]
     backend = CachedBackend(
         OpenAIBackend(MODEL_NAME, base_url=args.base_url, request_n="off"), ResponseCache(args.cache)
     )
@@ -77,14 +86,52 @@ async def draw(args: argparse.Namespace) -> None:
                     and target is not None
                     and abs(float(answer) - target) <= 1e-4 * max(1, abs(target))
                 )
-                samples.append({"way": c.way, "answer": answer, "correct": bool(correct)})
+                sample = {"way": c.way, "answer": answer, "correct": bool(correct)}
+                if args.judge and answer is not None:
+                    sample["judged"] = await judged(backend, example.input, c.draft)
+                samples.append(sample)
             tokens = result.usage.prompt_tokens + result.usage.completion_tokens
             row = {"id": example.id, "samples": samples, "tokens": tokens, "error": result.error}
+            done.pop(example.id, None)
             with args.out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             print(example.id, [(s["way"][0], s["answer"], s["correct"]) for s in samples], tokens, flush=True)
     finally:
         await backend.aclose()
+
+
+async def judged(backend: CachedBackend, question: str, draft: str) -> float | None:
+    """P(Yes) of gsm8k's judge question ("reading") on a draft, asked as the loop asks it."""
+    prompt = TASK.render_judge("reading", question, draft)
+    request = CompletionRequest(
+        role="judge", prompt=prompt, max_tokens=1, temperature=0.0, seed=0, top_logprobs=TOP_LOGPROBS
+    )
+    steps = (await backend.complete(request)).top_logprobs
+    found = answer_probabilities(steps[0], ("Yes", "No")) if steps else None
+    return found["Yes"] if found else None
+
+
+def judge_broken(samples: list[dict]) -> bool:
+    """The vote, its tie (no single top answer) broken by the judge's mean P(Yes) per answer."""
+    counts = tally([s["answer"] for s in samples])
+    if not counts:
+        return False
+    top = max(counts.values())
+    tied = [a for a, n in counts.items() if n == top]
+    if len(tied) > 1:
+
+        def mean_judged(a: str) -> float:
+            got = [s["judged"] for s in samples if s["answer"] == a and s.get("judged") is not None]
+            return sum(got) / len(got) if got else -1.0
+
+        tied.sort(key=mean_judged, reverse=True)
+    return any(s["correct"] for s in samples if s["answer"] == tied[0])
+
+
+def judge_best(samples: list[dict]) -> bool:
+    """The sample the judge scores highest (ties: the earlier)."""
+    scored = [s for s in samples if s.get("judged") is not None]
+    return max(scored, key=lambda s: s["judged"])["correct"] if scored else False
 
 
 def voted(samples: list[dict], weighted: bool) -> bool:
@@ -105,6 +152,13 @@ def rules(samples: list[dict]) -> dict[str, bool]:
         if len(samples) >= k:
             out[f"vote of {k}, ways in turn"] = voted(samples[:k], False)
             out[f"vote of {k}, ways in turn, weighted"] = voted(samples[:k], True)
+    if any("judged" in s for s in samples):
+        for k in (2, 4):
+            if len(program) >= k:
+                out[f"vote of {k} programs, ties to the judge"] = judge_broken(program[:k])
+            if len(samples) >= k:
+                out[f"vote of {k}, ways in turn, ties to the judge"] = judge_broken(samples[:k])
+        out["the judge's best of all"] = judge_best(samples)
     out[f"any of {len(samples)} correct"] = any(s["correct"] for s in samples)
     return out
 
@@ -113,6 +167,9 @@ def report(args: argparse.Namespace) -> str:
     rows = [r for r in stored(args.out).values() if args.span[0] <= int(r["id"].rsplit("-", 1)[-1]) <= args.span[1]]
     k = min((len(r["samples"]) for r in rows), default=0)  # every row read with the same number of samples
     table = [rules(r["samples"][:k]) for r in rows if k >= 2]
+    if any(set(t) != set(table[0]) for t in table):  # judged and unjudged rows: the judged ones only
+        rows = [r for r in rows if all("judged" in s or s["answer"] is None for s in r["samples"])]
+        table = [rules(r["samples"][:k]) for r in rows]
     if not table:
         return "no rows yet"
     base = [float(t["one greedy program"]) for t in table]
