@@ -90,7 +90,7 @@ OURS: dict[str, dict] = {
     "ours-k4-r0-steps": {**HYBRID, "samples": 4, "max_iterations": 0, "ways": ("program", "steps")},
     # the code's findings alone (no critic call): a round costs its refinements only
     **{f"ours-k{k}-r{r}-v": {**VERIFIER, "samples": k, "max_iterations": r} for k in (1, 2, 4) for r in (1, 2)},
-    **{f"ours-auto-{b}": {**HYBRID, "strategy": "auto", "max_total_tokens": b} for b in (1500, 3000, 6000)},
+    **{f"ours-auto-{b}": {**HYBRID, "strategy": "auto", "max_total_tokens": b} for b in (1000, 1500, 3000, 6000)},
     "ours-best": {"preset": "best"},
     "ours-paper": {},
 }
