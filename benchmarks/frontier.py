@@ -321,35 +321,40 @@ def best_within(candidates: list[str], summaries: dict, budget: float) -> str | 
 def dominance(task: str, points: dict[str, list[Record]], summaries: dict, examples: list[Example]) -> list[str]:
     """For each DSPy point: our best point at no more tokens per example, and the paired
     difference (ours − theirs) on the examples both finished (commongen: also first sentence)."""
-    rows = []
-    for theirs in [p for p in points if p in THEIRS]:
-        budget = summaries[theirs].tokens
-        best = best_within([p for p in points if p in OURS], summaries, budget)
-        if best is None:
-            rows.append(f"| {task} | {theirs} | {budget:.0f} | none at ≤ its tokens | – | – | – |")
-            continue
-        n, diff, first = paired(task, points[theirs], points[best], examples)
-        rows.append(
-            f"| {task} | {theirs} | {budget:.0f} | {best} ({summaries[best].tokens:.0f}) | {n} | {diff} | {first} |"
-        )
-    return rows
+    ours = [p for p in points if p in OURS]
+    return [
+        at_its_tokens(task, p, ours, points, summaries, examples, subject_minus_best=False)
+        for p in points
+        if p in THEIRS
+    ]
 
 
 def versus_grid(task: str, points: dict[str, list[Record]], summaries: dict, examples: list[Example]) -> list[str]:
     """For each ``ours-auto-B``: the fixed grid's best point (GRID) at no more tokens per
     example, and the paired difference auto − it (commongen: also first sentence)."""
-    rows = []
-    for auto in [p for p in points if p.startswith("ours-auto-")]:
-        budget = summaries[auto].tokens
-        best = best_within([p for p in points if p in GRID], summaries, budget)
-        if best is None:
-            rows.append(f"| {task} | {auto} | {budget:.0f} | none at ≤ its tokens | – | – | – |")
-            continue
-        n, diff, first = paired(task, points[best], points[auto], examples)
-        rows.append(
-            f"| {task} | {auto} | {budget:.0f} | {best} ({summaries[best].tokens:.0f}) | {n} | {diff} | {first} |"
-        )
-    return rows
+    grid = [p for p in points if p in GRID]
+    autos = [p for p in points if p.startswith("ours-auto-")]
+    return [at_its_tokens(task, p, grid, points, summaries, examples, subject_minus_best=True) for p in autos]
+
+
+def at_its_tokens(
+    task: str,
+    subject: str,
+    pool: list[str],
+    points: dict[str, list[Record]],
+    summaries: dict,
+    examples: list[Example],
+    subject_minus_best: bool,
+) -> str:
+    """One row: the best of ``pool`` at no more tokens per example than ``subject``, and the
+    paired difference (``subject`` − it when ``subject_minus_best``, else it − ``subject``)."""
+    budget = summaries[subject].tokens
+    best = best_within(pool, summaries, budget)
+    if best is None:
+        return f"| {task} | {subject} | {budget:.0f} | none at ≤ its tokens | – | – | – |"
+    base, other = (points[best], points[subject]) if subject_minus_best else (points[subject], points[best])
+    n, diff, first = paired(task, base, other, examples)
+    return f"| {task} | {subject} | {budget:.0f} | {best} ({summaries[best].tokens:.0f}) | {n} | {diff} | {first} |"
 
 
 def frontier(summaries: dict) -> list[str]:
