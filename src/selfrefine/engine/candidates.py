@@ -58,15 +58,18 @@ class Pool:
             for e in self.entries:
                 e.candidate.verification = e.check
             return
-        answers = [e.answer for e in self.entries]
-        counts, total = self.counts(), sum(self.weights())
-        said = disagreement(tally(answers), len(answers))
+        weights = self.weights()
+        counts, total, said = tally([e.answer for e in self.entries], weights), sum(weights), self.said()
         for e in self.entries:
             e.candidate.verification = with_vote(e.check, e.answer, counts, total, said)
 
     def weights(self) -> list[float]:
         """Each candidate's vote weight (its way's agreement with the other ways)."""
         return way_weights([e.way for e in self.entries], [e.answer for e in self.entries])
+
+    def said(self) -> str:
+        """The vote in words, counted one each ("2 samples return 18, 1 sample returns 12")."""
+        return disagreement(tally([e.answer for e in self.entries]), len(self.entries))
 
     def counts(self) -> Counter[str]:
         """The weighted votes for each answer."""
@@ -85,5 +88,4 @@ class Pool:
         counts = self.counts()
         others = [a for a, _ in counts.most_common() if a != answer][:most]
         drafts = [(a, next(e.candidate.draft for e in self.entries if e.answer == a)) for a in others]
-        said = disagreement(tally([e.answer for e in self.entries]), len(self.entries))
-        return rivals_text(answer, drafts, said)
+        return rivals_text(answer, drafts, self.said())
