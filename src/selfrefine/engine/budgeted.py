@@ -62,8 +62,7 @@ class Budgeted(Drafter):
             answers = [e.answer for e in pool.entries]
             return next_wave(answers, len(cands), remaining, costs)
         checks = [c.verification for c in cands]
-        critic = run.settings.feedback_mode == "actionable" and run.settings.verifier_mode != "verifier"
-        round_cost = (costs.critique if critic else 0.0) + MIN_ROUND * costs.sample
+        round_cost = (costs.critique if run.settings.critic else 0.0) + MIN_ROUND * costs.sample
         passed = any(v is not None and v.passed for v in checks)
         wave, self.waves_why = next_draft_wave([score(v) for v in checks], passed, remaining, costs, round_cost)
         return wave

@@ -157,7 +157,7 @@ class BestOfK(Drafter):
         or to judge a refinement that ties its parent (only the critic can then let it earn
         its place)."""
         settings = run.settings
-        if settings.feedback_mode != "actionable" or settings.verifier_mode == "verifier":
+        if not settings.critic:
             return False  # no critic
         if self.budget is not None:  # critiques the budget cannot pay for are not asked for
             if not self.budget.affords_critiques(run, len({normal_text(cands[i].draft) for i in tied})):

@@ -114,6 +114,11 @@ class Settings:
         return self.samples > 1 or self.auto
 
     @property
+    def critic(self) -> bool:
+        """Whether a round's feedback comes from the critic (not the code's findings alone)."""
+        return self.feedback_mode == "actionable" and self.verifier_mode != "verifier"
+
+    @property
     def verify_every_draft(self) -> bool:
         """Whether each draft is verified as it arrives (selection or acceptance need it)."""
         return self.select == "verified" or self.accept == "not_worse" or self.several_samples
