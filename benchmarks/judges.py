@@ -41,6 +41,7 @@ from _cli import names
 
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.core.errors import SelfRefineError
+from selfrefine.core.seeds import attempt_seed
 from selfrefine.engine.calls import Caller, CallLog
 from selfrefine.engine.loop import SelfRefine
 from selfrefine.tasks import get_task
@@ -222,20 +223,19 @@ async def critique(meter: Meter, input: str, draft: str) -> tuple[Any, str]:
     """The task's feedback call on ``draft`` (its prompt, sampling, schema and parse retries, as
     the loop makes it): (the parsed Feedback or None, the raw reply)."""
     engine = meter.engine
-    task, settings = engine.task, engine.settings
+    task, settings = engine.task, engine.settings.requests
     prompt = task.render("feedback", input, draft=draft)
-    schema = task.feedback_schema if settings.constrained else None
+    schema = task.declared.defaults.feedback_schema if settings.constrained else None
     raw = ""
     for attempt in range(1, settings.parse_retries + 2):
-        seed = (settings.seed or 0) + attempt - 1 if attempt > 1 else settings.seed
         temperature = max(settings.temperature["feedback"], 0.7) if attempt > 1 else settings.temperature["feedback"]
         request = CompletionRequest(
             role="feedback",
             prompt=prompt,
-            system=task.system,
+            system=task.declared.system,
             max_tokens=settings.max_tokens["feedback"],
             temperature=temperature,
-            seed=seed,
+            seed=attempt_seed(settings.seed, attempt),
             stop=settings.stop_sequences["feedback"],
             json_schema=schema,
         )

@@ -102,7 +102,7 @@ async def draw(args: argparse.Namespace) -> None:
 
 async def judged(backend: CachedBackend, question: str, draft: str) -> float | None:
     """P(Yes) of gsm8k's judge question ("reading") on a draft, asked as the loop asks it."""
-    prompt = TASK.render_judge("reading", question, draft)
+    prompt = TASK.render("judge_reading", question, draft=draft)
     request = CompletionRequest(
         role="judge", prompt=prompt, max_tokens=1, temperature=0.0, seed=0, top_logprobs=TOP_LOGPROBS
     )

@@ -204,7 +204,7 @@ def test_story_word_range_fits_its_token_limit_with_margin():
     task = get_task("story")
     # about 1.4 tokens a word, and room for a small model's overshoot by half (273 words for 200)
     for role in ("generate", "refine"):
-        assert story_module.MAX_WORDS * 1.4 * 1.5 <= task.max_tokens[role]
+        assert story_module.MAX_WORDS * 1.4 * 1.5 <= task.declared.defaults.max_tokens[role]
     with pytest.raises(Exception, match="does not fit"):
         task.prepare_input(json.dumps({"premise": PREMISE, "max_words": 2000}))
 

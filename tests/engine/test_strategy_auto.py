@@ -1,6 +1,6 @@
 """The auto strategy's decisions, as pure functions: deeper, wider, shrink to the budget, stop."""
 
-from selfrefine.engine.strategy import (
+from selfrefine.engine.drafting.auto_rule import (
     MAX_WIDTH,
     Costs,
     RoundOutcome,

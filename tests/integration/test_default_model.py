@@ -19,7 +19,7 @@ from conftest import ROOT, require_embedded
 
 from selfrefine import SelfRefine, StopReason
 from selfrefine.cli.commands import cli
-from selfrefine.engine.strategy import settled
+from selfrefine.engine.drafting.auto_rule import settled
 from selfrefine.sandbox.process import run_python
 from selfrefine.tasks.acronym import ASPECTS, acronym_checks
 from selfrefine.tasks.codeopt_bench import load_benchmark

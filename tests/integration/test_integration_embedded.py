@@ -202,9 +202,9 @@ def test_greedy_feedback_is_the_same_warm_and_cold_on_the_default_model():
         task = engine.task
         replays = []
         for _, call in feedback:  # the identical request, on a context that reuses nothing
-            request = CompletionRequest(role="feedback", prompt=call.prompt, system=task.system, temperature=0.0,
-                                        max_tokens=task.max_tokens["feedback"], seed=0,
-                                        stop=task.stop_sequences["feedback"], json_schema=task.feedback_schema)  # fmt: skip
+            request = CompletionRequest(role="feedback", prompt=call.prompt, system=task.declared.system, temperature=0.0,
+                                        max_tokens=task.declared.defaults.max_tokens["feedback"], seed=0,
+                                        stop=task.declared.stop_sequences["feedback"], json_schema=task.declared.defaults.feedback_schema)  # fmt: skip
             replays.append((await cold.complete(request)).text)
         await warm.aclose()
         await cold.aclose()

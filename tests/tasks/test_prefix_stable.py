@@ -132,7 +132,7 @@ def test_every_role_starts_with_the_same_few_shot_block_for_every_example(name):
     for text in INPUTS[name]:
         engine.run(text)
     for role in ("generate", "feedback", "refine"):
-        head = static_head(task.templates[role].source)
+        head = static_head(task.declared.templates[role].source)
         assert len(head) > 100, f"{name}/{role}: expected a few-shot block first"
         prompts = backend.prompts(role)
         assert len(prompts) >= 2

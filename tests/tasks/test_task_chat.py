@@ -125,7 +125,7 @@ def test_prompts_show_the_conversation_as_a_transcript(task):
     assert f"Conversation:\n{transcript}\n" in task.render("generate", transcript)
     feedback = task.render("feedback", transcript, draft="Because.")
     assert feedback.endswith(f"Conversation:\n{transcript}\nDraft reply: Because.\nFeedback:")
-    assert task.system and "last User message" in task.system
+    assert task.declared.system and "last User message" in task.declared.system
 
 
 def test_refine_prompt_shows_drafts_and_feedback_in_order_and_extends_byte_for_byte(task):
@@ -199,7 +199,7 @@ def test_says_done_only_on_a_plain_no_issues(task):
 
 def test_no_verifier_and_no_metric_without_checks_but_a_judge(task):
     assert not task.has_verifier and task.metric("Q?", "A.") is None
-    assert list(task.judges) == ["follows", "correct"]  # what ranks its drafts (engine/judged.py)
+    assert list(task.declared.judges) == ["follows", "correct"]  # what ranks its drafts (engine/judged.py)
     SelfRefine(task, FakeBackend(default="x"), select="verified")  # ranked by the judge
     with pytest.raises(ConfigError, match="no verifier and its judge is off"):
         SelfRefine(task, FakeBackend(default="x"), select="verified", judging=False)
@@ -214,7 +214,8 @@ def test_chat_is_built_in_after_the_papers_seven():
         BUILTIN_TASKS
     )
     assert isinstance(get_task("chat"), Chat)
-    assert set(get_task("chat").templates) == {"generate", "feedback", "refine", "refine_nofeedback"}
+    roles = {n for n in get_task("chat").declared.templates if not n.startswith("judge_")}
+    assert roles == {"generate", "feedback", "refine", "refine_nofeedback"}
 
 
 # --- the loop ---------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_yaml_task_runs_with_its_stop_rules(tmp_path):
     task = load_task(write(tmp_path, GOOD))
-    assert task.name == "haiku" and task.max_iterations == 2
+    assert task.name == "haiku" and task.declared.defaults.max_iterations == 2
     backend = FakeBackend({"generate": ["h0"], "feedback": ["meh Score: 4", "Score: 9"], "refine": ["h1"]})
     result = SelfRefine(task, backend).run("rain")
     assert result.stop_reason is StopReason.SCORE and result.output == "h1"

@@ -21,6 +21,7 @@ from ..core.records import (  # ModelInfo: re-exported, backends return it
     ModelInfo,
     Role,
 )
+from ..core.seeds import reply_seed
 
 
 class CompletionRequest(BaseModel):
@@ -124,7 +125,7 @@ def nth_sample(request: CompletionRequest, i: int) -> CompletionRequest:
     """The request of sample ``i`` of a prompt sent one request per sample: the seed moved on."""
     if i == 0 or request.seed is None:
         return request
-    return request.model_copy(update={"seed": request.seed + i})
+    return request.model_copy(update={"seed": reply_seed(request.seed, i)})
 
 
 def chat_messages(request: CompletionRequest) -> list[dict[str, str]]:

@@ -25,6 +25,7 @@ import click
 
 from ..backends.registry import DEFAULT_MODEL, scheme_of
 from ..core.config import RefineConfig, canonical, checked_ways, choices
+from ..engine.drafting.registry import strategy_names
 from ..engine.spec import EngineSpec, ModelSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -85,6 +86,25 @@ class Spelling(click.Choice):
 
     def __init__(self, field: str) -> None:
         super().__init__(list(choices(field)))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return super().convert(canonical(value), param, ctx)
+
+
+class StrategyName(click.Choice):
+    """``--strategy``: the registered strategies (entry-point group ``selfrefine.strategies``),
+    read when the flag is used or shown (a plugin installed later is offered), in either spelling."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+
+    @property  # type: ignore[override]
+    def choices(self) -> list[str]:
+        return list(strategy_names())
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        pass  # click.Choice sets it once; the registry is the list
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         return super().convert(canonical(value), param, ctx)
@@ -236,7 +256,7 @@ class LoopFlags(Flags):
     )
     strategy: str | None = flag(
         "--strategy",
-        type=Spelling("strategy"),
+        type=StrategyName(),
         show_default=_default("strategy"),
         help="auto: spend --budget-tokens between samples per step and rounds by what the verifier "
         "sees (start with 2 samples; stop when it is satisfied; wider after echoes or rejections, "

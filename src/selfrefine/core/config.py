@@ -26,7 +26,6 @@ Select = Literal["last", "best", "verified"]
 Accept = Literal["any", "not_worse"]
 FeedbackMode = Literal["actionable", "generic", "none"]
 VerifierMode = Literal["self", "verifier", "hybrid"]
-Strategy = Literal["fixed", "auto"]
 Preset = Literal["paper", "best"]
 
 MAX_WAYS = 8
@@ -54,6 +53,17 @@ def checked_ways(ways: tuple[str, ...]) -> tuple[str, ...]:
             raise ValueError(f"way {name!r} is named twice")
     return ways
 
+
+def checked_strategy(name: str) -> str:
+    """A strategy's name as given, once it is a name (which strategies exist is the engine's
+    check: engine/drafting/registry.py, entry-point group ``selfrefine.strategies``)."""
+    if not _WAY_NAME.fullmatch(name):
+        raise ValueError(f"strategy {name!r} is not a name: letters, digits, '_' and '-', at most 32 characters")
+    return name
+
+
+# how a run spends its calls: "fixed" (the default), "auto", or a third party's registered strategy
+Strategy = Annotated[str, AfterValidator(checked_strategy)]
 
 # the task's ways a run's samples are drawn from (the API's request option is built from this
 # type, so it validates the same)
@@ -124,7 +134,7 @@ class RefineConfig(BaseModel):
     # this many by the task's verifier (1: the paper's loop)
     samples: int = Field(default=1, ge=1, le=16, description="drafts sampled per step (1: the paper's loop)")
     # auto: spend max_total_tokens between samples per step and rounds by what the verifier
-    # sees (engine/strategy.py has the rule)
+    # sees (engine/drafting/auto_rule.py has the rule); or another registered strategy's name
     strategy: Strategy = "fixed"
     # where drafts are ranked (several samples, select "verified", accept "not_worse") and the
     # code checks tie them, ask the task's judge (its yes/no questions, read as probabilities:

@@ -16,9 +16,11 @@ from typing import Any, TypeVar
 
 from ..backends.base import CompletionRequest
 from ..core.errors import ParseError
-from ..core.records import CallRecord, Feedback, Role, Verification
+from ..core.records import CallRecord, Candidate, Feedback, Role, Verification
+from ..core.seeds import attempt_seed
 from .calls import Caller
 from .incomplete import demoted
+from .scoreboard import Scoreboard
 from .settings import Settings
 from .state import RunState
 from .task import Task
@@ -34,7 +36,7 @@ class RunContext:
 
     def at_cap(self, refinements: int) -> bool:
         """Whether ``refinements`` reach the refinement cap."""
-        return refinements >= self.settings.max_iterations
+        return refinements >= self.settings.stops.max_iterations
 
     # -- prompts ---------------------------------------------------------------------------
 
@@ -43,7 +45,7 @@ class RunContext:
         state, t = self.state, self.state.current
         current = state.iterations[t]
         role = "refine"
-        if self.settings.feedback_mode == "none" and "refine_nofeedback" in self.task.templates:
+        if self.settings.feedback_mode == "none" and "refine_nofeedback" in self.task.declared.templates:
             role = "refine_nofeedback"
         feedback = current.feedback.text if current.feedback else ""
         history = state.history(self.settings.history)
@@ -53,21 +55,19 @@ class RunContext:
         self, role: Role, prompt: str, schema: dict[str, Any] | None, attempt: int, reseed: int = 0
     ) -> CompletionRequest:
         """The request of one attempt: a parse retry resamples (a deterministic model would
-        repeat itself), a ``reseed`` > 0 seeds that much further on."""
-        settings = self.settings
-        temperature = settings.temperature[role]
-        seed = settings.seed if not reseed else (settings.seed or 0) + reseed
+        repeat itself), a ``reseed`` > 0 seeds that much further on (:mod:`~selfrefine.core.seeds`)."""
+        requests = self.settings.requests
+        temperature = requests.temperature[role]
         if attempt > 1:
             temperature = max(temperature, 0.7)
-            seed = (seed or 0) + attempt - 1
         return CompletionRequest(
             role=role,
             prompt=prompt,
-            system=self.task.system,
-            max_tokens=settings.max_tokens[role],
+            system=self.task.declared.system,
+            max_tokens=requests.max_tokens[role],
             temperature=temperature,
-            seed=seed,
-            stop=settings.stop_sequences[role],
+            seed=attempt_seed(requests.seed, attempt, reseed),
+            stop=requests.stop_sequences[role],
             json_schema=schema,
         )
 
@@ -79,7 +79,7 @@ class RunContext:
         Each refine call is seeded one further per rejected refinement, so a sampled retry
         of the same draft is a new sample (0 keeps the paper's seeds)."""
         state = self.state
-        reseed = state.rejections() if role == "refine" else 0
+        reseed = state.rejections() if role == "refine" else 0  # a retried refinement is a new sample
         draft, call, error = await self.parsed_call(role, t, prompt, None, self.task.parse_draft, reseed, stream=True)
         if error is None:
             return draft, call
@@ -94,7 +94,7 @@ class RunContext:
         text = state.iterations[t].draft if draft is None else draft
         history = state.history(self.settings.history, transcript)
         prompt = task.render("feedback", state.input, draft=text, history=history, iteration=t)
-        schema = task.feedback_schema if self.settings.constrained else None
+        schema = task.declared.defaults.feedback_schema if self.settings.requests.constrained else None
 
         def parse(reply: str) -> Feedback:
             return task.parse_feedback(reply, input=state.input, draft=text)
@@ -119,7 +119,7 @@ class RunContext:
         """Call, parse; on a parse error re-ask this step only. Returns (value, call, error);
         ``stream``: each attempt's reply goes to the caller's sink as it is written."""
         error = None
-        for attempt in range(1, self.settings.parse_retries + 2):
+        for attempt in range(1, self.settings.requests.parse_retries + 2):
             request = self.request(role, prompt, schema, attempt, reseed)
             [(response, call)] = await self.caller.call(role, t, request, stream=stream)
             try:
@@ -131,13 +131,25 @@ class RunContext:
 
     # -- checks ----------------------------------------------------------------------------
 
+    @property
+    def board(self) -> Scoreboard:
+        """The run's scores (:mod:`.scoreboard`)."""
+        return self.state.board
+
     async def verify(self, t: int) -> Verification | None:
-        """The task's check of draft t: computed once (in a thread) and kept on the record."""
+        """The task's check of draft t: computed once per distinct draft, shown on its record."""
         it = self.state.iterations[t]
-        if t not in self.state.verified:
-            it.verification = await self.checked(it.draft, it.finish_reason)
-            self.state.verified.add(t)
-        return it.verification
+        key = await self.board.check(it.draft, it.finish_reason, self.checked)
+        self.board.placed(t, key)
+        return self.board.verification(key)
+
+    async def scored(self, candidates: list[Candidate], finish_reasons: list[str | None]) -> None:
+        """Samples checked (at once, each distinct draft once) and counted on the board in order."""
+        keys = await asyncio.gather(
+            *(self.board.check(c.draft, f, self.checked) for c, f in zip(candidates, finish_reasons))
+        )
+        for candidate, key in zip(candidates, keys):
+            self.board.cast(candidate, key)
 
     async def checked(self, draft: str, finish_reason: str | None) -> Verification | None:
         """The task's check of a draft (in a thread), demoted when its reply was cut off."""

@@ -1,7 +1,7 @@
 """The task's judge in the loop: where drafts are ranked and the code checks cannot tell them
 apart, the model is asked the task's yes/no questions and its probabilities decide.
 
-A task declares judged aspects (``Task.judges``: commongen's "does it make sense", a story's
+A task declares judged aspects (``Declaration.judges``: commongen's "does it make sense", a story's
 coherence, premise and interest, chat's instruction following; a user's task ``judge=``).
 The judge of a draft is the mean P(yes) over them (:class:`~.judging.Judge`: one prefill and
 one decoded token a question, the draft before the question, so the aspects of one draft
@@ -28,72 +28,42 @@ from ..core.records import Candidate, Judgment, Role, Verification
 from .context import RunContext
 from .judging import Judge, Question
 from .ranking import score
-from .state import normal_text
+from .scoreboard import normal_text
 
 JUDGE_ROLE: Role = "judge"
 
 
-def judging(run: RunContext) -> bool:
-    """Whether this run's drafts are ranked by the task's judge where the code ties them
-    (``Settings.judging``: on, and the task has a judge); never on an answer task's votes,
-    whose tied samples share one answer."""
-    return run.settings.judging and not run.settings.votes
-
-
 async def judgments(run: RunContext, t: int, draft: str) -> list[Judgment]:
-    """The judge's verdict on each aspect of ``draft`` (asked once per distinct text); empty
-    when it gave no readable verdict."""
-    key = normal_text(draft)
-    if key not in run.state.judged:
+    """The judge's verdict on each aspect of ``draft``, asked once per distinct text and kept
+    on the run's scoreboard; empty when it gave no readable verdict."""
+    board = run.board
+    if not board.has_judged(draft):
         judge, task, found = Judge(run.caller, JUDGE_ROLE), run.task, []
-        for aspect in task.judges:
-            prompt = task.render_judge(aspect, run.state.input, draft)
+        aspects = task.declared.judges
+        for aspect in aspects:
+            prompt = task.render(f"judge_{aspect}", run.state.input, draft=draft)
             try:
                 found.append(await judge.ask(t, Question(aspect, prompt)))
             except ParseError:
                 break  # the call is in the log; an unjudged draft ranks below the judged
-        run.state.judged[key] = found if len(found) == len(task.judges) else []
-    return run.state.judged[key]
-
-
-def with_judgments(check: Verification | None, found: list[Judgment]) -> Verification:
-    """A draft's verification with the judge's verdicts (a task without code checks: the
-    judge's alone, its text the aspects the judge doubts, for a rejected refinement's prompt)."""
-    if not found:
-        return check if check is not None else Verification(text="")
-    mean = sum(j.score for j in found) / len(found)
-    base = check or Verification(text=judged_text(found))
-    return base.model_copy(update={"judged": round(mean, 6), "judgments": found})
-
-
-def judged_text(found: list[Judgment]) -> str:
-    doubted = [j.question for j in found if j.score < 0.5]
-    return f"the judge doubts: {', '.join(doubted)}" if doubted else "the judge finds no problem"
+        board.judged(draft, found if len(found) == len(aspects) else [])
+    return board.judgments[normal_text(draft)]
 
 
 async def judge_candidates(run: RunContext, t: int, cands: list[Candidate], indices: list[int]) -> None:
-    """The judge on samples ``indices`` of step t, kept on each sample's check (in the pool,
-    so votes and rescoring keep them)."""
+    """The judge on samples ``indices`` of step t (their texts: the board keeps the verdicts)."""
     for i in indices:
-        cand = cands[i]
-        if cand.verification is None or cand.verification.judged is None:
-            found = await judgments(run, t, cand.draft)
-            run.state.pool.judged(cand, with_judgments(run.state.pool.check(cand), found))
+        await judgments(run, t, cands[i].draft)
 
 
 async def judge_iterations(run: RunContext, indices: list[int]) -> None:
-    """The judge on drafts ``indices``: a sampled step's through its kept sample, another's
-    on its own verification."""
-    state = run.state
+    """The judge on drafts ``indices`` (checked first, where they were not: their record
+    shows what the judge ranked)."""
     for t in indices:
-        it = state.iterations[t]
-        kept = next((c for c in it.candidates if c.chosen), None)
-        if kept is not None:
-            await judge_candidates(run, t, it.candidates, [it.candidates.index(kept)])
-            it.verification = kept.verification
-        elif it.verification is None or it.verification.judged is None:
-            check = await run.verify(t)
-            it.verification = with_judgments(check, await judgments(run, t, it.draft))
+        it = run.state.iterations[t]
+        if not run.board.was_checked(t):
+            await run.verify(t)
+        await judgments(run, t, it.draft)
 
 
 def code_ties(a: Verification | None, b: Verification | None) -> bool:

@@ -27,6 +27,7 @@ from ..backends.base import CompletionRequest
 from ..backends.probabilities import answer_key, answer_probabilities
 from ..core.errors import ParseError
 from ..core.records import Judgment, Role
+from ..core.seeds import JUDGE_SEED
 from .calls import Caller
 
 YES_NO = ("Yes", "No")
@@ -67,7 +68,7 @@ class Judge:
             system=self.system,
             max_tokens=1,
             temperature=0.0,
-            seed=0,
+            seed=JUDGE_SEED,
             top_logprobs=TOP_LOGPROBS,
         )
         [(response, call)] = await self.caller.call(self.role, t, request)

@@ -24,6 +24,7 @@ from ..core.errors import ConfigError, EngineClosedError
 from ..core.records import ResultStep, RunResult, Step
 from .checks import Checks, Verifier
 from .deltas import with_deltas
+from .drafting.registry import find_strategy
 from .plugins import find_task
 from .refinement import Refinement
 from .settings import Settings
@@ -68,7 +69,7 @@ class SelfRefine:
         if config is not None and options:
             raise ConfigError("pass either config= or keyword options, not both")
         # run option over task default, resolved once (a bad combination fails here)
-        self.settings = Settings.resolve(config or RefineConfig.build(**options), self.task)
+        self.settings = Settings.resolve(config or RefineConfig.build(**options), self.task, find_strategy)
         self.backends = _role_backends(model, feedback_model, refine_model, judge_model).map(wrap)
 
     @classmethod
@@ -103,11 +104,11 @@ class SelfRefine:
 
     @config.setter
     def config(self, config: RefineConfig) -> None:
-        self.settings = Settings.resolve(config, self.task)
+        self.settings = Settings.resolve(config, self.task, find_strategy)
 
     @property
     def max_iterations(self) -> int:
-        return self.settings.max_iterations
+        return self.settings.stops.max_iterations
 
     @property
     def history(self) -> str:

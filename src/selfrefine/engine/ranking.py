@@ -12,7 +12,7 @@ never enters.
 
 from __future__ import annotations
 
-from ..core.records import Candidate, Feedback, Iteration, Verification
+from ..core.records import Feedback, Iteration, Verification
 
 LOWEST = float("-inf")
 MARGIN = 0.05  # judged scores closer than this are a tie between a refinement and its parent
@@ -62,23 +62,20 @@ def best_iteration(iterations: list[Iteration]) -> Iteration:
     return top
 
 
-def best(candidates: list[Candidate]) -> int:
+def best(checks: list[Verification | None]) -> int:
     """The index of the highest verifier score, then judged score; a tie goes to the earlier sample."""
-    return max(
-        range(len(candidates)),
-        key=lambda i: (score(candidates[i].verification), judged(candidates[i].verification), -i),
-    )
+    return max(range(len(checks)), key=lambda i: (score(checks[i]), judged(checks[i]), -i))
 
 
-def ties(candidates: list[Candidate]) -> list[int]:
+def ties(checks: list[Verification | None]) -> list[int]:
     """The indices of the samples that share the highest verifier score."""
-    top = max(score(c.verification) for c in candidates)
-    return [i for i, c in enumerate(candidates) if score(c.verification) == top]
+    top = max(score(c) for c in checks)
+    return [i for i, c in enumerate(checks) if score(c) == top]
 
 
-def best_of_tie(candidates: list[Candidate], tied: list[int]) -> int:
+def best_of_tie(checks: list[Verification | None], critiques: list[Feedback | None], tied: list[int]) -> int:
     """Among samples tied on the verifier, the critic's highest; among equals, the earlier."""
-    return max(tied, key=lambda i: (*rank(candidates[i].verification, candidates[i].feedback), -i))
+    return max(tied, key=lambda i: (*rank(checks[i], critiques[i]), -i))
 
 
 def worse(new: Verification | None, old: Verification | None) -> bool:
@@ -87,15 +84,17 @@ def worse(new: Verification | None, old: Verification | None) -> bool:
     return score(new) < score(old) or (score(new) == score(old) and judged_diff(new, old) < 0)
 
 
-def earns_place(new: Verification | None, critique: Feedback | None, parent: Iteration) -> bool:
+def earns_place(
+    new: Verification | None, critique: Feedback | None, parent: Verification | None, parent_critique: Feedback | None
+) -> bool:
     """Whether a refinement replaces its parent: a strictly higher verifier score; an equal
     one that the judge scores more than MARGIN higher; or, the judge tied or not asked, one
     that the critic finds done where it did not find the parent done (a critic that did not
     see the refinement never decides: ties keep the parent)."""
-    ours, theirs = score(new), score(parent.verification)
+    ours, theirs = score(new), score(parent)
     if ours != theirs:
         return ours > theirs
-    if (verdict := judged_diff(new, parent.verification)) != 0:
+    if (verdict := judged_diff(new, parent)) != 0:
         return verdict > 0
-    parent_done = parent.feedback is not None and parent.feedback.done is True
+    parent_done = parent_critique is not None and parent_critique.done is True
     return critique is not None and critique.done is True and not parent_done

@@ -93,7 +93,7 @@ def load_task(path: str | Path) -> Task:
         task = task_from_spec(spec)
     except TaskError as exc:
         raise TaskFileError(f"task file {p}: {exc}") from None
-    for template in [*task.templates.values(), *task.judges.values()]:  # a render's error names the file too
+    for template in task.declared.templates.values():  # a render's error names the file too
         template.origin = str(p)
     return task
 

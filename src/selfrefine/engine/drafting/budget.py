@@ -3,8 +3,8 @@ will cost (:class:`~.strategy.Costs`), estimated from the run's own call log."""
 
 from __future__ import annotations
 
-from .context import RunContext
-from .strategy import Costs
+from ..context import RunContext
+from .auto_rule import Costs
 
 
 class TokenBudget:
