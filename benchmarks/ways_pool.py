@@ -28,8 +28,8 @@ from vs_peers import MODEL_NAME
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.openai_compat import OpenAIBackend
 from selfrefine.backends.probabilities import answer_probabilities
-from selfrefine.engine.judging import TOP_LOGPROBS
 from selfrefine.engine.loop import SelfRefine
+from selfrefine.engine.questions import TOP_LOGPROBS
 from selfrefine.engine.votes import majority_answer, tally, way_weights
 from selfrefine.evaluation.response_cache import CachedBackend, ResponseCache
 from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff

@@ -199,7 +199,7 @@ def test_says_done_only_on_a_plain_no_issues(task):
 
 def test_no_verifier_and_no_metric_without_checks_but_a_judge(task):
     assert not task.has_verifier and task.metric("Q?", "A.") is None
-    assert list(task.declared.judges) == ["follows", "correct"]  # what ranks its drafts (engine/judged.py)
+    assert list(task.declared.judges) == ["follows", "correct"]  # what ranks its drafts (engine/judge.py)
     SelfRefine(task, FakeBackend(default="x"), select="verified")  # ranked by the judge
     with pytest.raises(ConfigError, match="no verifier and its judge is off"):
         SelfRefine(task, FakeBackend(default="x"), select="verified", judging=False)

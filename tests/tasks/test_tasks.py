@@ -93,7 +93,9 @@ def test_the_papers_seven_tasks_and_every_builtin_with_a_metric_and_ablation_pro
         task = get_task(name)
         assert task.metric_name, name
         assert {"generate", "feedback", "refine", "refine_nofeedback"} <= set(task.declared.templates), name
-        assert task.declared.defaults.generic_feedback and task.declared.defaults.generic_feedback != "Improve the answer.", name
+        assert (
+            task.declared.defaults.generic_feedback and task.declared.defaults.generic_feedback != "Improve the answer."
+        ), name
 
 
 # --- gsm8k ------------------------------------------------------------------------------------

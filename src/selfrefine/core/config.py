@@ -138,7 +138,7 @@ class RefineConfig(BaseModel):
     strategy: Strategy = "fixed"
     # where drafts are ranked (several samples, select "verified", accept "not_worse") and the
     # code checks tie them, ask the task's judge (its yes/no questions, read as probabilities:
-    # engine/judged.py); off: ties go to the critic, or to the earlier draft
+    # engine/judge.py); off: ties go to the critic, or to the earlier draft
     judging: bool = True
     # an answer task's several first drafts (votes: samples > 1, strategy auto) are drawn in
     # turn from these of the task's ways to write one (Task.ways, e.g. gsm8k's program and

@@ -17,7 +17,7 @@ from .config import RefineConfig
 Role = Literal["generate", "feedback", "refine", "judge"]
 # the roles with prompts of their own: templates, temperatures, max tokens, stop sequences
 ROLES: tuple[Role, ...] = ("generate", "feedback", "refine")
-# every role a backend plays: the prompt roles and the judge (closed questions, engine/judging.py)
+# every role a backend plays: the prompt roles and the judge (closed questions, engine/questions.py)
 MODEL_ROLES: tuple[Role, ...] = (*ROLES, "judge")
 
 
@@ -121,7 +121,7 @@ class Verification(BaseModel):
     passed: bool | None = None  # True: the checks found nothing left to fix
     score: float | None = None  # e.g. concept coverage
     answer: str | None = None  # the answer the check found (gsm8k: solution()'s value), for votes
-    # the task's judge on the draft (engine/judged.py), asked only where drafts are ranked and
+    # the task's judge on the draft (engine/judge.py), asked only where drafts are ranked and
     # the code checks cannot tell them apart: the mean P(yes) over the judged aspects
     judged: float | None = None
     judgments: list[Judgment] = Field(default_factory=list)  # one per aspect, with its probabilities

@@ -37,10 +37,11 @@ __all__ = ["SelfRefine", "refine"]
 class SelfRefine:
     """One task on one or more backends. Reusable across inputs; close it when done.
 
-    ``model`` serves every role unless ``feedback_model``/``refine_model`` name a different
-    backend for that role (e.g. a cheap critic and a larger refiner); ``judge_model``, the
-    backend of the judge role (the loop's closed yes/no, rating and A-or-B questions,
-    answered from token probabilities), is the feedback role's unless given; ``model`` may also be a
+    ``model`` serves every role unless ``feedback_model``/``refine_model``/``judge_model``
+    name a different backend for that role (e.g. a cheap critic and a larger refiner; the
+    judge answers the loop's closed yes/no, rating and A-or-B questions from token
+    probabilities); a role without its own shares another's as
+    :data:`~selfrefine.backends.roles.SHARES` says (the judge: the critic's); ``model`` may also be a
     :class:`~selfrefine.backends.roles.RoleBackends` that gives each role's. ``wrap`` is given
     each distinct backend once (roles that share a backend share its wrapper). ``verify``: a verifier
     for a task without one, a function ``(input, draft) -> score``, or

@@ -2,7 +2,7 @@
 replaces the draft it refined.
 
 A draft ranks by its verifier score (the code checks), then by the task's judge (where it was
-asked: :mod:`.judged`), then by the critic: done before not done, then the critic's score.
+asked: :mod:`.judge`), then by the critic: done before not done, then the critic's score.
 A missing score of any kind ranks lowest, everywhere (a step's best sample, the returned
 draft, whether a refinement fell below its parent). Among equals, the earlier draft wins: a
 refinement that adds nothing measurable never replaces what it refined, and judged scores

@@ -37,7 +37,7 @@ from .calls import BudgetExceeded, Caller, CallLog
 from .context import RunContext, verifier_feedback
 from .drafting.base import Drafted, Drafter
 from .incomplete import output_metric
-from .judged import judge_iterations
+from .judge import judge_iterations
 from .ranking import score
 from .scoreboard import Scoreboard, normal_text
 from .selection import rejection_detail, select_index

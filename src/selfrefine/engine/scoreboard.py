@@ -6,7 +6,7 @@ to be kept in step.
 - a **draft** is its text and whether its reply was cut off at the token limit (a cut-off
   draft's check is demoted: :mod:`.incomplete`); its check runs once per run, however many
   samples or iterations repeat it;
-- the **judge's verdicts** (:mod:`.judged`) belong to a text with its whitespace normalised:
+- the **judge's verdicts** (:mod:`.judge`) belong to a text with its whitespace normalised:
   a draft that differs only there was already judged;
 - a **vote** is cast by each sample of an answer task (:mod:`.votes`): two samples with the
   same program are two votes. A sample's score is then the share of the votes its answer

@@ -141,7 +141,7 @@ class StopPolicy:
 
 @dataclass(frozen=True)
 class JudgePolicy:
-    """Whether the task's judge ranks the drafts its code checks tie (:mod:`.judged`): the one
+    """Whether the task's judge ranks the drafts its code checks tie (:mod:`.judge`): the one
     answer to "is the judge on"."""
 
     on: bool  # judging asked, the task has a judge, and no votes rank the samples (tied votes share one answer)

@@ -71,7 +71,7 @@ def system_message(who: str) -> str:
 # verifier, one round of refinement on hybrid feedback (measured on commongen and acronym,
 # docs/frontier.md)
 LOOP_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"}
-# the same on a task without code checks, whose judge ranks the samples (engine/judged.py)
+# the same on a task without code checks, whose judge ranks the samples (engine/judge.py)
 JUDGED_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1}
 
 
@@ -140,7 +140,7 @@ class Task:
         """Templates as strings (a built-in's come from its packaged files), a verifier
         without subclassing (``verify``: a function, or :class:`~.checks.Checks` or their dict, see
         :mod:`.checks`), the judge's yes/no questions (``judge``: one template, or
-        ``{aspect: template}``; :mod:`.judged`), then any field of :class:`TaskDefaults` to
+        ``{aspect: template}``; :mod:`.judge`), then any field of :class:`TaskDefaults` to
         override (``score``, ``stop_contains``, ``temperature`` as one value or per role, ...).
         Everything is compiled here, once (:class:`~.declaration.Declaration`): ``declared``."""
         self.name = name or type(self).name

@@ -228,7 +228,7 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
                 "feedback_error": it.feedback.parse_error if it.feedback else None,
                 "cut_off": cut_off(it.finish_reason),  # stopped at the token limit
                 "rejected": not it.accepted,  # a refinement accept="not_worse" turned down
-                # the task's judge, where it ranked this draft (engine/judged.py)
+                # the task's judge, where it ranked this draft (engine/judge.py)
                 "judge": judge_note(it.verification)
                 if it.verification and it.verification.judged is not None
                 else None,

@@ -22,7 +22,7 @@ from ..core.records import RunResult, StopReason
 from ..engine.incomplete import output_metric
 from ..engine.loop import SelfRefine
 from .datasets import Example
-from .judge import JudgeResult, PairwiseJudge, Preference, preference_rate
+from .judge import Comparison, PairwiseJudge, Preference, preference_rate
 from .stats import mean_known
 
 
@@ -34,7 +34,7 @@ class ExampleRow(BaseModel):
     # metric_errors[t]: why metrics[t] is None when the metric hook raised on draft t
     # (empty in rows written before errors were recorded, and when no hook raised)
     metric_errors: list[str | None] = Field(default_factory=list)
-    judge: JudgeResult | None = None  # returned output ('b') vs the one-step draft 0 ('a')
+    judge: Comparison | None = None  # returned output ('b') vs the one-step draft 0 ('a')
     judge_error: str | None = None  # the judge call failed (bad key, dead server): no verdict
     answer_error: str | None = None  # the task's answer hook raised on the returned output
 
@@ -155,14 +155,14 @@ async def evaluate_rows(
         raise
 
 
-async def _judge(judge: PairwiseJudge, result: RunResult) -> tuple[JudgeResult | None, str | None]:
+async def _judge(judge: PairwiseJudge, result: RunResult) -> tuple[Comparison | None, str | None]:
     """(verdict, None), (None, error) when the judge call failed, or (None, None) when there
     is nothing to judge (no returned output)."""
     if result.output is None or not result.iterations:
         return None, None
     base = result.iterations[0].draft
     if base.strip() == result.output.strip():
-        return JudgeResult(winner="tie"), None
+        return Comparison(winner="tie"), None
     try:
         return await judge.acompare(result.input, base, result.output), None
     except Exception as exc:  # a judge failure must not lose the finished example

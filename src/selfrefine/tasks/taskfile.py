@@ -76,7 +76,7 @@ class TaskSpec(BaseModel):
     history: Literal["full", "last", "none"] | None = None
     select: Literal["last", "best", "verified"] | None = None
     checks: Checks | None = None  # the task's verifier: regexes, word and line counts, required words
-    # the judge: a yes/no question, or {aspect: question}, ranking drafts the checks tie (engine/judged.py)
+    # the judge: a yes/no question, or {aspect: question}, ranking drafts the checks tie (engine/judge.py)
     judge: str | dict[str, str] | None = None
     best: dict[str, Any] | None = None  # what --preset best sets, measured on this task
 

@@ -17,7 +17,7 @@ from ...core.records import CallRecord, Candidate, Feedback, Iteration, Role, Ve
 from ...core.seeds import sample_seed
 from ..calls import BudgetExceeded
 from ..context import RunContext
-from ..judged import code_ties, judge_candidates, judge_iterations
+from ..judge import code_ties, judge_candidates, judge_iterations
 from ..ranking import best, best_of_tie, earns_place, score, ties
 from ..scoreboard import normal_text, same_text
 from ..selection import score_text

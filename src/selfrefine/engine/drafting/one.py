@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...core.records import Iteration
 from ..context import RunContext
-from ..judged import code_ties, judge_iterations
+from ..judge import code_ties, judge_iterations
 from ..scoreboard import same_text
 from ..selection import rejection
 from .base import Acceptance, Drafted, Drafter

@@ -1,6 +1,6 @@
 """Judgments: closed questions answered as the model's probabilities, not one sample.
 
-A :class:`Judge` asks a question whose answer is one token — "Yes"/"No", a rating "1".."5",
+A :class:`Questions` asks a question whose answer is one token — "Yes"/"No", a rating "1".."5",
 "A"/"B" — with one prefill and one decoded token, and reads how much probability the model
 puts on each answer (``CompletionRequest.top_logprobs``;
 :func:`~selfrefine.backends.probabilities.answer_probabilities`). A sampled "NONE" or "7/10"
@@ -52,7 +52,7 @@ class Question:
         )
 
 
-class Judge:
+class Questions:
     """Asks closed questions through a run's caller, as ``role`` (the judging model's)."""
 
     def __init__(

@@ -3,7 +3,7 @@ apart, the model is asked the task's yes/no questions and its probabilities deci
 
 A task declares judged aspects (``Declaration.judges``: commongen's "does it make sense", a story's
 coherence, premise and interest, chat's instruction following; a user's task ``judge=``).
-The judge of a draft is the mean P(yes) over them (:class:`~.judging.Judge`: one prefill and
+The judge of a draft is the mean P(yes) over them (:class:`~.questions.Questions`: one prefill and
 one decoded token a question, the draft before the question, so the aspects of one draft
 share their prefix). It is asked only where it can decide something, with ``judging`` on:
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 from ..core.errors import ParseError
 from ..core.records import Candidate, Judgment, Role, Verification
 from .context import RunContext
-from .judging import Judge, Question
+from .questions import Question, Questions
 from .ranking import score
 from .scoreboard import normal_text
 
@@ -38,12 +38,12 @@ async def judgments(run: RunContext, t: int, draft: str) -> list[Judgment]:
     on the run's scoreboard; empty when it gave no readable verdict."""
     board = run.board
     if not board.has_judged(draft):
-        judge, task, found = Judge(run.caller, JUDGE_ROLE), run.task, []
+        questions, task, found = Questions(run.caller, JUDGE_ROLE), run.task, []
         aspects = task.declared.judges
         for aspect in aspects:
             prompt = task.render(f"judge_{aspect}", run.state.input, draft=draft)
             try:
-                found.append(await judge.ask(t, Question(aspect, prompt)))
+                found.append(await questions.ask(t, Question(aspect, prompt)))
             except ParseError:
                 break  # the call is in the log; an unjudged draft ranks below the judged
         board.judged(draft, found if len(found) == len(aspects) else [])
