@@ -257,7 +257,7 @@ def _eval(task: str, opts: EvalFlags) -> None:
     cache = None if opts.no_cache else ResponseCache(opts.cache_path)
     judge_spec = judge_models(opts.engine.models, opts.evaluation_judge)[1]
     engine, recipe = _eval_engine(task, the_task, opts, judge_spec, cache)
-    judge = _judge(judge_spec, the_task, opts.engine.loop.seed, cache)
+    judge = _judge(judge_spec, the_task, engine.config.seed, cache)
     concurrency = opts.concurrency or engine.examples_in_flight()
     store = RunStore(opts.out)
     try:  # the run folder's lock, held until the run ends: one writer per folder
