@@ -158,8 +158,8 @@ class ModelFlags(Flags):
         "--judge-option",
         multiple=True,
         metavar="KEY=VALUE",
-        help="Option of the judges' own models only: --judge-model's backend and, in eval, --judge's "
-        "(neither gets -o or --base-url), e.g. --judge-option base_url=URL.",
+        help="Option of --judge-model's backend only (it gets no -o or --base-url), e.g. --judge-option "
+        "base_url=URL; eval's --judge takes --eval-judge-option.",
     )
 
 
@@ -286,29 +286,36 @@ def main_model(model: str, pairs: tuple[str, ...], base_url: str | None) -> Mode
 
 def models_of(flags: ModelFlags, evaluation_judge: str | None = None) -> dict[str, ModelSpec | None]:
     """The model flags as the spec's ModelSpecs (feedback/refine None: --model's; judge None:
-    the feedback role's). ``evaluation_judge``: eval's --judge, which --judge-option also sets."""
+    the feedback role's). ``evaluation_judge``: eval's --judge, which a misplaced --judge-option names."""
     return {
         "model": main_model(flags.model, flags.options, flags.base_url),
         "feedback_model": role_model(
             flags.feedback_model, flags.feedback_options, "--feedback-option", "--feedback-model"
         ),
         "refine_model": role_model(flags.refine_model, flags.refine_options, "--refine-option", "--refine-model"),
-        "judge_model": judge_models(flags, evaluation_judge)[0],
+        "judge_model": judge_model(flags, evaluation_judge),
     }
 
 
-def judge_models(flags: ModelFlags, evaluation_judge: str | None = None) -> tuple[ModelSpec | None, ModelSpec | None]:
-    """The loop's judge role's own model (--judge-model) and eval's judge (--judge), each with
-    the --judge-option options; either None where not given."""
-    pairs = flags.judge_options
-    if pairs and flags.judge_model is None and evaluation_judge is None:
+def judge_model(flags: ModelFlags, evaluation_judge: str | None = None) -> ModelSpec | None:
+    """The loop's judge role's own model (--judge-model, with --judge-option); None where not given."""
+    if flags.judge_options and flags.judge_model is None:
+        eval_judge = "; eval's --judge takes --eval-judge-option" if evaluation_judge is not None else ""
         raise click.UsageError(
-            "--judge-option needs --judge-model (or, in eval, --judge): without one the judge role "
-            "shares the feedback role's backend, which -o or --feedback-option configures"
+            "--judge-option needs --judge-model (it configures the loop's judge role only): without it "
+            f"the judge role shares the feedback role's backend, which -o or --feedback-option configures{eval_judge}"
         )
-    given = [(flags.judge_model, "--judge-model"), (evaluation_judge, "--judge")]
-    loop, evaluation = (role_model(m, pairs if m else (), "--judge-option", f) for m, f in given)
-    return loop, evaluation
+    return role_model(flags.judge_model, flags.judge_options, "--judge-option", "--judge-model")
+
+
+def evaluation_judge_model(judge: str | None, pairs: tuple[str, ...]) -> ModelSpec | None:
+    """eval's --judge, the evaluation's judge, with --eval-judge-option; None where not given."""
+    if pairs and judge is None:
+        raise click.UsageError(
+            "--eval-judge-option needs --judge (it configures the evaluation's judge only); "
+            "the loop's --judge-model takes --judge-option"
+        )
+    return role_model(judge, pairs, "--eval-judge-option", "--judge")
 
 
 def config_of(flags: Mapping[str, Any], **extra: Any) -> RefineConfig:
