@@ -62,9 +62,27 @@ def test_unknown_option_lists_the_valid_ones(serve, endpoint):
     assert error["param"] == ("selfrefine" if endpoint == "chat" else "options") + ".max_iters"
     message = error["message"]
     assert "max_iters" in message and "valid options:" in message, message
+    assert "(did you mean 'max_iterations'?)" in message.split("valid options:")[0], message
     for valid in ("max_iterations", "select", "history", "feedback_mode", "max_total_tokens"):
         assert valid in message.split("valid options:")[1]
     assert served.fake.requests == []
+
+
+@pytest.mark.parametrize(
+    ("asked", "meant"),
+    [("max_iters", "max_iterations"), ("budget_tokens", "max_total_tokens"), ("budget-seconds", "max_seconds"),
+     ("sample", "samples")],
+)  # fmt: skip
+def test_an_unknown_option_through_the_sdk_is_a_400_that_names_the_one_meant(serve, asked, meant):
+    # the CLI's spellings (max_iters, budget_tokens) name the library's option; other slips the closest one
+    served = serve()
+    with pytest.raises(openai.BadRequestError) as caught:
+        served.client(max_retries=0).chat.completions.create(
+            model=COMMONGEN, messages=user("dog, ball"), extra_body={"selfrefine": {asked: 1}}
+        )
+    error = error_of(caught.value)
+    assert error["message"].startswith(f"unknown option {asked!r} in selfrefine (did you mean {meant!r}?); "), error
+    assert error["param"] == f"selfrefine.{asked}" and served.fake.requests == []
 
 
 def test_unknown_refine_field_lists_the_valid_ones(serve):

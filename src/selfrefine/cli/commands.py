@@ -29,7 +29,7 @@ from ..engine.task import PreparedInput, Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
 from .inputs import one_input, read_input
-from .options import EngineFlags, Flags, flag, judge_models, part
+from .options import EngineFlags, Flags, evaluation_judge_model, flag, part
 from .tables import keep_whole
 
 
@@ -160,7 +160,14 @@ class EvalFlags(Flags):
         "--judge",
         metavar="MODEL",
         help="The evaluation's judge (not the loop's judge role, --judge-model): also compare each "
-        "output with its one-step draft using this model as pairwise judge; its options: --judge-option.",
+        "output with its one-step draft using this model as pairwise judge; its options: --eval-judge-option.",
+    )
+    evaluation_judge_options: tuple[str, ...] = flag(
+        "--eval-judge-option",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Option of --judge's backend only (it gets no -o or --base-url), e.g. --eval-judge-option "
+        "base_url=URL; the loop's --judge-model takes --judge-option.",
     )
     retry_failed: bool = flag(
         "--retry-failed/--no-retry-failed",
@@ -255,9 +262,9 @@ def _eval(task: str, opts: EvalFlags) -> None:
     the_task = get_task(task)
     examples, source = _eval_examples(the_task, opts.data, opts.limit, opts.tests_path)
     cache = None if opts.no_cache else ResponseCache(opts.cache_path)
-    judge_spec = judge_models(opts.engine.models, opts.evaluation_judge)[1]
+    judge_spec = evaluation_judge_model(opts.evaluation_judge, opts.evaluation_judge_options)
     engine, recipe = _eval_engine(task, the_task, opts, judge_spec, cache)
-    judge = _judge(judge_spec, the_task, opts.engine.loop.seed, cache)
+    judge = _judge(judge_spec, the_task, engine.config.seed, cache)
     concurrency = opts.concurrency or engine.examples_in_flight()
     store = RunStore(opts.out)
     try:  # the run folder's lock, held until the run ends: one writer per folder
@@ -468,7 +475,7 @@ def _print_models(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
     for row in rows:
         table.add_row(row["model"], row["description"])
     _print_whole(table)
-    title = "backend options (-o, --feedback-option, --refine-option, --judge-option KEY=VALUE)"
+    title = "backend options (-o, --feedback-option, --refine-option, --judge-option, --eval-judge-option KEY=VALUE)"
     table = Table("model", "option", "type", "default", "description", title=title)
     undeclared = [{"name": "(not declared by the plugin)", "type": "", "default": "", "description": ""}]
     for row in rows:

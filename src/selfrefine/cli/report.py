@@ -19,7 +19,6 @@ _RUN = click.Path(exists=True, file_okay=False, path_type=Path)
 @click.argument("runs", nargs=-1, required=True, type=_RUN)
 @click.option(
     "--out",
-    "-o",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("report"),
     show_default=True,

@@ -13,7 +13,7 @@ import click
 from ..core.errors import ConfigError
 from ..engine.spec import BackendPool, ModelSpec
 from ..tasks import get_task
-from .options import Flags, ModelFlags, flag, main_model, models_of, part
+from .options import Flags, ModelFlags, flag, loop_flag, main_model, models_of, part
 
 
 def is_loopback(host: str) -> bool:
@@ -93,17 +93,12 @@ class ServeFlags(Flags):
         show_default=True,
         help="Larger request bodies get 413.",
     )
-    max_iterations: int | None = flag(
-        "--max-iters", type=click.IntRange(min=0), help="Cap (and default) on the refinements a request may ask for."
+    # the loop's own flags (their spellings and types), here the server's caps
+    max_iterations: int | None = loop_flag(
+        "max_iterations", help="Cap (and default) on the refinements a request may ask for."
     )
-    max_total_tokens: int | None = flag(
-        "--budget-tokens", type=click.IntRange(min=1), help="Cap (and default) on tokens per request."
-    )
-    max_seconds: float | None = flag(
-        "--budget-seconds",
-        type=click.FloatRange(min=0, min_open=True),
-        help="Cap (and default) on seconds per request.",
-    )
+    max_total_tokens: int | None = loop_flag("max_total_tokens", help="Cap (and default) on tokens per request.")
+    max_seconds: float | None = loop_flag("max_seconds", help="Cap (and default) on seconds per request.")
     task_files: tuple[Path, ...] = flag(
         "--task",
         multiple=True,

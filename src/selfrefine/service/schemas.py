@@ -9,34 +9,17 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from ..core.config import RefineConfig, canonical
+from ..core.config import Offer, RefineConfig, offers, spelled_once
 from .reasoning import ReasoningFormat
 
 MODEL_PREFIX = "selfrefine/"
 
-# What a request to ``selfrefine serve`` may choose about its run: these options of
-# RefineConfig, with the same types and bounds (LoopOptions below is built from them)
-REQUEST_OPTIONS = (
-    "max_iterations",
-    "select",
-    "history",
-    "accept",
-    "feedback_mode",
-    "verifier_mode",
-    "max_total_tokens",
-    "max_seconds",
-    "temperature",
-    "seed",
-    "max_tokens",
-    "final_feedback",
-    "judging",
-    "ways",
-    "samples",
-    "strategy",
-    "preset",
-)
+# What a request to ``selfrefine serve`` may choose about its run: the RefineConfig options
+# declared ``api=True`` (core/config.py ``Offer``), with the same types and bounds
+# (LoopOptions below is built from them)
+REQUEST_OPTIONS = tuple(name for name, offer in offers().items() if offer.api)
 
 
 def _request_fields() -> dict[str, Any]:
@@ -47,7 +30,7 @@ def _request_fields() -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for name in REQUEST_OPTIONS:
         info = RefineConfig.model_fields[name]
-        constraints = [m for m in info.metadata if not isinstance(m, (annotated_types.Le, annotated_types.Lt))]
+        constraints = [m for m in info.metadata if not isinstance(m, (annotated_types.Le, annotated_types.Lt, Offer))]
         annotation = Annotated[info.annotation | None, *constraints] if constraints else info.annotation | None
         fields[name] = (annotation, Field(default=None, description=info.description))
     return fields
@@ -60,20 +43,10 @@ class _LoopOptionsBase(BaseModel):
     # '@' suffix, selfrefine/<task>@<model>
     model: str | None = Field(default=None, min_length=1)
 
-    @field_validator(
-        "history",
-        "select",
-        "accept",
-        "feedback_mode",
-        "verifier_mode",
-        "strategy",
-        "preset",
-        mode="before",
-        check_fields=False,
-    )
+    @model_validator(mode="before")
     @classmethod
-    def _one_spelling(cls, value: Any) -> Any:
-        return canonical(value)
+    def _one_spelling(cls, values: Any) -> Any:
+        return spelled_once(values)
 
 
 LoopOptions = create_model(
