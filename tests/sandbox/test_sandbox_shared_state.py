@@ -21,6 +21,7 @@ import os
 import pytest
 
 from selfrefine.sandbox import process
+from selfrefine.sandbox.cgroup import cgroups
 from selfrefine.sandbox.confine import confinement
 from selfrefine.sandbox.isolation import network_isolation
 from selfrefine.sandbox.process import run_python
@@ -178,3 +179,98 @@ def test_a_timed_run_that_prints_something_else_is_not_faster():
     lazy = compare_programs(SLOW, "print(0)", ["300\n"], repeats=4, warmup=False, expected=["44850"])
     assert lazy.wrong_output and not lazy.faster
     assert lazy.errors == ["new program on input 1: printed something else in a timed run"]
+
+
+# 3. kernel memory: pipe and socket buffers ------------------------------------------------
+
+# The audit's probe: children each open pipes until refused (at most 10,000) and fill each
+# one's buffer; each reports how many it holds and keeps them while the parent collects.
+# {kind}: "pipe" or "socketpair" (whose buffers are larger: ~200 KB a pair).
+BUFFERS = """
+import ctypes, os, select, time
+pair = (ctypes.c_int * 2)()
+def fill():
+    held = queued = 0
+    try:
+        for _ in range(10000):
+            if "{kind}" == "pipe":
+                r, w = os.pipe()
+            else:
+                if ctypes.CDLL(None).socketpair(1, 1, 0, pair):  # AF_UNIX, SOCK_STREAM (the
+                    raise OSError("socketpair")  # launcher replaced socket.socketpair)
+                w, r = pair
+            os.set_blocking(w, False)
+            try:
+                while True:
+                    queued += os.write(w, b'x' * 65536)
+            except BlockingIOError:
+                pass
+            held += 1
+    except OSError:
+        pass
+    return held, queued
+r, w = os.pipe()
+pids = set()
+for i in range({children}):
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.write(w, b'%d %d %d\\n' % ((os.getpid(),) + fill()))
+        time.sleep(60)
+    pids.add(pid)
+os.close(w)
+reports, dead, buf = {{}}, set(), b''
+deadline = time.time() + 20
+while (set(reports) | dead) != pids and time.time() < deadline:
+    if select.select([r], [], [], 0.05)[0]:
+        buf += os.read(r, 4096)
+        reports = {{int(p): (int(h), int(q)) for p, h, q in (l.split() for l in buf.splitlines())}}
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            dead.update(pids)
+            break
+        if not pid:
+            break
+        dead.add(pid)
+time.sleep(0.5)
+alive = [reports[p] for p in reports if p not in dead and os.waitpid(p, os.WNOHANG)[0] == 0]
+print(max([h for h, _ in reports.values()] or [0]), sum(q for _, q in alive), len(alive))
+"""
+
+
+def test_a_process_holds_few_pipes():
+    """The audit's numbers: 4 children x ~10,000 full pipes (434 MB of buffers charged to a
+    512 MB run here, the host +990 MB where kernel memory is not counted). Each process now has
+    at most DESCRIPTORS descriptors: about 125 pipes, some 8 MB of buffers."""
+    result = run_python(BUFFERS.format(kind="pipe", children=4), memory_mb=512, timeout=40)
+    assert result.ok, result.stderr
+    most, queued, alive = map(int, result.stdout.split())
+    assert 0 < most <= process.DESCRIPTORS // 2 and alive == 4, result.stdout
+    assert queued <= 4 * most * 65536
+
+
+@pytest.mark.skipif(not cgroups().kernel_memory, reason="the memory cap does not count kernel memory here")
+def test_kernel_buffers_count_against_the_memory_cap():
+    """Where the cap counts kernel memory (v2; v1 with kernel-memory accounting), socket
+    buffers held by many processes stay under it: 8 x ~100 socket pairs x ~200 KB would be
+    ~170 MB against a 96 MB run, so the kernel kills processes of the run instead (the
+    parent too, at times: then the whole run is killed)."""
+    code = BUFFERS.format(kind="socketpair", children=8).replace("range(10000)", "range(100)")
+    roomy = run_python(code, memory_mb=1024, timeout=40)  # with room, all 8 hold more than 96 MB
+    assert roomy.ok and roomy.stdout.split()[::2] == ["100", "8"] and int(roomy.stdout.split()[1]) > 96 << 20
+    result = run_python(code, memory_mb=96, timeout=40)
+    if not result.ok:
+        assert result.returncode == -9 and not result.timed_out, result
+        return
+    most, queued, alive = map(int, result.stdout.split())
+    assert most == 100 and alive < 8 and queued <= 96 << 20, result.stdout
+
+
+def test_fewer_descriptors_where_the_cap_misses_kernel_memory(monkeypatch):
+    code = "import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+    if cgroups().memory and cgroups().kernel_memory:
+        assert run_python(code).stdout.split() == [str(process.DESCRIPTORS)]
+    monkeypatch.setattr(process, "cgroups", lambda: dataclasses.replace(cgroups(), kernel_memory=False))
+    assert run_python(code).stdout.split() == [str(process.FALLBACK_DESCRIPTORS)]

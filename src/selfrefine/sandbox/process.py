@@ -27,7 +27,10 @@ It never runs in the caller's process. Each run also gets a control group of its
 that reaches each of them; with a mount namespace its working directory is a size-limited
 tmpfs (:mod:`.launcher`), and the folder on the caller's disk is removed without recursion
 (:mod:`.cleanup`). Where no cgroup can be made, RLIMIT_NPROC limits the number of processes
-and ``measure`` falls back to ``getrusage`` of the launcher.
+and ``measure`` falls back to ``getrusage`` of the launcher. RLIMIT_NOFILE bounds what one
+process can hold in pipe and socket buffers (kernel memory, which a v1 memory cap without
+kernel-memory accounting does not count): :data:`DESCRIPTORS`, or :data:`FALLBACK_DESCRIPTORS`
+where the cap does not count kernel memory.
 """
 
 from __future__ import annotations
@@ -56,6 +59,9 @@ MARKER = "__SELFREFINE_RESULT__"
 DISK_MB = 64  # the working directory's size (a tmpfs), where a mount namespace can be made
 FILE_MB = 16  # the largest file the program may write (RLIMIT_FSIZE), everywhere
 FALLBACK_PROCESSES = 16  # RLIMIT_NPROC where no memory cgroup caps all processes together
+# RLIMIT_NOFILE: the descriptors of one process, and so the pipes and socket pairs whose kernel
+# buffers it can hold; fewer where the memory cap does not count kernel memory
+DESCRIPTORS, FALLBACK_DESCRIPTORS = 256, 64
 log = logging.getLogger(__name__)
 
 
@@ -88,7 +94,9 @@ def _limits(limits: _Limits, isolation: Isolation, confined: Confinement, group:
     # without a memory cap for all processes together: fewer processes, counted in the
     # sandbox's own user namespace (elsewhere RLIMIT_NPROC counts all of the user's processes)
     own_user = isolation.namespace == "user-namespace" or bool(flags & CLONE_NEWUSER)
-    few = FALLBACK_PROCESSES if own_user and not (group and "memory" in group.dirs) else None
+    capped = bool(group and "memory" in group.dirs)
+    few = FALLBACK_PROCESSES if own_user and not capped else None
+    files = DESCRIPTORS if capped and cgroups().kernel_memory else FALLBACK_DESCRIPTORS
 
     def apply() -> None:  # pragma: no cover - runs in the child
         import resource
@@ -102,6 +110,7 @@ def _limits(limits: _Limits, isolation: Isolation, confined: Confinement, group:
         size = FILE_MB * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
         if few is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (few, few))
 
