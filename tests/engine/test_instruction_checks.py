@@ -22,6 +22,7 @@ from selfrefine.engine.instructions import (
     ForbiddenChars,
     InstructionChecks,
     Language,
+    ParagraphStart,
     checks_schema,
     from_checks,
     parse_checks,
@@ -146,6 +147,9 @@ def test_findings_name_what_failed_with_numbers():
     )
     assert (
         Count(unit="words", relation="at most", n=99).check("word " * 120).finding == "needs at most 99 words, has 120"
+    )
+    assert ParagraphStart(nth=3, word="summer").check("One.\n\nTwo.").finding == (
+        "paragraph 3 must start with the word 'summer'; it has 2 paragraphs (separated by blank lines)"
     )
     found = InstructionChecks(
         parse_checks(

@@ -68,6 +68,7 @@ __all__ = [
     "checks_schema",
     "from_checks",
     "parse_checks",
+    "schema_size",
 ]
 
 # every kind, in the order a schema lists them; a request's checks are all but the regex

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from ...core.wording import plural
 from . import measures
 from .base import Instruction, Relation, amount, holds, quoted
 from .sentences import sentences
@@ -82,7 +83,7 @@ class ParagraphStart(Instruction):
     def _problem(self, text: str) -> str | None:
         found = measures.paragraphs(text)
         if len(found) < self.nth:
-            return f"needs at least {self.nth} paragraphs separated by blank lines, so that {self.describe()}; has {len(found)}"
+            return f"{self.describe()}; it has {plural(len(found), 'paragraph')} (separated by blank lines)"
         first = measures.first_word(found[self.nth - 1])
         if first == self.word.strip().lower():
             return None
