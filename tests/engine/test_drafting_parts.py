@@ -28,7 +28,7 @@ class StubCaller:
     def __init__(self, log: CallLog, replies: list[str]) -> None:
         self.log, self.replies, self.requests = log, list(replies), []
 
-    async def call(self, role, t, request: CompletionRequest, samples: int = 1, *, stream: bool = False):
+    async def call(self, role, t, request: CompletionRequest, samples: int = 1, *, stream: bool = False, purpose=None):
         out = []
         for _ in range(samples):
             self.requests.append(request)

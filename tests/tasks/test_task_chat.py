@@ -197,14 +197,18 @@ def test_says_done_only_on_a_plain_no_issues(task):
     assert task.says_done('{"issues": ["Wrong') is False
 
 
-def test_no_verifier_and_no_metric_without_checks_but_a_judge(task):
+def test_checked_by_the_requests_own_checks_and_ranked_by_a_judge(task):
     assert not task.has_verifier and task.metric("Q?", "A.") is None
     assert list(task.declared.judges) == ["follows", "correct"]  # what ranks its drafts (engine/judge.py)
-    SelfRefine(task, FakeBackend(default="x"), select="verified")  # ranked by the judge
+    # the request's checks are derived (engine/derivation.py): they verify chat's drafts, in hybrid mode
+    engine = SelfRefine(task, FakeBackend(default="x"), select="verified")
+    assert engine.settings.checks.derive and engine.settings.verifier_mode == "hybrid"
+    # without them, only the judge ranks
+    SelfRefine(task, FakeBackend(default="x"), select="verified", derive_checks=False)
     with pytest.raises(ConfigError, match="no verifier and its judge is off"):
-        SelfRefine(task, FakeBackend(default="x"), select="verified", judging=False)
+        SelfRefine(task, FakeBackend(default="x"), select="verified", judging=False, derive_checks=False)
     with pytest.raises(ConfigError, match="has no verifier; use verifier_mode 'self'"):
-        SelfRefine(task, FakeBackend(default="x"), verifier_mode="hybrid")  # the judge writes no findings
+        SelfRefine(task, FakeBackend(default="x"), verifier_mode="hybrid", derive_checks=False)  # the judge writes no findings
 
 
 def test_chat_is_built_in_after_the_papers_seven():

@@ -36,6 +36,9 @@ class CompletionRequest(BaseModel):
     # ask for the k most likely alternatives of each generated token with their log
     # probabilities (OpenAI's top_logprobs); None asks for none
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    # what the call is for besides its role's step ("checks": deriving the request's checks);
+    # a backend answers it as any request (the fake model scripts it apart)
+    purpose: str | None = None
 
 
 class TokenChoices(BaseModel):

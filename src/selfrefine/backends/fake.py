@@ -39,6 +39,9 @@ from .base import Backend, CompletionRequest, CompletionResponse, TextSink, Toke
 Reply = str | BaseException | Mapping[str, Any]  # a mapping: {"text": ..., "top_logprobs": [...]}
 
 ROLE_KEYS = MODEL_ROLES
+# what the fake model says to a call of a purpose its script does not answer: the
+# derivation of a request's checks finds none (engine/derivation.py)
+PURPOSE_DEFAULTS = {"checks": '{"checks": []}'}
 FILE_KEYS = ("replies", "table", "default", "latency", *ROLE_KEYS)
 SEE_FORMAT = "`selfrefine models` and the README (The fake model) give the format"
 REPLIES_FILE_FORMAT = (
@@ -96,6 +99,9 @@ class FakeBackend(Backend):
         for key, reply in self.table.items():
             if key in request.prompt:
                 return reply
+        if request.purpose is not None:  # scripted under its purpose ("checks"), else none found
+            queue = self._queues.get(request.purpose)
+            return queue.popleft() if queue else PURPOSE_DEFAULTS.get(request.purpose, "")
         for key in (request.role, None):
             queue = self._queues.get(key)
             if queue:

@@ -33,6 +33,7 @@ VerifierMode = Literal["self", "verifier", "hybrid"]
 Preset = Literal["paper", "best"]
 
 MAX_WAYS = 8
+UNRECORDED_WHEN_UNSET = ("ways", "checks", "derive_checks")
 _WAY_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 
@@ -287,6 +288,32 @@ class RefineConfig(BaseModel):
             "ways: program, steps, quantities; default program)",
         ),
     ] = None
+    # checks of the drafts besides the task's own, as data (engine/instructions: e.g. {"type":
+    # "count", "unit": "words", "relation": "at most", "n": 50}); with derive_checks they
+    # extend the checks derived from the request, without it they are the run's checks
+    checks: Annotated[
+        list[dict[str, Any]] | None,
+        Offer(
+            ("--checks",),
+            api=True,
+            metavar="FILE",
+            help="A JSON or YAML file with a list of checks every draft must pass (e.g. [{type: count, unit: "
+            "words, relation: at most, n: 50}]; docs/writing-a-task.md lists the types): they rank and refine "
+            "the drafts like a task's own checks, beside the ones derived from the request.",
+        ),
+    ] = Field(default=None, max_length=32)
+    # before the first draft, the model turns the request's explicit, checkable instructions
+    # into checks (engine/derivation.py); None: the task's default (chat: on)
+    derive_checks: Annotated[
+        bool | None,
+        Offer(
+            ("--derive-checks/--no-derive-checks",),
+            api=True,
+            help="Before the first draft, turn the request's explicit instructions (counts, words, format, "
+            "case, language, ...) into code checks that rank and refine the drafts (default: the task's; "
+            "chat: on).",
+        ),
+    ] = None
     # a named configuration: "paper" is the paper's loop (these defaults); "best" the task's
     # measured best (TaskDefaults.best); options given explicitly win over the preset's
     preset: Annotated[
@@ -310,12 +337,14 @@ class RefineConfig(BaseModel):
         return checked_patterns(value)
 
     @model_serializer(mode="wrap")
-    def _unset_ways_unrecorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``ways`` unset is left out of the dump, so the record of a run that does not set
-        it is the one it was before the option existed (an eval folder it resumes included)."""
+    def _unset_later_options_unrecorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An option added after runs were recorded (``ways``, ``checks``, ``derive_checks``) is
+        left out of the dump while unset, so the record of a run that does not set it is the
+        one it was before the option existed (an eval folder it resumes included)."""
         values: dict[str, Any] = handler(self)
-        if values.get("ways", ...) is None:
-            del values["ways"]
+        for name in UNRECORDED_WHEN_UNSET:
+            if values.get(name, ...) is None:
+                del values[name]
         return values
 
     @classmethod
@@ -413,6 +442,8 @@ class RunOptions(TypedDict, total=False):
     strategy: Strategy
     judging: bool
     ways: tuple[str, ...] | list[str] | None
+    checks: list[dict[str, Any]] | None
+    derive_checks: bool | None
     preset: Preset | None
 
 

@@ -54,6 +54,17 @@ class CallRecord(BaseModel):
     finish_reason: str | None = None
     prompt: str | None = None  # filled only with RefineConfig.record_prompts
     response: str | None = None
+    # what the call was for besides its role's step: "checks", the derivation of the
+    # request's checks before the first draft (a critic's call: the feedback role's model)
+    purpose: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _no_purpose_as_before(self, handler: Any) -> dict[str, Any]:
+        """A call of a role's own step has the record it had before purposes."""
+        data: dict[str, Any] = handler(self)
+        if self.purpose is None:
+            data.pop("purpose", None)
+        return data
 
 
 class Usage(BaseModel):
@@ -137,6 +148,15 @@ class Verification(BaseModel):
 
 
 Feedback.model_rebuild()
+
+
+class RequestCheck(BaseModel):
+    """One check of a run's drafts besides the task's own (``RefineConfig.checks`` or derived
+    from the request: engine/instructions), as the run used it."""
+
+    source: Literal["given", "derived"]
+    check: dict[str, Any]  # the check as data: {"type": "count", "unit": "words", ...}
+    says: str  # the instruction in words: "at most 50 words"
 
 
 class Candidate(BaseModel):
@@ -223,6 +243,15 @@ class RunResult(BaseModel):
     metric: float | None = None  # the task's metric on `output`, when a reference was given
     metric_error: str | None = None  # the metric hook raised on `output` (metric is then None)
     answer_error: str | None = None  # the answer hook raised on `output` (answer is then None)
+    checks: list[RequestCheck] = Field(default_factory=list)  # the run's checks besides the task's own
+
+    @model_serializer(mode="wrap")
+    def _no_checks_as_before(self, handler: Any) -> dict[str, Any]:
+        """A run without checks of its own has the record it had before them."""
+        data: dict[str, Any] = handler(self)
+        if not self.checks:
+            data.pop("checks", None)
+        return data
 
     @property
     def drafts(self) -> list[str]:
@@ -257,6 +286,16 @@ class DecisionStep(BaseModel):
     detail: str = ""
 
 
+class ChecksStep(BaseModel):
+    """The checks a run's drafts must pass besides the task's own, known before the first
+    draft: the ones given and the ones derived from the request (``call``: the derivation's)."""
+
+    kind: Literal["checks"] = "checks"
+    checks: list[RequestCheck]
+    call: CallRecord | None = None
+    note: str = ""  # what else is worth saying ("the derivation gave no usable check: …")
+
+
 class CallStep(BaseModel):
     """A call that failed and will be retried (or gave up); successful calls ride on steps."""
 
@@ -282,4 +321,4 @@ class ResultStep(BaseModel):
     result: RunResult
 
 
-Step = DraftStep | FeedbackStep | DecisionStep | CallStep | DeltaStep | ResultStep
+Step = DraftStep | FeedbackStep | DecisionStep | ChecksStep | CallStep | DeltaStep | ResultStep

@@ -55,10 +55,10 @@ class CallLog:
         calls, self.unreported = self.unreported, []
         return calls
 
-    def next_attempt(self, role: Role, t: int) -> int:
-        """Attempts are numbered per step (role and iteration), across parse and backend
-        retries, so three failed parses read as attempts 1, 2 and 3."""
-        return 1 + sum(c.role == role and c.iteration == t for c in self.calls)
+    def next_attempt(self, role: Role, t: int, purpose: str | None = None) -> int:
+        """Attempts are numbered per step (role, iteration and purpose), across parse and
+        backend retries, so three failed parses read as attempts 1, 2 and 3."""
+        return 1 + sum(c.role == role and c.iteration == t and c.purpose == purpose for c in self.calls)
 
     def failed(self, call: CallRecord, error: str) -> None:
         call.ok, call.error = False, error
@@ -73,14 +73,22 @@ class Caller:
         self.sink: DeltaSink | None = None  # set: calls asked to stream hand it their pieces
 
     async def call(
-        self, role: Role, t: int, request: CompletionRequest, samples: int = 1, *, stream: bool = False
+        self,
+        role: Role,
+        t: int,
+        request: CompletionRequest,
+        samples: int = 1,
+        *,
+        stream: bool = False,
+        purpose: str | None = None,
     ) -> list[tuple[CompletionResponse, CallRecord]]:
         """One logical call (``samples`` replies to the request) with transient-error retries;
-        ``stream``: a single sample's reply goes to the sink piece by piece as it comes."""
+        ``stream``: a single sample's reply goes to the sink piece by piece as it comes;
+        ``purpose``: what the call is for besides its role's step (recorded)."""
         backend = self.backends[role]
         for attempt in range(1, self.policy.backend_retries + 2):
             self.check_budgets()
-            calls = [self._record(role, t, backend, request) for _ in range(samples)]
+            calls = [self._record(role, t, backend, request, purpose) for _ in range(samples)]
             try:
                 on_text = self._pieces(role, t, calls[0].attempt) if stream and samples == 1 else None
                 responses = await self._send(backend, request, calls[0], samples, on_text)
@@ -100,8 +108,11 @@ class Caller:
     def _pieces(self, role: Role, t: int, attempt: int) -> TextSink | None:
         return None if self.sink is None else functools.partial(self.sink, role, t, attempt)
 
-    def _record(self, role: Role, t: int, backend: Backend, request: CompletionRequest) -> CallRecord:
-        call = CallRecord(role=role, iteration=t, attempt=self.log.next_attempt(role, t), model=backend.name)
+    def _record(
+        self, role: Role, t: int, backend: Backend, request: CompletionRequest, purpose: str | None = None
+    ) -> CallRecord:
+        attempt = self.log.next_attempt(role, t, purpose)
+        call = CallRecord(role=role, iteration=t, attempt=attempt, model=backend.name, purpose=purpose)
         if self.policy.record_prompts:
             call.prompt = request.prompt
         self.log.calls.append(call)  # counted now, so the next record of this step numbers on

@@ -20,6 +20,7 @@ from ..core.records import CallRecord, Candidate, Feedback, Role, Verification
 from ..core.seeds import attempt_seed
 from .calls import Caller
 from .incomplete import demoted
+from .run_checks import combined
 from .scoreboard import Scoreboard
 from .settings import Settings
 from .state import RunState
@@ -115,13 +116,15 @@ class RunContext:
         reseed: int = 0,
         *,
         stream: bool = False,
+        purpose: str | None = None,
     ) -> tuple[Any, CallRecord, str | None]:
         """Call, parse; on a parse error re-ask this step only. Returns (value, call, error);
-        ``stream``: each attempt's reply goes to the caller's sink as it is written."""
+        ``stream``: each attempt's reply goes to the caller's sink as it is written;
+        ``purpose``: what the call is for besides its role's step (the derivation's "checks")."""
         error = None
         for attempt in range(1, self.settings.requests.parse_retries + 2):
-            request = self.request(role, prompt, schema, attempt, reseed)
-            [(response, call)] = await self.caller.call(role, t, request, stream=stream)
+            request = self.request(role, prompt, schema, attempt, reseed).model_copy(update={"purpose": purpose})
+            [(response, call)] = await self.caller.call(role, t, request, stream=stream, purpose=purpose)
             try:
                 return parse(response.text), call, None
             except ParseError as exc:
@@ -152,8 +155,12 @@ class RunContext:
             self.board.cast(candidate, key)
 
     async def checked(self, draft: str, finish_reason: str | None) -> Verification | None:
-        """The task's check of a draft (in a thread), demoted when its reply was cut off."""
-        return demoted(await asyncio.to_thread(self.task.verify, self.state.input, draft), finish_reason)
+        """The code's check of a draft (in a thread): the task's verifier and the run's own
+        checks (:mod:`.run_checks`), demoted when its reply was cut off."""
+        return demoted(await asyncio.to_thread(self._code_check, draft), finish_reason)
+
+    def _code_check(self, draft: str) -> Verification | None:
+        return combined(self.task.verify(self.state.input, draft), self.state.checks.verify(draft))
 
 
 def raw_reply(call: CallRecord) -> str:

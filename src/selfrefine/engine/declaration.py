@@ -74,6 +74,15 @@ class TaskDefaults(BaseModel):
     # best on this task (e.g. LOOP_BEST; {}: the paper's loop); None: none was measured, and
     # preset "best" is refused rather than run with settings measured on other tasks
     best: dict[str, Any] | None = None
+    # derive checks from the request before the first draft (engine/derivation.py), reading the
+    # input itself ("input": chat, whose input is the user's request) or the rendered generate
+    # prompt ("prompt": a task file, whose template states the instructions); the run's
+    # derive_checks overrides it
+    derive_checks: bool = False
+    checks_from: Literal["input", "prompt"] = "prompt"
+    # the verifier mode a run uses unless it sets one (None: RefineConfig's, "self"); where
+    # the task ranks by checks it has, "hybrid" puts their findings beside the critic's issues
+    verifier_mode: Literal["self", "verifier", "hybrid"] | None = None
 
     @field_validator("temperature", "max_tokens", mode="before")
     @classmethod

@@ -24,6 +24,7 @@ from ..core.errors import ConfigError, EngineClosedError
 from ..core.records import ResultStep, RunResult, Step
 from .checks import Checks, Verifier
 from .deltas import with_deltas
+from .derivation import Memo
 from .drafting.registry import find_strategy
 from .plugins import find_task
 from .refinement import Refinement
@@ -64,6 +65,7 @@ class SelfRefine:
         **options: Unpack[RunOptions],
     ) -> None:
         self.closed = False
+        self._derived: Memo = {}  # checks derived from each request, across this engine's runs
         self.task = find_task(task)
         if verify is not None:
             self.task = self.task.with_verifier(verify)
@@ -145,7 +147,8 @@ class SelfRefine:
                 "this SelfRefine engine is closed (its backends are shut); make a new one, "
                 "or use `with SelfRefine(...) as engine:` around the runs"
             )
-        run = Refinement(self.task, self.settings, self.backends, prepared_input(self.task, input), reference)
+        input = prepared_input(self.task, input)
+        run = Refinement(self.task, self.settings, self.backends, input, reference, self._derived)
         steps = with_deltas(run) if deltas else run.stream()
         try:
             async for step in steps:

@@ -63,8 +63,15 @@ def best_iteration(iterations: list[Iteration]) -> Iteration:
 
 
 def best(checks: list[Verification | None]) -> int:
-    """The index of the highest verifier score, then judged score; a tie goes to the earlier sample."""
-    return max(range(len(checks)), key=lambda i: (score(checks[i]), judged(checks[i]), -i))
+    """The index of the highest verifier score, then judged score; a tie goes to the earlier
+    sample. Among samples the code ties, a later one replaces the earliest only when the
+    judge scores both and it more than MARGIN higher (as a refinement must beat its parent):
+    the earliest is the greedy draft where the step has one."""
+    top = max(range(len(checks)), key=lambda i: (score(checks[i]), judged(checks[i]), -i))
+    first = next(i for i, c in enumerate(checks) if score(c) == score(checks[top]))
+    if first != top and judged(checks[first]) != LOWEST and judged_diff(checks[top], checks[first]) == 0:
+        return first
+    return top
 
 
 def ties(checks: list[Verification | None]) -> list[int]:

@@ -35,6 +35,7 @@ from ..core.records import (
 )
 from .calls import BudgetExceeded, Caller, CallLog
 from .context import RunContext, verifier_feedback
+from .derivation import Memo, run_checks
 from .drafting.base import Drafted, Drafter
 from .incomplete import output_metric
 from .judge import judge_iterations
@@ -51,9 +52,16 @@ class Refinement:
     """One input's run: its state, its drafting part, and the loop over them."""
 
     def __init__(
-        self, task: Task, settings: Settings, backends: Mapping[Role, Backend], input: str, reference: Any = None
+        self,
+        task: Task,
+        settings: Settings,
+        backends: Mapping[Role, Backend],
+        input: str,
+        reference: Any = None,
+        memo: Memo | None = None,
     ) -> None:
         self.task, self.settings, self.backends = task, settings, backends
+        self.memo: Memo = memo if memo is not None else {}  # checks derived per request (the engine's)
         board = Scoreboard(votes=settings.sampling.votes)
         self.state = RunState(input=input, reference=reference, board=board, log=CallLog())
         self.caller = Caller(settings.calls, backends, self.state.log)
@@ -82,6 +90,9 @@ class Refinement:
         yield ResultStep(result=await self.result(stop, error))
 
     async def _steps(self) -> AsyncIterator[Step]:
+        checks = await run_checks(self.run, self.memo)  # before the first draft: drafts are checked by them
+        if checks is not None:
+            yield checks
         made = await self.drafter.first(self.run, self.task.render("generate", self.state.input))
         self.state.iterations.append(made.iteration)
         for step in self._drafted(made):
@@ -158,7 +169,8 @@ class Refinement:
         verifier = settings.verifier_mode
         check = await run.verify(t) if verifier != "self" else None
         if verifier == "verifier":
-            assert check is not None
+            if check is None:  # checks of the run's own, and none applies (none was derived)
+                return Feedback(text="no check applies to this draft", done=True, source="verifier")
             own = Feedback(text=check.text, done=check.passed, total=check.score, source="verifier", verification=check)
             return self.drafter.feedback(run, t, own)
         known = self.drafter.known_critique(run, t)
@@ -199,6 +211,7 @@ class Refinement:
             metric_error=metric_error,
             answer=answer,
             answer_error=answer_error,
+            checks=state.checks.records(),
         )
 
     async def _judge_returnable(self) -> None:

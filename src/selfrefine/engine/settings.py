@@ -15,6 +15,8 @@ from typing import Any, Protocol
 from ..core.config import DEFAULT_MAX_ITERATIONS, RefineConfig
 from ..core.errors import ConfigError
 from ..core.records import ROLES, Role, RunConfig
+from .instructions import Instruction
+from .run_checks import given_checks
 from .task import Task
 
 
@@ -154,6 +156,28 @@ class JudgePolicy:
 
 
 @dataclass(frozen=True)
+class ChecksPolicy:
+    """The run's checks besides the task's own (:mod:`.run_checks`): the ones given with it,
+    parsed, and whether more are derived from the request (:mod:`.derivation`) and from
+    which of its texts."""
+
+    given: tuple[Instruction, ...]
+    derive: bool
+    source: str  # "input" (the request itself) or "prompt" (the rendered generate prompt)
+
+    @classmethod
+    def of(cls, config: RefineConfig, task: Task) -> ChecksPolicy:
+        defaults = task.declared.defaults
+        derive = config.derive_checks if config.derive_checks is not None else defaults.derive_checks
+        return cls(given=given_checks(config.checks), derive=derive, source=defaults.checks_from)
+
+    @property
+    def on(self) -> bool:
+        """Whether the run checks its drafts besides the task's own verifier."""
+        return bool(self.given) or self.derive
+
+
+@dataclass(frozen=True)
 class Settings:
     """What one engine's runs read: every value resolved (the run never reads ``config``,
     which is kept, after its preset, for the record)."""
@@ -164,6 +188,7 @@ class Settings:
     sampling: SamplingPolicy
     stops: StopPolicy
     judge: JudgePolicy
+    checks: ChecksPolicy
     history: str
     select: str
     accept: str
@@ -175,6 +200,7 @@ class Settings:
         """Each option over the task's default; a combination the task or the strategy
         cannot run is a ConfigError naming the fix. ``strategies``: a strategy by name."""
         config = with_preset(config, task)
+        config = with_task_verifier_mode(config, task)
         _check_fits(config, task)
         strategy = strategies(config.strategy)
         strategy.check(config, task)
@@ -186,6 +212,7 @@ class Settings:
             sampling=sampling,
             stops=StopPolicy.of(config, task),
             judge=JudgePolicy.of(config, task, sampling.votes),
+            checks=ChecksPolicy.of(config, task),
             history=config.history or task.declared.defaults.history,
             # several samples are chosen by the verifier, and so is the returned draft
             select=config.select or ("verified" if sampling.several else task.declared.defaults.select),
@@ -238,8 +265,24 @@ def with_preset(config: RefineConfig, task: Task) -> RefineConfig:
 
 
 def ranks(config: RefineConfig, task: Task) -> bool:
-    """Whether the run can rank drafts: by the task's code checks, or by its judge."""
-    return task.has_verifier or (task.has_judge and config.judging)
+    """Whether the run can rank drafts: by code checks (the task's, or the run's own), or by
+    the task's judge."""
+    return verifies(config, task) or (task.has_judge and config.judging)
+
+
+def verifies(config: RefineConfig, task: Task) -> bool:
+    """Whether code checks the run's drafts: the task's verifier, or checks given with the run
+    or derived from its request."""
+    return task.has_verifier or ChecksPolicy.of(config, task).on
+
+
+def with_task_verifier_mode(config: RefineConfig, task: Task) -> RefineConfig:
+    """The config with the task's verifier mode where the run sets none and code checks its
+    drafts (chat: "hybrid", so the failed checks are named beside the critic's issues)."""
+    mode = task.declared.defaults.verifier_mode
+    if mode is None or "verifier_mode" in config.model_fields_set or not verifies(config, task):
+        return config
+    return config.model_copy(update={"verifier_mode": mode})
 
 
 def _ways(config: RefineConfig, task: Task, votes: bool) -> tuple[str, ...]:
@@ -263,8 +306,11 @@ def _ways(config: RefineConfig, task: Task, votes: bool) -> tuple[str, ...]:
 
 def _check_fits(config: RefineConfig, task: Task) -> None:
     name = task.name
-    if config.verifier_mode != "self" and not task.has_verifier:
-        raise ConfigError(f"task {name!r} has no verifier; use verifier_mode 'self' or a task that checks itself")
+    if config.verifier_mode != "self" and not verifies(config, task):
+        raise ConfigError(
+            f"task {name!r} has no verifier; use verifier_mode 'self', a task that checks itself, or checks "
+            "(checks, derive_checks)"
+        )
     if ranks(config, task):
         return
     lacks = lacks_ranking(config, task)

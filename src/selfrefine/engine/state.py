@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.records import DecisionStep, Iteration
 from .calls import CallLog
+from .run_checks import RunChecks
 from .scoreboard import Scoreboard
 
 
@@ -21,6 +22,7 @@ class RunState:
     input: str
     reference: Any
     board: Scoreboard  # every draft's check and judgment, every sample's vote
+    checks: RunChecks = field(default_factory=RunChecks)  # the run's checks besides the task's own
     log: CallLog = field(default_factory=CallLog)
     iterations: list[Iteration] = field(default_factory=list)
     current: int = 0  # index of the draft the next refinement starts from

@@ -56,7 +56,8 @@ class ResponseCache:
 
     @staticmethod
     def key(identity: str, request: CompletionRequest) -> str:
-        unasked = {"top_logprobs"} if request.top_logprobs is None else None  # keys stay as they were
+        # fields a request does not use stay out of the key, so keys stay as they were before them
+        unasked = {name for name in ("top_logprobs", "purpose") if getattr(request, name) is None} or None
         payload = json.dumps(
             {"model": identity, "request": request.model_dump(mode="json", exclude=unasked)}, sort_keys=True
         )

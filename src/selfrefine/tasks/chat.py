@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from ..core.errors import FeedbackParseError, InputError, TaskError
-from ..core.records import Feedback
+from ..core.records import Feedback, Verification
 from ..engine.checks import Checks
 from ..engine.task import JUDGED_BEST, Capabilities, Task, TaskDefaults, system_message
 from .parsing import json_object
@@ -188,6 +188,11 @@ class Chat(Task):
         max_tokens={"generate": 600, "feedback": 300, "refine": 600},
         feedback_schema=FEEDBACK_SCHEMA,
         max_iterations=3,
+        # the request's own instructions become checks (engine/derivation.py), so the drafts
+        # are ranked and refined by what code can verify; their findings sit beside the issues
+        derive_checks=True,
+        checks_from="input",
+        verifier_mode="hybrid",
     )
 
     def prepare_input(self, text: str) -> str:
@@ -225,6 +230,14 @@ class Chat(Task):
             fields={"issues": issues},
         )
 
+    def combine(self, critique: Feedback, check: Verification, *, input: str, draft: str) -> Feedback:
+        """The critic's issues and each failed check's finding, one list: the refiner sees
+        what code found wrong in the critic's own words' format; done only when both agree."""
+        issues = [*critique.fields.get("issues", []), *_failed_lines(check)]
+        text = "\n".join(f"- {i}" for i in issues) if issues else critique.text
+        done = bool(critique.done) and check.passed is not False
+        return critique.model_copy(update={"text": text, "done": done, "source": "hybrid", "verification": check})
+
     def metric(self, input: str, output: str, reference: Any = None) -> float | None:
         """The share of the row's instruction checks (the reference) the answer passes; None
         without checks. Only the metric sees them: the critic and the verifier never do."""
@@ -248,6 +261,13 @@ def instruction_checks(reference: Any) -> Checks:
             f"chat's reference is a mapping of checks such as {{'max_words': 49}}, not {type(reference).__name__}"
         )
     return Checks.parse(reference)
+
+
+def _failed_lines(check: Verification) -> list[str]:
+    """The findings of the failed checks, one per line (the run's checks write "- finding")."""
+    if check.passed is not False:
+        return []
+    return [ln.strip().removeprefix("- ").strip() for ln in check.text.splitlines() if ln.strip()]
 
 
 def _json_issues(raw: str) -> list[str] | None:
