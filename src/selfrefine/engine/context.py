@@ -10,7 +10,6 @@ critique, the task's check.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -22,6 +21,7 @@ from .incomplete import demoted
 from .settings import Settings
 from .state import RunState
 from .task import Task
+from .verify_threads import verify_in_thread
 
 T = TypeVar("T")
 
@@ -140,8 +140,11 @@ class RunContext:
         return it.verification
 
     async def checked(self, draft: str, finish_reason: str | None) -> Verification | None:
-        """The task's check of a draft (in a thread), demoted when its reply was cut off."""
-        return demoted(await asyncio.to_thread(self.task.verify, self.state.input, draft), finish_reason)
+        """The task's check of a draft, demoted when its reply was cut off; in a thread of its
+        own, within the run's time budget (:mod:`.verify_threads`)."""
+        budget = self.settings.calls.max_seconds
+        check = await verify_in_thread(self.task, self.state.input, draft, budget, self.state.log)
+        return demoted(check, finish_reason)
 
 
 def raw_reply(call: CallRecord) -> str:
