@@ -208,7 +208,9 @@ def test_checked_by_the_requests_own_checks_and_ranked_by_a_judge(task):
     with pytest.raises(ConfigError, match="no verifier and its judge is off"):
         SelfRefine(task, FakeBackend(default="x"), select="verified", judging=False, derive_checks=False)
     with pytest.raises(ConfigError, match="has no verifier; use verifier_mode 'self'"):
-        SelfRefine(task, FakeBackend(default="x"), verifier_mode="hybrid", derive_checks=False)  # the judge writes no findings
+        SelfRefine(
+            task, FakeBackend(default="x"), verifier_mode="hybrid", derive_checks=False
+        )  # the judge writes no findings
 
 
 def test_chat_is_built_in_after_the_papers_seven():

@@ -18,6 +18,7 @@ repeat), and a longer draft fails the regex checks instead of being searched.
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,7 +45,7 @@ def as_verification(value: Any, who: str) -> Verification:
         score, findings = value
         problems = [findings] if isinstance(findings, str) else findings
         if not isinstance(problems, (list, tuple)) or not all(isinstance(p, str) for p in problems):
-            raise TaskError(f"{who} returned findings {findings!r}; give a string or a list of strings")
+            raise TaskError(f"{who} returned findings {shown_value(findings)}; give a string or a list of strings")
         problems = [p for p in problems if p.strip()]
         score = _score(score, who)
         return Verification(text="; ".join(problems) or "ok", passed=not problems, score=score)
@@ -54,12 +55,12 @@ def as_verification(value: Any, who: str) -> Verification:
     return Verification(text="ok" if score >= 1 else f"score {score:.2f} of 1", passed=score >= 1, score=score)
 
 
+_SHAPES = "a verify function returns a score in [0, 1], a (score, findings) pair or a Verification"
+
+
 def _score(value: Any, who: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise TaskError(
-            f"{who} returned {value!r}; a verify function returns a score in [0, 1], "
-            "a (score, findings) pair or a Verification"
-        )
+        raise TaskError(f"{who} returned {shown_value(value)}; {_SHAPES}")
     return float(value)
 
 
@@ -70,16 +71,67 @@ class FunctionVerifier:
         if not callable(fn):
             raise TaskError(f"verify must be a function (input, draft) -> score, not {type(fn).__name__}")
         self.fn = fn
-        self.who = f"verify function {getattr(fn, '__qualname__', None) or type(fn).__name__}"
+        name = getattr(fn, "__qualname__", None)
+        self.who = f"verify function {_cut(name) if isinstance(name, str) and name else type(fn).__name__}"
 
     def __call__(self, input: str, draft: str) -> Verification:
+        """The function's check of ``draft`` as a Verification; whatever it raises or returns,
+        an error is a TaskError with a message of bounded length."""
         try:
             value = self.fn(input, draft)
         except TaskError:
             raise
         except Exception as exc:
-            raise TaskError(f"{self.who} raised {type(exc).__name__}: {exc}") from None
-        return as_verification(value, self.who)
+            raise TaskError(f"{self.who} raised {type(exc).__name__}: {_said(exc)}") from None
+        try:
+            return as_verification(value, self.who)
+        except TaskError:
+            raise
+        except Exception as exc:  # a reply whose own methods fail (__len__, comparisons, ...)
+            raise TaskError(
+                f"{self.who} returned a {type(value).__name__} that cannot be read "
+                f"({type(exc).__name__}: {_said(exc)}); {_SHAPES}"
+            ) from None
+
+
+# a verify function's reply or error in a message: at most this many characters of it
+SHOWN_CHARS = 200
+
+
+class _Shown(reprlib.Repr):
+    """reprlib's short repr; an object whose repr raises is named by its type."""
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        try:
+            return _cut(repr(x))
+        except Exception as exc:  # noqa: BLE001 - any repr may raise; the message must still be written
+            return f"<{type(x).__name__} whose repr() raised {type(exc).__name__}>"
+
+
+_REPR = _Shown()
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = SHOWN_CHARS
+_REPR.maxlevel = 3
+
+
+def shown_value(value: Any) -> str:
+    """``repr(value)`` for an error message, at most ``SHOWN_CHARS`` characters (a long
+    sequence shows its first items); a repr that raises is named by the type instead."""
+    try:
+        return _cut(_REPR.repr(value))
+    except Exception as exc:  # noqa: BLE001 - any repr may raise; the message must still be written
+        return f"<{type(value).__name__} whose repr() raised {type(exc).__name__}>"
+
+
+def _said(exc: BaseException) -> str:
+    """What an exception says, cut to ``SHOWN_CHARS``, even when its ``str()`` raises."""
+    try:
+        return _cut(" ".join(str(exc).split()))
+    except Exception as failed:  # noqa: BLE001 - as for repr: the message must still be written
+        return f"(its message cannot be shown: str() raised {type(failed).__name__})"
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
 # --- checks declared as data (a YAML task's ``checks:``) ----------------------------------

@@ -25,6 +25,7 @@ from .scoreboard import Scoreboard
 from .settings import Settings
 from .state import RunState
 from .task import Task
+from .verify_threads import verify_in_thread
 
 T = TypeVar("T")
 
@@ -155,12 +156,14 @@ class RunContext:
             self.board.cast(candidate, key)
 
     async def checked(self, draft: str, finish_reason: str | None) -> Verification | None:
-        """The code's check of a draft (in a thread): the task's verifier and the run's own
-        checks (:mod:`.run_checks`), demoted when its reply was cut off."""
-        return demoted(await asyncio.to_thread(self._code_check, draft), finish_reason)
-
-    def _code_check(self, draft: str) -> Verification | None:
-        return combined(self.task.verify(self.state.input, draft), self.state.checks.verify(draft))
+        """The code's check of a draft: the task's verifier (in a thread of its own, within the
+        run's time budget: :mod:`.verify_threads`) and the run's own checks (:mod:`.run_checks`),
+        demoted when its reply was cut off."""
+        budget = self.settings.calls.max_seconds
+        own = await verify_in_thread(self.task, self.state.input, draft, budget, self.state.log)
+        checks = self.state.checks
+        requested = await asyncio.to_thread(checks.verify, draft) if checks.all else None
+        return demoted(combined(own, requested), finish_reason)
 
 
 def raw_reply(call: CallRecord) -> str:

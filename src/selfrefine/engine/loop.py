@@ -12,15 +12,15 @@ from __future__ import annotations
 import asyncio
 import atexit
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from types import TracebackType
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from ..backends.base import Backend
 from ..backends.registry import get_backend
 from ..backends.roles import RoleBackends
 from ..core.config import RefineConfig, RunOptions
-from ..core.errors import ConfigError, EngineClosedError
+from ..core.errors import ConfigError, EngineClosedError, RunInterrupted
 from ..core.records import ResultStep, RunResult, Step
 from .checks import Checks, Verifier
 from .deltas import with_deltas
@@ -33,6 +33,8 @@ from .spec import BackendPool, EngineSpec, Wrap
 from .task import Task, prepared_input
 
 __all__ = ["SelfRefine", "refine"]
+
+T = TypeVar("T")
 
 
 class SelfRefine:
@@ -130,12 +132,12 @@ class SelfRefine:
         return result
 
     def run(self, input: str, reference: Any = None) -> RunResult:
-        """Sync wrapper around :meth:`arun` (not usable inside a running event loop)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return _thread_runner().run(self.arun(input, reference))
-        raise ConfigError("SelfRefine.run() was called inside an event loop; use `await arun()`")
+        """Sync wrapper around :meth:`arun` (not usable inside a running event loop). An
+        interrupt raised in a check (``KeyboardInterrupt``, ``SystemExit``) reaches the
+        caller as itself, and nothing of the run is left for the next one to meet."""
+        if _loop_running():
+            raise ConfigError("SelfRefine.run() was called inside an event loop; use `await arun()`")
+        return _on_thread_loop(self.arun(input, reference))
 
     async def astream(self, input: str, reference: Any = None, *, deltas: bool = False) -> AsyncIterator[Step]:
         """Run the loop, yielding each draft, feedback and decision as it happens; with
@@ -165,11 +167,9 @@ class SelfRefine:
 
     def close(self) -> None:
         """Sync :meth:`aclose`, on the loop ``run()`` uses (not inside a running event loop)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return _thread_runner().run(self.aclose())
-        raise ConfigError("SelfRefine.close() was called inside an event loop; use `await aclose()`")
+        if _loop_running():
+            raise ConfigError("SelfRefine.close() was called inside an event loop; use `await aclose()`")
+        return _on_thread_loop(self.aclose())
 
     def __enter__(self) -> SelfRefine:
         return self
@@ -230,3 +230,36 @@ def _thread_runner() -> asyncio.Runner:
         runner = _RUNNERS.runner = asyncio.Runner()
         atexit.register(runner.close)
     return runner
+
+
+def _loop_running() -> bool:
+    """Whether this thread runs an event loop (checked outside an ``except``, so that an
+    error of the run is not shown as raised while handling "no running event loop")."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _on_thread_loop(work: Coroutine[Any, Any, T]) -> T:
+    """``work`` on this thread's loop (:func:`_thread_runner`). However it ends, no task it
+    started is left on the loop (one there would resume, or raise, in the next run), and a
+    check's interrupt (:class:`~selfrefine.core.errors.RunInterrupted`) is raised as itself."""
+    runner = _thread_runner()
+    try:
+        return runner.run(work)
+    except RunInterrupted as exc:
+        raise exc.interrupt from None
+    finally:
+        _clear(runner.get_loop())
+
+
+def _clear(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks a finished run left on ``loop`` (samples still in flight when another
+    failed, a Ctrl-C's leftovers) and wait for them, their errors retrieved."""
+    left = asyncio.all_tasks(loop)
+    if left:
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))

@@ -31,6 +31,7 @@ from ..tasks import BUILTIN_TASKS, get_task
 from ..tasks.chat import ChatMessage, conversation_text
 from .engines import Admission, Caps, EnginePool, QueueFullError, Reservation
 from .guards import BearerAuth, BodyLimit, HostCheck
+from .public import BrokenTaskError, public_message, public_steps
 from .reasoning import ReasoningFormat
 from .refusals import refuse_unsupported
 from .runs import (
@@ -56,7 +57,7 @@ from .schemas import (
     RefineRequest,
 )
 from .tracing import Tracing, end
-from .upstream import UPSTREAM_SEPARATOR, Upstream, UpstreamModelError, public_message, public_steps, split_model_id
+from .upstream import UPSTREAM_SEPARATOR, Upstream, UpstreamModelError, split_model_id
 from .validation import describe
 
 MAX_BODY_BYTES = 1_000_000
@@ -120,6 +121,8 @@ def as_api_error(exc: Exception) -> ApiError:
         return ApiError(400, str(exc), code="invalid_input")
     if isinstance(exc, BackendError):  # the upstream's address stays in the server log
         return ApiError(502, public_message(str(exc)), "backend_error", "backend_failed")
+    if isinstance(exc, BrokenTaskError):  # the operator's task failed: the server's fault
+        return ApiError(500, str(exc), "server_error", "task_failed")
     if isinstance(exc, SelfRefineError):  # config and task errors: the request asked for it
         return ApiError(400, str(exc), code="invalid_option")
     return ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error", "internal_error")
@@ -329,7 +332,8 @@ async def _run(
 
     async def run() -> Any:
         async with service.admission.slot(reservation):
-            return await collect(public_steps(service.tracing.steps(engine.astream(text), engine.task.name, span)))
+            steps = service.tracing.steps(engine.astream(text), engine.task.name, span)
+            return await collect(public_steps(steps, engine.task.name))
 
     try:  # the wait for a slot is watched too: a client gone from the queue frees its place
         return await cancel_on_disconnect(request, run)
@@ -357,7 +361,8 @@ async def _guarded(
     error = None
     try:
         async with service.admission.slot(reservation):
-            steps = public_steps(service.tracing.steps(engine.astream(text, deltas=deltas), engine.task.name, span))
+            traced = service.tracing.steps(engine.astream(text, deltas=deltas), engine.task.name, span)
+            steps = public_steps(traced, engine.task.name)
             async for event in render(until_disconnected(request, steps)):
                 yield event
     except ClientGone as exc:
