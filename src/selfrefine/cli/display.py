@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ..core.records import (
     CallStep,
+    ChecksStep,
     DecisionStep,
     DeltaStep,
     DraftStep,
@@ -52,6 +53,8 @@ class StepPrinter:
             self._feedback(step)
         elif isinstance(step, DecisionStep):
             self._decision(step)
+        elif isinstance(step, ChecksStep):
+            self._checks(step)
         elif isinstance(step, CallStep):
             call = step.call
             self.console.print(
@@ -105,6 +108,17 @@ class StepPrinter:
         lines = None if fb.parse_error else feedback_lines(fb.text)
         body = Text("\n".join(lines)) if lines else Text(fb.text)
         self.console.print(Panel(body, title=title, subtitle=", ".join(notes), border_style="yellow"))
+
+    def _checks(self, step: ChecksStep) -> None:
+        """The checks every draft must pass besides the task's own, before the first draft."""
+        lines = [f"{c.says}  [{c.source}]" for c in step.checks] or ["none: the request states no instruction code can check"]
+        if step.note:
+            lines.append(f"({step.note})")
+        cost = ""
+        if step.call is not None:
+            cost = f"{step.call.prompt_tokens}+{step.call.completion_tokens} tokens, {step.call.seconds:.1f}s"
+        title = f"checks of every draft ({len(step.checks)})"
+        self.console.print(Panel(Text("\n".join(lines)), title=title, subtitle=cost, border_style="magenta"))
 
     def _decision(self, step: DecisionStep) -> None:
         if step.stop:

@@ -14,6 +14,7 @@ from starlette.requests import Request
 
 from ..core.records import (
     CallStep,
+    ChecksStep,
     DecisionStep,
     DeltaStep,
     DraftStep,
@@ -145,6 +146,10 @@ def usage_of(result: RunResult) -> UsageOut:
 
 def reasoning_text(step: Step) -> str | None:
     """A step as the 'thinking' a chat UI shows; None for steps that are not shown."""
+    if isinstance(step, ChecksStep):
+        said = "\n".join(f"- {c.says} ({c.source})" for c in step.checks) or "- none: no instruction code can check"
+        note = f"\n({step.note})" if step.note else ""
+        return f"### Checks of every draft\n{said}{note}\n\n"
     if isinstance(step, DraftStep):
         title = "Draft 0 (first answer)" if step.iteration == 0 else f"Draft {step.iteration} (refined)"
         if len(step.candidates) > 1:

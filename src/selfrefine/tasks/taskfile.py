@@ -29,6 +29,14 @@ Example (``examples/haiku.yaml``, with ``checks`` added)::
       Haiku: {{ draft }}
       Is this a vivid haiku about {{ input }}? Answer Yes or No.
 
+``checks`` is either that mapping or a list of checks in the vocabulary of
+:mod:`selfrefine.engine.instructions` (``- {type: count, unit: lines, relation: exactly, n:
+3}``); a file with checks is measured by them: its metric is the share of its checks an
+output passes, so ``selfrefine eval`` reports draft 0 against the returned draft.
+``derive_checks: true`` also derives checks from each request's rendered ``generate``
+prompt before the first draft (:mod:`selfrefine.engine.derivation`): the instructions the
+prompt states ("under 40 words") become checks that rank and refine the drafts.
+
 Every problem is reported as one message naming the file and the key.
 """
 
@@ -42,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import TaskError, TaskFileError
 from ..engine.checks import Checks
+from ..engine.instructions import InstructionChecks
 from ..engine.task import Task
 
 MAX_TASK_FILE_BYTES = 1_000_000
@@ -75,7 +84,10 @@ class TaskSpec(BaseModel):
     stop_sequences: list[str] | dict[str, list[str]] | None = None
     history: Literal["full", "last", "none"] | None = None
     select: Literal["last", "best", "verified"] | None = None
-    checks: Checks | None = None  # the task's verifier: regexes, word and line counts, required words
+    # the task's verifier: regexes, word and line counts, required words; or a list of checks
+    # (engine/instructions); also what the file's outputs are measured by
+    checks: Checks | list[dict[str, Any]] | None = None
+    derive_checks: bool = False  # derive each request's checks from its generate prompt (engine/derivation.py)
     # the judge: a yes/no question, or {aspect: question}, ranking drafts the checks tie (engine/judge.py)
     judge: str | dict[str, str] | None = None
     best: dict[str, Any] | None = None  # what --preset best sets, measured on this task
@@ -98,11 +110,24 @@ def load_task(path: str | Path) -> Task:
     return task
 
 
+class FileTask(Task):
+    """A task file's task: measured by its own checks where it has some (the share passed)."""
+
+    metric_name = "share of the task file's checks passed (code)"
+
+    def metric(self, input: str, output: str, reference: Any = None) -> float | None:
+        verifier = self.declared.verifier
+        if verifier is None:
+            return None
+        return verifier(input, output).score
+
+
 def task_from_spec(spec: TaskSpec) -> Task:
     stop = spec.stop or StopSpec()
     contains = [stop.contains] if isinstance(stop.contains, str) else (stop.contains or [])
     matches = [stop.matches] if isinstance(stop.matches, str) else (stop.matches or [])
-    return Task(
+    checks = InstructionChecks(spec.checks) if isinstance(spec.checks, list) else spec.checks
+    return FileTask(
         spec.name,
         generate=spec.generate,
         feedback=spec.feedback,
@@ -122,9 +147,10 @@ def task_from_spec(spec: TaskSpec) -> Task:
         stop_sequences=spec.stop_sequences,
         history=spec.history,
         select=spec.select,
-        verify=spec.checks,
+        verify=checks,
         judge=spec.judge,
         best=spec.best,
+        derive_checks=spec.derive_checks,
     )
 
 
