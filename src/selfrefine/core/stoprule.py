@@ -19,8 +19,9 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 
-from .saferegex import MAX_REGEX_CHARS, bounded
+from .saferegex import MAX_PATTERNS, MAX_REGEX_CHARS, bounded, bounded_together
 
+STOP_FLAGS = re.IGNORECASE | re.MULTILINE
 NEGATION_WINDOW = 4  # words before a phrase in which a negation cancels it
 WORD_TAIL = 64  # of a longer word, the characters a negation is looked for in
 MAX_PATTERN_CHARS = 500
@@ -50,16 +51,23 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
     if len(pattern) > MAX_PATTERN_CHARS:
         raise ValueError(f"stop pattern is {len(pattern)} characters; the limit is {MAX_PATTERN_CHARS}")
     try:
-        return bounded(pattern, re.IGNORECASE | re.MULTILINE)
+        return bounded(pattern, STOP_FLAGS)
     except ValueError as exc:
         raise ValueError(f"stop pattern: {exc}") from None
 
 
 def checked_patterns(patterns: list[str]) -> list[str]:
-    """``patterns`` unchanged once each compiles as a bounded stop pattern (a field
-    validator's check; a bad one raises ValueError naming it)."""
+    """``patterns`` unchanged once each compiles as a bounded stop pattern and all of them
+    together stay within one pattern's bound (a field validator's check; a bad one raises
+    ValueError naming it)."""
+    if len(patterns) > MAX_PATTERNS:
+        raise ValueError(f"{len(patterns)} stop patterns; the limit is {MAX_PATTERNS}")
     for pattern in patterns:
         compile_pattern(pattern)
+    try:
+        bounded_together(patterns, STOP_FLAGS, what="stop patterns")
+    except ValueError as exc:
+        raise ValueError(f"stop patterns: {exc}") from None
     return patterns
 
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.errors import TaskError
 from ..core.records import Verification
-from ..core.saferegex import MAX_REGEX_CHARS, bounded, shown
+from ..core.saferegex import MAX_REGEX_CHARS, bounded, bounded_together, shown
 from ..core.wording import plural
 
 Verifier = Callable[[str, str], "float | tuple[float, str | Sequence[str]] | Verification"]
@@ -117,6 +117,8 @@ class Checks(BaseModel):
 
     @model_validator(mode="after")
     def _coherent(self) -> Checks:
+        # all the regexes search each draft: together they stay within one pattern's bound
+        bounded_together([*self.must_match, *self.must_not_match], re.MULTILINE, what="check regexes")
         for what in ("words", "lines"):
             low, high = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if low is not None and high is not None and low > high:

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from ..core.config import RefineConfig
 from ..core.errors import DraftParseError, FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
+from ..core.saferegex import MAX_REGEX_CHARS, bounded
 from ..core.stoprule import checked_patterns, compile_pattern, stop_hit
 from .checks import Checks, FunctionVerifier, Verifier
 from .templates import BASE_VARIABLES, Template, packaged_template
@@ -58,16 +59,22 @@ JUDGED_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1}
 
 
 def compile_score(pattern: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
-    """Compile a score regex whose first group is the number; errors name the problem."""
-    if pattern is None or isinstance(pattern, re.Pattern):
+    """Compile a score regex whose first group is the number; errors name the problem. It
+    runs on model output: bounded like a stop pattern (core/saferegex.py), it searches at
+    most the critique's last ``MAX_REGEX_CHARS`` characters."""
+    if pattern is None:
         return pattern
+    source, flags = (pattern.pattern, pattern.flags) if isinstance(pattern, re.Pattern) else (pattern, _SCORE_FLAGS)
     try:
-        rx = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
-    except re.error as exc:
-        raise TaskError(f"score regex {pattern!r} is invalid: {exc}") from None
+        rx = bounded(source, flags)
+    except ValueError as exc:
+        raise TaskError(f"score {exc}") from None
     if rx.groups < 1:
-        raise TaskError(f"score regex {pattern!r} needs a group around the number, e.g. 'Score: (\\d+)'")
+        raise TaskError(f"score regex {source!r} needs a group around the number, e.g. 'Score: (\\d+)'")
     return rx
+
+
+_SCORE_FLAGS = re.IGNORECASE | re.MULTILINE
 
 
 class TaskDefaults(BaseModel):
@@ -327,9 +334,11 @@ class Task:
             raise FeedbackParseError("the model returned empty feedback")
         total = None
         if self.score_pattern is not None:
-            match = self.score_pattern.search(raw)
+            start = max(0, len(raw) - MAX_REGEX_CHARS)  # a bounded search: the score ends a critique
+            match = self.score_pattern.search(raw, start)
             if match is None:
-                raise FeedbackParseError(f"no score matching {self.score_pattern.pattern!r} in the feedback")
+                where = f" (its last {MAX_REGEX_CHARS:,} characters)" if start else ""
+                raise FeedbackParseError(f"no score matching {self.score_pattern.pattern!r} in the feedback{where}")
             try:
                 total = float(match.group(1))
             except (TypeError, ValueError):
