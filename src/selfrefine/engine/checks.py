@@ -17,6 +17,7 @@ repeat), and a longer draft fails the regex checks instead of being searched.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,6 +40,10 @@ def as_verification(value: Any, who: str) -> Verification:
     """What a verify function returned, as the record the engine keeps; a reply of another
     shape, or a score outside [0, 1], is a TaskError naming the function."""
     if isinstance(value, Verification):
+        for name in ("score", "judged"):  # model_construct skips the record's own check
+            number = getattr(value, name)
+            if number is not None and not (isinstance(number, (int, float)) and math.isfinite(number)):
+                raise TaskError(f"{who} returned a Verification whose {name} is {number!r}; give a finite number")
         return value
     if isinstance(value, tuple) and len(value) == 2:
         score, findings = value
@@ -77,6 +82,10 @@ class FunctionVerifier:
             value = self.fn(input, draft)
         except TaskError:
             raise
+        except ValidationError as exc:  # a record it built, e.g. Verification(score=nan): one line
+            first = exc.errors()[0]
+            where = ".".join(map(str, (exc.title, *first["loc"])))
+            raise TaskError(f"{self.who} raised ValidationError: {where}: {first['msg']}") from None
         except Exception as exc:
             raise TaskError(f"{self.who} raised {type(exc).__name__}: {exc}") from None
         return as_verification(value, self.who)

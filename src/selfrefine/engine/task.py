@@ -19,6 +19,7 @@ same class built from strings, in Python or from a YAML file (:mod:`selfrefine.t
 from __future__ import annotations
 
 import copy
+import math
 import re
 import warnings
 from collections.abc import Mapping
@@ -343,6 +344,8 @@ class Task:
                 total = float(match.group(1))
             except (TypeError, ValueError):
                 raise FeedbackParseError(f"score {match.group(1)!r} is not a number") from None
+            if not math.isfinite(total):  # "nan" would win every comparison, "inf" meet any threshold
+                raise FeedbackParseError(f"score {match.group(1)!r} is not a finite number")
         return Feedback(text=raw, total=total, done=self.says_done(raw))
 
     def says_done(self, text: str) -> bool | None:
