@@ -21,7 +21,7 @@ import time
 import pytest
 
 from selfrefine import ConfigError, FakeBackend, RefineConfig, SelfRefine, Task, TaskError, TaskFileError, load_task
-from selfrefine.core.saferegex import MAX_REGEX_CHARS, MAX_REGEX_STEPS, bounded, regex_steps
+from selfrefine.core.saferegex import MAX_REGEX_CHARS, MAX_REGEX_STEPS, bounded
 from selfrefine.engine.checks import Checks
 
 TEMPLATES = "generate: 'Write about {{ input }}.'\nfeedback: 'Critique {{ draft }}'\nrefine: 'Better {{ draft }}'\n"
@@ -106,6 +106,8 @@ def test_a_score_regex_reads_a_bounded_tail_of_a_long_critique():
 
 
 def test_common_score_regexes_stay_accepted_and_cheap():
+    from selfrefine.core.saferegex import regex_steps
+
     # the README's and the examples' regexes: adjacent repeats that cannot trade characters
     # (\s* then \d+) do not multiply, and a run after "Score:" is read once in the text
     for pattern in (r"Score:\s*(\d+)", r"Score:\s*(\d+(?:\.\d+)?)", r"(\d+)\s*/\s*10", r"rating: (\d)/5"):
@@ -115,6 +117,8 @@ def test_common_score_regexes_stay_accepted_and_cheap():
 
 
 def test_characters_that_ignorecase_equates_are_not_taken_for_different_ones():
+    from selfrefine.core.saferegex import regex_steps
+
     # k and the Kelvin sign K are one letter to IGNORECASE: k{1,50} then K{1,50} can trade
     # characters, so their ways multiply; without IGNORECASE they cannot
     kelvin, long_s = "\u212a", "\u017f"
@@ -195,3 +199,34 @@ def test_stop_patterns_of_a_task_or_a_request_share_one_bound():
     with pytest.raises(ValueError, match="101 stop patterns; the limit is 100"):
         RefineConfig(stop_matches=[f"^stop {i}$" for i in range(101)])
     assert len(RefineConfig(stop_matches=NEAR_THE_BOUND[:1] + [r"^lgtm\b", r"^verdict:\s*ship$"]).stop_matches) == 3
+
+
+def test_the_categories_taken_as_apart_share_no_code_point():
+    # the estimate takes \d and \s (and the other pairs of _APART) as never trading a
+    # character: true of every code point, in Unicode and in ASCII mode
+    from selfrefine.core.saferegex import _APART
+
+    every = "".join(map(chr, range(0xD800))) + "".join(map(chr, range(0xE000, 0x110000)))
+    for pair in _APART:
+        x, y = sorted(pair)
+        for flags in (0, re.ASCII):
+            assert re.compile(f"(?={x}){y}", flags).search(every) is None, (x, y, flags)
+
+
+def test_a_first_pattern_is_analysed_quickly():
+    # the first analysis builds what IGNORECASE equates (on a request's stop patterns it
+    # runs on the event loop): tens of milliseconds, not the seconds a scan of every code point took
+    result = _child(
+        """
+        import json, re, time
+        from selfrefine.core.saferegex import bounded
+        start = time.monotonic()
+        for pattern in (r"Score:\\s*(\\d+)", r"(?i)\\w+\\s+\\d+", r"\\S+\\s+\\W+x"):
+            try:
+                bounded(pattern, re.IGNORECASE)
+            except ValueError:
+                pass
+        print(json.dumps({"seconds": time.monotonic() - start}))
+        """
+    )
+    assert result["seconds"] < 1, result  # 0.05 s on an idle machine
