@@ -4,9 +4,9 @@ must never freeze ``selfrefine serve``.
 Each test starts the real command (``selfrefine serve --task FILE`` on 127.0.0.1, the fake
 model replying from a file) and, while a request runs, another client polls ``/health``.
 On b6c03ab Python's ``re`` (which holds the interpreter while it searches) and filters that
-loop in Python ran on the server's event loop for seconds to minutes: a stop phrase over a
-144 KB critique 204 s, ``wordwrap`` 18-45 s, an unbounded score regex forever (SIGTERM
-ignored). Now a task file that could do that is refused when the server starts, and what is
+loop in Python ran on the server's event loop for seconds to minutes: a stop phrase over an
+8,192-token critique 10-18 s, ``wordwrap`` 18-45 s, an unbounded score regex forever
+(SIGTERM ignored). Now a task file that could do that is refused when the server starts, and what is
 allowed answers ``/health`` within a second or two while it runs (on a busy machine)."""
 
 from __future__ import annotations
@@ -120,10 +120,12 @@ def test_a_task_file_whose_regexes_could_freeze_the_server_is_refused_at_start(t
 @pytest.mark.parametrize(
     ("keys", "critique"),
     [
-        ({"stop": {"contains": "done"}}, "not done " * 16000),  # item 5: 204 s on b6c03ab
+        # item 5: a critique of 8,192 tokens, the most a request may ask (the fake model's
+        # tokens are words): 'not done ' * 4096 held the loop 10-18 s on b6c03ab
+        ({"stop": {"contains": "done"}, "max_tokens": 8192}, "not done " * 4096),
         ({"feedback": "Rate: {{ (draft * 50000)|wordwrap(1) }}"}, "a" * 20),  # item 7: 18-45 s
     ],
-    ids=["stop_phrase_144KB", "wordwrap_render"],
+    ids=["stop_phrase_8192_tokens", "wordwrap_render"],
 )
 def test_health_answers_while_a_hostile_request_runs(tmp_path, keys, critique):
     with serving(tmp_path, _task_file(tmp_path, **keys), {"default": critique}) as (proc, port):
