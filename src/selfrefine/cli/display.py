@@ -111,7 +111,9 @@ class StepPrinter:
 
     def _checks(self, step: ChecksStep) -> None:
         """The checks every draft must pass besides the task's own, before the first draft."""
-        lines = [f"{c.says}  [{c.source}]" for c in step.checks] or ["none: the request states no instruction code can check"]
+        lines = [f"{c.says}  [{c.source}]" for c in step.checks] or [
+            "none: the request states no instruction code can check"
+        ]
         if step.note:
             lines.append(f"({step.note})")
         cost = ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_serializer
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, FiniteFloat, model_serializer
 
 from .config import RefineConfig
 
@@ -96,8 +96,9 @@ class Feedback(BaseModel):
     """A critique of one draft: the raw text plus whatever the task parsed out of it."""
 
     text: str
-    scores: dict[str, float] = Field(default_factory=dict)  # per-aspect scores
-    total: float | None = None  # drives "best" selection and score thresholds
+    # scores are finite: a "nan" would win every comparison of "best" selection, an "inf" meet any threshold
+    scores: dict[str, FiniteFloat] = Field(default_factory=dict)  # per-aspect scores
+    total: FiniteFloat | None = None  # drives "best" selection and score thresholds
     # the critique says the draft needs no more work (a stop signal for the loop); None when
     # the task cannot tell. Run folders written before the rename stored it as "stop".
     done: bool | None = Field(default=None, validation_alias=AliasChoices("done", "stop"))
@@ -130,11 +131,11 @@ class Verification(BaseModel):
 
     text: str  # findings as plain text for the refiner, e.g. "Missing concepts: ball"
     passed: bool | None = None  # True: the checks found nothing left to fix
-    score: float | None = None  # e.g. concept coverage
+    score: FiniteFloat | None = None  # e.g. concept coverage; finite, as a feedback's scores
     answer: str | None = None  # the answer the check found (gsm8k: solution()'s value), for votes
     # the task's judge on the draft (engine/judge.py), asked only where drafts are ranked and
     # the code checks cannot tell them apart: the mean P(yes) over the judged aspects
-    judged: float | None = None
+    judged: FiniteFloat | None = None
     judgments: list[Judgment] = Field(default_factory=list)  # one per aspect, with its probabilities
 
     @model_serializer(mode="wrap")

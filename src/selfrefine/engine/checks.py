@@ -17,6 +17,7 @@ repeat), and a longer draft fails the regex checks instead of being searched.
 
 from __future__ import annotations
 
+import math
 import re
 import reprlib
 from collections.abc import Callable, Sequence
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.errors import TaskError
 from ..core.records import Verification
-from ..core.saferegex import MAX_REGEX_CHARS, bounded, shown
+from ..core.saferegex import MAX_REGEX_CHARS, bounded, bounded_together, shown
 from ..core.wording import plural
 
 Verifier = Callable[[str, str], "float | tuple[float, str | Sequence[str]] | Verification"]
@@ -40,6 +41,10 @@ def as_verification(value: Any, who: str) -> Verification:
     """What a verify function returned, as the record the engine keeps; a reply of another
     shape, or a score outside [0, 1], is a TaskError naming the function."""
     if isinstance(value, Verification):
+        for name in ("score", "judged"):  # model_construct skips the record's own check
+            number = getattr(value, name)
+            if number is not None and not (isinstance(number, (int, float)) and math.isfinite(number)):
+                raise TaskError(f"{who} returned a Verification whose {name} is {number!r}; give a finite number")
         return value
     if isinstance(value, tuple) and len(value) == 2:
         score, findings = value
@@ -81,6 +86,10 @@ class FunctionVerifier:
             value = self.fn(input, draft)
         except TaskError:
             raise
+        except ValidationError as exc:  # a record it built, e.g. Verification(score=nan): one line
+            first = exc.errors()[0]
+            where = ".".join(map(str, (exc.title, *first["loc"])))
+            raise TaskError(f"{self.who} raised ValidationError: {where}: {first['msg']}") from None
         except Exception as exc:
             raise TaskError(f"{self.who} raised {type(exc).__name__}: {_said(exc)}") from None
         try:
@@ -169,6 +178,8 @@ class Checks(BaseModel):
 
     @model_validator(mode="after")
     def _coherent(self) -> Checks:
+        # all the regexes search each draft: together they stay within one pattern's bound
+        bounded_together([*self.must_match, *self.must_not_match], re.MULTILINE, what="check regexes")
         for what in ("words", "lines"):
             low, high = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if low is not None and high is not None and low > high:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from ..core.config import RefineConfig
 from ..core.errors import TaskError
+from ..core.saferegex import bounded
 from ..core.stoprule import checked_patterns, compile_pattern
 from .checks import Checks, FunctionVerifier, Verifier
 from .templates import BASE_VARIABLES, Template, packaged_template
@@ -34,16 +35,22 @@ REQUIRED_ROLES = ("generate", "feedback", "refine")
 
 
 def compile_score(pattern: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
-    """Compile a score regex whose first group is the number; errors name the problem."""
-    if pattern is None or isinstance(pattern, re.Pattern):
+    """Compile a score regex whose first group is the number; errors name the problem. It
+    runs on model output: bounded like a stop pattern (core/saferegex.py), it searches at
+    most the critique's last ``MAX_REGEX_CHARS`` characters (:meth:`~.task.Task.parse_feedback`)."""
+    if pattern is None:
         return pattern
+    source, flags = (pattern.pattern, pattern.flags) if isinstance(pattern, re.Pattern) else (pattern, _SCORE_FLAGS)
     try:
-        rx = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
-    except re.error as exc:
-        raise TaskError(f"score regex {pattern!r} is invalid: {exc}") from None
+        rx = bounded(source, flags)
+    except ValueError as exc:
+        raise TaskError(f"score {exc}") from None
     if rx.groups < 1:
-        raise TaskError(f"score regex {pattern!r} needs a group around the number, e.g. 'Score: (\\d+)'")
+        raise TaskError(f"score regex {source!r} needs a group around the number, e.g. 'Score: (\\d+)'")
     return rx
+
+
+_SCORE_FLAGS = re.IGNORECASE | re.MULTILINE
 
 
 class TaskDefaults(BaseModel):

@@ -21,12 +21,14 @@ strings, in Python or from a YAML file (:mod:`selfrefine.tasks.taskfile`)::
 from __future__ import annotations
 
 import copy
+import math
 import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
+from ..core.saferegex import MAX_REGEX_CHARS
 from ..core.stoprule import stop_hit
 from .checks import Checks, Verifier
 from .declaration import (
@@ -201,13 +203,17 @@ class Task:
         total = None
         pattern = self.declared.score_pattern
         if pattern is not None:
-            match = pattern.search(raw)
+            start = max(0, len(raw) - MAX_REGEX_CHARS)  # a bounded search: the score ends a critique
+            match = pattern.search(raw, start)
             if match is None:
-                raise FeedbackParseError(f"no score matching {pattern.pattern!r} in the feedback")
+                where = f" (its last {MAX_REGEX_CHARS:,} characters)" if start else ""
+                raise FeedbackParseError(f"no score matching {pattern.pattern!r} in the feedback{where}")
             try:
                 total = float(match.group(1))
             except (TypeError, ValueError):
                 raise FeedbackParseError(f"score {match.group(1)!r} is not a number") from None
+            if not math.isfinite(total):  # "nan" would win every comparison, "inf" meet any threshold
+                raise FeedbackParseError(f"score {match.group(1)!r} is not a finite number")
         return Feedback(text=raw, total=total, done=self.says_done(raw))
 
     def says_done(self, text: str) -> bool | None:
