@@ -198,7 +198,14 @@ class LoopFlags(Flags):
         show_default=_default("verifier_mode"),
         help="Feedback from the model (self), the task's own checks (verifier), or both (hybrid).",
     )
-    seed: int = flag("--seed", type=int, default=_default("seed"), show_default=True)
+    seed: int = flag(
+        "--seed",
+        type=int,
+        default=_default("seed"),
+        show_default=True,
+        help="Seed of the model's sampling: the same seed, model and input give the same run; the "
+        "samples of a step and the retries of a rejected refinement take seeds derived from it.",
+    )
     temperature: float | None = flag(
         "--temperature", type=click.FloatRange(min=0), help="Sampling temperature for every role."
     )
@@ -239,8 +246,9 @@ class LoopFlags(Flags):
         type=Spelling("strategy"),
         show_default=_default("strategy"),
         help="auto: spend --budget-tokens between samples per step and rounds by what the verifier "
-        "sees (start with 2 samples; stop when it is satisfied; wider after echoes or rejections, "
-        "deeper after an accepted refinement).",
+        "sees (the first draft starts with 1 sample, then doubles while the samples score differently; "
+        "an answer task such as gsm8k starts with 2 votes; stop when the verifier is satisfied; wider "
+        "after echoes or rejections, deeper after an accepted refinement).",
     )
     preset: str | None = flag(
         "--preset",
@@ -293,6 +301,12 @@ class EngineFlags(Flags):
 # the loop flags' options alone; each one's parameter is named as the RefineConfig field it
 # fills (tests/cli/test_options_one_source.py)
 LOOP_OPTIONS = LoopFlags.decorators()
+
+
+def flags_of(values: Mapping[str, Any]) -> str:
+    """RefineConfig fields and values as the flags that set them: ``--samples 4 --max-iters 1``."""
+    names = {f.name: f.metadata["flag"][0][0] for f in LoopFlags.flags()}
+    return " ".join(f"{names.get(k, '--' + k.replace('_', '-'))} {v}" for k, v in values.items())
 
 
 def key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
