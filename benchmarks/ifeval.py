@@ -118,7 +118,9 @@ def official_checks(row: dict[str, Any]) -> list[dict[str, Any]]:
     found = []
     for iid, kw in zip(row["instruction_id_list"], row["kwargs"]):
         try:
-            found += [c.model_dump(mode="json") for c in checks_for(iid, {k: v for k, v in kw.items() if v is not None})]
+            found += [
+                c.model_dump(mode="json") for c in checks_for(iid, {k: v for k, v in kw.items() if v is not None})
+            ]
         except Exception:  # an instruction our vocabulary does not state (e.g. rephrase)
             continue
     return found
@@ -137,7 +139,9 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 def derivation_quality(part: str, out: Path) -> dict[str, Any]:
     """Precision and recall of the derived checks against the rows' instruction lists: by type
     (a count's unit included) and by type with arguments."""
-    derived = {json.loads(x)["key"]: json.loads(x) for x in (out / f"derive-{part}.jsonl").read_text().splitlines() if x}
+    derived = {
+        json.loads(x)["key"]: json.loads(x) for x in (out / f"derive-{part}.jsonl").read_text().splitlines() if x
+    }
     tp_t = fp_t = fn_t = tp_a = fp_a = fn_a = 0
     for row in rows(part):
         if row["key"] not in derived:

@@ -21,7 +21,7 @@ from ..backends import catalogue
 from ..backends.catalogue import ModelFallbackWarning
 from ..backends.fake import REPLIES_FILE_FORMAT
 from ..backends.registry import schemes
-from ..core.errors import InputError, SelfRefineError
+from ..core.errors import ConfigError, InputError, SelfRefineError
 from ..core.records import ResultStep, RunResult, StopReason
 from ..engine.loop import SelfRefine
 from ..engine.spec import ModelSpec
@@ -29,7 +29,7 @@ from ..engine.task import PreparedInput, Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
 from .inputs import one_input, read_input
-from .options import EngineFlags, Flags, evaluation_judge_model, flag, part
+from .options import EngineFlags, Flags, evaluation_judge_model, flag, flags_of, part
 from .tables import keep_whole
 
 
@@ -117,6 +117,7 @@ def run(task: str, input: str | None, **params: Any) -> None:
     text = read_input(input, opts.input_file)
     one_input(the_task, text, opts.input_file, "INPUT" if input not in (None, "-") else "stdin")
     prepared = PreparedInput.of(the_task, text)  # bad input fails before any model loads
+    check_preset(the_task, opts.engine.loop.preset)
     spec = opts.engine.spec(task, record_prompts=opts.record_prompts)
     engine = SelfRefine.from_spec(spec, task=the_task)
     live = sys.stdout.isatty() if opts.live is None else opts.live
@@ -260,6 +261,7 @@ def _eval(task: str, opts: EvalFlags) -> None:
 
     _check_ray_flags(opts)
     the_task = get_task(task)
+    check_preset(the_task, opts.engine.loop.preset)
     examples, source = _eval_examples(the_task, opts.data, opts.limit, opts.tests_path)
     cache = None if opts.no_cache else ResponseCache(opts.cache_path)
     judge_spec = evaluation_judge_model(opts.evaluation_judge, opts.evaluation_judge_options)
@@ -341,6 +343,18 @@ def _judge(spec: ModelSpec | None, the_task: Task, seed: int, cache: Any) -> Any
     return PairwiseJudge(
         wrap(backend) if wrap is not None else backend, seed=seed, criteria=the_task.judge_criteria or DEFAULT_CRITERIA
     )
+
+
+def check_preset(task: Task, preset: str | None) -> None:
+    """--preset best on a task that declares no best configuration: refused in flags (the
+    library's own error names RefineConfig's fields)."""
+    if preset == "best" and task.best_preset is None:
+        example = flags_of({"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"})
+        raise ConfigError(
+            f"--preset best is a task's measured best configuration, and task {task.name!r} declares none "
+            f"(its settings measured on other tasks would be a guess); give the flags yourself, e.g. {example}, "
+            "or declare them under `best:` in the task file"
+        )
 
 
 def _check_ray_flags(opts: EvalFlags) -> None:

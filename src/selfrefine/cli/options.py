@@ -233,6 +233,12 @@ def loop_flag(name: str, help: str | None = None) -> Any:
     return flag(*offer.flags, **attrs)
 
 
+def flags_of(values: Mapping[str, Any]) -> str:
+    """RefineConfig fields and values as the flags that set them: ``--samples 4 --max-iters 1``."""
+    names = {f.name: f.metadata["flag"][0][0] for f in LoopFlags.flags()}
+    return " ".join(f"{names.get(k, '--' + k.replace('_', '-'))} {v}" for k, v in values.items())
+
+
 class _Loop(Flags):
     def config(self, **extra: Any) -> RefineConfig:
         """The RefineConfig these flags set (a bad value is a ConfigError naming the option)."""
@@ -269,6 +275,12 @@ class EngineFlags(Flags):
 # the loop flags' options alone; each one's parameter is named as the RefineConfig field it
 # fills (tests/cli/test_options_one_source.py)
 LOOP_OPTIONS = LoopFlags.decorators()
+
+
+def flags_of(values: Mapping[str, Any]) -> str:
+    """RefineConfig fields and values as the flags that set them: ``--samples 4 --max-iters 1``."""
+    names = {f.name: f.metadata["flag"][0][0] for f in LoopFlags.flags()}
+    return " ".join(f"{names.get(k, '--' + k.replace('_', '-'))} {v}" for k, v in values.items())
 
 
 def key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:

@@ -47,7 +47,13 @@ class ServeFlags(Flags):
         show_default=True,
         help="Address to bind; a non-loopback one needs --api-key (or --insecure).",
     )
-    port: int = flag("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+    port: int = flag(
+        "--port",
+        type=click.IntRange(0, 65535),
+        default=8000,
+        show_default=True,
+        help="Port to listen on (0: one the system picks; the startup line says which).",
+    )
     models: ModelFlags = part(ModelFlags)
     api_key: str | None = flag(
         "--api-key",
@@ -132,6 +138,7 @@ class ServeFlags(Flags):
         type=click.Choice(["critical", "error", "warning", "info", "debug"]),
         default="info",
         show_default=True,
+        help="The server log's level (uvicorn's: each request at info).",
     )
 
 

@@ -205,7 +205,16 @@ class RefineConfig(BaseModel):
         float | None,
         Offer(("--budget-seconds", "--max-seconds"), api=True, help="Stop after this many seconds."),
     ] = Field(default=None, gt=0)
-    seed: Annotated[int | None, Offer(("--seed",), api=True)] = 0
+    seed: Annotated[
+        int | None,
+        Offer(
+            ("--seed",),
+            api=True,
+            help="Seed of the model's sampling: the same seed, model and input give the same run; the "
+            "samples of a step and the retries of a rejected refinement take seeds derived from it "
+            "(core/seeds.py).",
+        ),
+    ] = 0
     # overrides the task for all roles
     temperature: Annotated[
         float | None, Offer(("--temperature",), api=True, help="Sampling temperature for every role.")

@@ -33,6 +33,12 @@ class StopReason(str, Enum):
     ERROR = "error"  # a backend failed after its retries; finished drafts are kept
     VERIFIED = "verified"  # strategy auto: the task's verifier is satisfied with the draft
 
+    def __str__(self) -> str:  # print(result.stop_reason) and f-strings show "no_change", as --json does
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
 
 class CallRecord(BaseModel):
     """One model call (including failed attempts and retries)."""

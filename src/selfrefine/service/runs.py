@@ -23,7 +23,7 @@ from ..core.records import (
     RunResult,
     Step,
 )
-from ..core.wording import score_note, verifier_note
+from ..core.wording import feedback_text, score_note, verifier_note
 from ..engine.incomplete import cut_off
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, replay
 from .schemas import (
@@ -162,7 +162,8 @@ def reasoning_text(step: Step) -> str | None:
         if fb.source == "none":
             return None
         score = f" ({score_note(fb)})" if fb.total is not None else ""
-        return f"### Feedback on draft {step.iteration}{score}\n{fb.text.strip()}\n\n"
+        # a typed (JSON) critique reads as its fields, one per line, as in the CLI's live view
+        return f"### Feedback on draft {step.iteration}{score}\n{feedback_text(fb).strip()}\n\n"
     if isinstance(step, DecisionStep):
         if step.stop:
             reason = step.reason.value if step.reason is not None else "stop"
@@ -180,7 +181,8 @@ def _samples_text(step: DraftStep) -> str:
     for i, cand in enumerate(step.candidates, 1):
         if cand.chosen:
             continue
-        lines.append(f"- sample {i} ({verifier_note(cand.verification)}, not chosen): {' '.join(cand.draft.split())}")
+        note = verifier_note(cand.verification, cand.way)
+        lines.append(f"- sample {i} ({note}, not chosen): {' '.join(cand.draft.split())}")
     return "\n".join(lines) + "\n\n" if lines else ""
 
 
@@ -212,8 +214,11 @@ class StreamedTrace:
         if isinstance(step, DraftStep) and streamed == ("draft", step.iteration):
             return close + self._rest(step.draft) + _samples_text(step)
         if isinstance(step, FeedbackStep) and streamed == ("feedback", step.iteration):
-            score = f"(score {step.feedback.total:g})\n\n" if step.feedback.total is not None else ""
-            return close + self._rest(step.feedback.text) + score
+            fb = step.feedback
+            score = f"({score_note(fb)})\n\n" if fb.total is not None else ""
+            read = feedback_text(fb)  # a typed (JSON) critique, streamed as written, then read as text
+            rest = self._rest(fb.text) if read == fb.text else f"Read as:\n{read.strip()}\n\n"
+            return close + rest + score
         return close + (reasoning_text(step) or "")
 
     def _close(self) -> str:
