@@ -277,12 +277,6 @@ class EngineFlags(Flags):
 LOOP_OPTIONS = LoopFlags.decorators()
 
 
-def flags_of(values: Mapping[str, Any]) -> str:
-    """RefineConfig fields and values as the flags that set them: ``--samples 4 --max-iters 1``."""
-    names = {f.name: f.metadata["flag"][0][0] for f in LoopFlags.flags()}
-    return " ".join(f"{names.get(k, '--' + k.replace('_', '-'))} {v}" for k, v in values.items())
-
-
 def key_values(pairs: tuple[str, ...], flag: str) -> dict[str, str]:
     """``KEY=VALUE`` flags as a dict; a malformed one is a usage error naming the flag."""
     out: dict[str, str] = {}
