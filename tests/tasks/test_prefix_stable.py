@@ -16,6 +16,7 @@ import pytest
 from selfrefine import SelfRefine
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.fake import FakeBackend
+from selfrefine.engine.derivation import TEMPLATE
 from selfrefine.tasks import get_task
 
 PROGRAM = "n = int(input())\ntotal = 0\nfor i in range(n):\n    total += i\nprint(total)"
@@ -138,3 +139,8 @@ def test_every_role_starts_with_the_same_few_shot_block_for_every_example(name):
         assert len(prompts) >= 2
         for prompt in prompts:
             assert prompt.startswith(head), f"{name}/{role}: the few-shot block is not first"
+    derivations = backend.prompts("feedback", purpose="checks")  # chat: its checks are derived from each request
+    head = static_head(TEMPLATE.source)
+    assert all(p.startswith(head) for p in derivations) and len(derivations) == (
+        len(INPUTS[name]) if name == "chat" else 0
+    )

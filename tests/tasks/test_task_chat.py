@@ -243,8 +243,11 @@ def test_loop_refines_until_the_critique_finds_no_issues():
     [refine] = backend.prompts("refine")
     assert "Conversation:\nUser: What is 2 + 2?" in refine
     assert refine.index("2 + 2 = 5.") < refine.index("- Wrong sum: 2 + 2 is 4, not 5.")
-    critiques = [r for r in backend.requests if r.role == "feedback"]
+    critiques = [r for r in backend.requests if r.role == "feedback" and r.purpose is None]
     assert len(critiques) == 2 and all(r.json_schema for r in critiques)
+    # before them, the critic's model derived the request's checks (none: "What is 2 + 2?" states none)
+    [derivation] = [r for r in backend.requests if r.purpose == "checks"]
+    assert "Request: What is 2 + 2?" in derivation.prompt and result.checks == []
 
 
 def test_malformed_critiques_end_as_parse_errors_not_crashes():
@@ -254,7 +257,7 @@ def test_malformed_critiques_end_as_parse_errors_not_crashes():
     fb = result.iterations[0].feedback
     assert fb.parse_error and "cut off" in fb.parse_error and fb.done is False
     # each critique asked 1 + parse_retries times; the last draft's is skipped (select "last" at the cap)
-    assert len(backend.prompts("feedback")) == 1 * 3
+    assert len([r for r in backend.requests if r.role == "feedback" and r.purpose is None]) == 1 * 3
 
 
 # --- the real default model -------------------------------------------------------------------

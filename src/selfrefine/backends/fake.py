@@ -91,9 +91,12 @@ class FakeBackend(Backend):
         replies, table, default, latency = _check_replies_file(data, f"fake reply file {path}")
         return cls(replies, table=table, default=default, latency=latency, name=f"fake:{path}")
 
-    def prompts(self, role: str | None = None) -> list[str]:
-        """The prompts received so far, optionally only those of one role."""
-        return [r.prompt for r in self.requests if role is None or r.role == role]
+    def prompts(self, role: str | None = None, purpose: str | None = None) -> list[str]:
+        """The prompts received so far, optionally only those of one role's own steps (or, with
+        ``purpose``, of the calls made for it: "checks")."""
+        if role is None and purpose is None:
+            return [r.prompt for r in self.requests]
+        return [r.prompt for r in self.requests if (role is None or r.role == role) and r.purpose == purpose]
 
     def _next_reply(self, request: CompletionRequest) -> Reply:
         for key, reply in self.table.items():

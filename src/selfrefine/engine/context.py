@@ -11,6 +11,7 @@ critique, the task's check.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -99,7 +100,7 @@ class RunContext:
         schema = task.declared.defaults.feedback_schema if self.settings.requests.constrained else None
 
         def parse(reply: str) -> Feedback:
-            return task.parse_feedback(reply, input=state.input, draft=text)
+            return task.parse_feedback(whole_sentences(reply, schema), input=state.input, draft=text)
 
         feedback, call, error = await self.parsed_call("feedback", t, prompt, schema, parse, stream=own)
         if error is None:
@@ -164,6 +165,46 @@ class RunContext:
         checks = self.state.checks
         requested = await asyncio.to_thread(checks.verify, draft) if checks.all else None
         return demoted(combined(own, requested), finish_reason)
+
+
+def whole_sentences(reply: str, schema: dict[str, Any] | None) -> str:
+    """A critique decoded under ``schema`` with each string the grammar cut at its
+    ``maxLength`` ended at its last whole sentence (or word), so no feedback field stops
+    mid-sentence; any other reply as it came."""
+    if schema is None or not reply.lstrip().startswith("{"):
+        return reply
+    try:
+        data = json.loads(reply)
+    except ValueError:
+        return reply
+    if not isinstance(data, dict):
+        return reply
+    mended = _mended(data, schema)
+    return reply if mended == data else json.dumps(mended, ensure_ascii=False)
+
+
+def _mended(value: Any, schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        return value
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        return {k: _mended(v, props.get(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mended(v, schema.get("items")) for v in value]
+    limit = schema.get("maxLength")
+    if isinstance(value, str) and isinstance(limit, int) and len(value) >= limit:
+        return _sentence_cut(value)
+    return value
+
+
+def _sentence_cut(text: str) -> str:
+    """A text cut at a length limit, back to its last sentence end (or, with none, its last
+    whole word followed by "…")."""
+    ends = [i for i, ch in enumerate(text) if ch in ".!?" and (i + 1 == len(text) or text[i + 1].isspace())]
+    if ends and ends[-1] >= len(text) // 3:
+        return text[: ends[-1] + 1]
+    head = text.rsplit(None, 1)[0] if " " in text.strip() else text
+    return head.rstrip(" ,;:") + "…"
 
 
 def raw_reply(call: CallRecord) -> str:

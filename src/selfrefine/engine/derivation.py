@@ -46,6 +46,10 @@ UNIT_WORDS = {
     "highlights": ("highlight", "*"),
     "placeholders": ("placeholder", "["),
 }
+# what a request says when it asks for words in the reply, or forbids them (a topic's own
+# words are no instruction: "a paragraph on the US elections" asks for no keyword)
+ASKS_FOR_WORDS = ("include", "keyword", "mention", "use the word", "the words", "the word", "contain")
+FORBIDS_WORDS = ("not use", "not include", "avoid", "without", "never", "exclude", "forbid", "don't use", "not contain")
 KIND_WORDS = {
     "capital_words": ("capital", "upper", "caps"),
     "quoted": ("quot",),
@@ -158,7 +162,8 @@ def grounded(check: Instruction, request: str) -> bool:
     if kind == "paragraph_start":
         return _says_number(text, data["nth"]) and _says(text, data["word"]) and "paragraph" in text
     if kind in ("keywords", "forbidden_words"):
-        return all(_says(text, w) for w in data["words"])
+        cues = ASKS_FOR_WORDS if kind == "keywords" else FORBIDS_WORDS
+        return all(_says(text, w) for w in data["words"]) and any(c in text for c in cues)
     if kind == "word_frequency":
         return _says(text, data["word"])
     if kind == "letter_frequency":
