@@ -95,7 +95,7 @@ async def derive_one(run_engine: Any, prompt: str) -> dict[str, Any]:
         if isinstance(step, ChecksStep):
             call = step.call
             tokens = (call.prompt_tokens + call.completion_tokens) if call else 0
-            return {"checks": [c.check for c in step.checks], "note": step.note, "tokens": tokens,
+            return {"checks": [c.check for c in step.checks], "dropped": step.dropped, "note": step.note, "tokens": tokens,
                     "seconds": round(time.monotonic() - started, 2)}  # fmt: skip
     return {"checks": [], "note": "no checks step", "tokens": 0, "seconds": round(time.monotonic() - started, 2)}
 

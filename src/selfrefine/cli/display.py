@@ -158,7 +158,10 @@ class Writing:
     def __init__(self, console: Console, step: DeltaStep) -> None:
         self.console, self.key, self.text = console, (step.role, step.iteration, step.attempt), ""
         what = f"feedback {step.iteration}" if step.role == "feedback" else f"draft {step.iteration} ({step.role})"
-        self.title = what + (f", attempt {step.attempt}" if step.attempt > 1 else "") + ", writing…"
+        if step.sample is not None:  # one of the step's samples, not a retry
+            self.title = f"{what}, sample {step.sample}, writing…"
+        else:
+            self.title = what + (f", attempt {step.attempt}" if step.attempt > 1 else "") + ", writing…"
         self.view: Live | None = None
         if console.is_terminal:
             self.view = Live(self._panel(), console=console, transient=True, refresh_per_second=10)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import Field, dataclass, fields
+from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Self, TypeVar, Union, get_args, get_origin
 
@@ -111,6 +112,29 @@ class StrategyName(click.Choice):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         return super().convert(canonical(value), param, ctx)
+
+
+class ChecksFile(click.ParamType):
+    """``--checks FILE``: a JSON or YAML file holding a list of checks (engine/instructions),
+    read when the flag is parsed; the engine checks each (a bad one: one line, before any call)."""
+
+    name = "file"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, list):
+            return value
+        import yaml
+
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+            data = yaml.safe_load(text)  # JSON is YAML
+        except (OSError, UnicodeDecodeError) as exc:
+            self.fail(f"cannot read {value}: {exc}", param, ctx)
+        except yaml.YAMLError as exc:
+            self.fail(f"{value} is not JSON or YAML: {str(exc).splitlines()[0]}", param, ctx)
+        if not isinstance(data, list):
+            self.fail(f"{value} must hold a list of checks, e.g. [{{type: json}}]", param, ctx)
+        return data
 
 
 class Listed(click.ParamType):
@@ -216,7 +240,11 @@ def loop_flag(name: str, help: str | None = None) -> Any:
     attrs: dict[str, Any] = {"help": help or offer.help}
     if offer.metavar:
         attrs["metavar"] = offer.metavar
-    if kind is bool:
+    if name == "checks":  # a list of mappings, read from a file
+        attrs["type"] = ChecksFile()
+    elif kind is bool and "/" in offer.flags[0]:  # --x/--no-x: unset (the task's default) unless given
+        attrs.update(is_flag=True, default=None)
+    elif kind is bool:
         attrs.update(is_flag=True, flag_value=not info.default, default=info.default)
     elif kind is list:
         attrs["multiple"] = True

@@ -307,7 +307,7 @@ class RefineConfig(BaseModel):
             api=True,
             metavar="FILE",
             help="A JSON or YAML file with a list of checks every draft must pass (e.g. [{type: count, unit: "
-            "words, relation: at most, n: 50}]; docs/writing-a-task.md lists the types): they rank and refine "
+            'words, relation: at most, n: 50}]; the README\'s "Checks derived from the request" lists the types): they rank and refine '
             "the drafts like a task's own checks, beside the ones derived from the request.",
         ),
     ] = Field(default=None, max_length=32)

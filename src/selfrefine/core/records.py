@@ -301,6 +301,7 @@ class ChecksStep(BaseModel):
     checks: list[RequestCheck]
     call: CallRecord | None = None
     note: str = ""  # what else is worth saying ("the derivation gave no usable check: …")
+    dropped: list[dict[str, Any]] = Field(default_factory=list)  # derived checks the request does not state
 
 
 class CallStep(BaseModel):
@@ -321,6 +322,7 @@ class DeltaStep(BaseModel):
     iteration: int
     attempt: int = 1
     text: str
+    sample: int | None = None  # the step's sample it belongs to (1, 2, …), when the step samples several
 
 
 class ResultStep(BaseModel):

@@ -11,7 +11,6 @@ Robustness rules implemented here:
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
 import threading
 import time
@@ -19,13 +18,14 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..backends.base import Backend, CompletionRequest, CompletionResponse, TextSink
+from ..backends.base import Backend, CompletionRequest, CompletionResponse, TextSink, nth_sample
 from ..core.errors import BackendError, TransientBackendError
 from ..core.records import CallRecord, Role, StopReason
 from .settings import CallPolicy
 
-#: receives each piece of a streamed reply with its call's role, iteration and attempt
-DeltaSink = Callable[[Role, int, int, str], None]
+#: receives each piece of a streamed reply with its call's role, iteration, attempt and, when
+#: its step samples several drafts, the sample's number (1, 2, …)
+DeltaSink = Callable[[Role, int, int, str, "int | None"], None]
 
 
 class BudgetExceeded(Exception):
@@ -81,16 +81,21 @@ class Caller:
         *,
         stream: bool = False,
         purpose: str | None = None,
+        sample: int | None = None,
     ) -> list[tuple[CompletionResponse, CallRecord]]:
         """One logical call (``samples`` replies to the request) with transient-error retries;
         ``stream``: a single sample's reply goes to the sink piece by piece as it comes;
-        ``purpose``: what the call is for besides its role's step (recorded)."""
+        ``purpose``: what the call is for besides its role's step (recorded); ``sample``: the
+        number of the step's sample this call is (its streamed pieces say so). Several
+        samples asked to stream are shown as they come (:meth:`_each_sample`)."""
+        if stream and samples > 1 and self.sink is not None:
+            return await self._each_sample(role, t, request, samples, purpose)
         backend = self.backends[role]
         for attempt in range(1, self.policy.backend_retries + 2):
             self.check_budgets()
             calls = [self._record(role, t, backend, request, purpose) for _ in range(samples)]
             try:
-                on_text = self._pieces(role, t, calls[0].attempt) if stream and samples == 1 else None
+                on_text = self._pieces(role, t, calls[0].attempt, sample) if stream and samples == 1 else None
                 responses = await self._send(backend, request, calls[0], samples, on_text)
             except (TransientBackendError, BackendError, BudgetExceeded) as exc:
                 self._failed(calls, str(exc))
@@ -105,8 +110,32 @@ class Caller:
             return [self._finished(r, c, share, calls[0].wait_seconds) for r, c in zip(responses, calls)]
         raise AssertionError("unreachable")
 
-    def _pieces(self, role: Role, t: int, attempt: int) -> TextSink | None:
-        return None if self.sink is None else functools.partial(self.sink, role, t, attempt)
+    def _pieces(self, role: Role, t: int, attempt: int, sample: int | None = None) -> TextSink | None:
+        if self.sink is None:
+            return None
+        sink = self.sink
+        return lambda text: sink(role, t, attempt, text, sample)
+
+    async def _each_sample(
+        self, role: Role, t: int, request: CompletionRequest, samples: int, purpose: str | None
+    ) -> list[tuple[CompletionResponse, CallRecord]]:
+        """Several samples of a step shown as they come (the live view, the API's stream): one
+        streamed call per sample, in turn, on a backend that serves one call at a time (the
+        embedded model: no slower than a batch there); on one that serves several, all at
+        once, each sample's text handed to the sink whole as it ends. The requests are the
+        batch's (``nth_sample``: the seed moved on per sample)."""
+        one_at_a_time = self.backends[role].max_concurrency <= 1
+
+        async def one(i: int) -> tuple[CompletionResponse, CallRecord]:
+            part = nth_sample(request, i)
+            [(response, call)] = await self.call(role, t, part, stream=one_at_a_time, purpose=purpose, sample=i + 1)
+            if not one_at_a_time and self.sink is not None:
+                self.sink(role, t, call.attempt, response.text, i + 1)
+            return response, call
+
+        if one_at_a_time:
+            return [await one(i) for i in range(samples)]
+        return list(await asyncio.gather(*(one(i) for i in range(samples))))
 
     def _record(
         self, role: Role, t: int, backend: Backend, request: CompletionRequest, purpose: str | None = None

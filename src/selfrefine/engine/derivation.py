@@ -80,27 +80,28 @@ async def run_checks(run: RunContext, memo: Memo) -> ChecksStep | None:
     if not policy.on:
         return None
     checks.given = policy.given
-    call, note = None, ""
+    call, note, dropped = None, "", []
     if policy.derive:
         request = request_text(run)
         if request in memo:
             checks.derived, note = list(memo[request]), "derived before for the same request"
         else:
-            checks.derived, call, note = await _derive_safely(run)
+            checks.derived, call, note, dropped = await _derive_safely(run)
             if call is not None and call.ok:
                 memo[request] = list(checks.derived)
                 while len(memo) > MEMO_SIZE:
                     memo.pop(next(iter(memo)))
-    return ChecksStep(checks=checks.records(), call=call, note=note)
+    shown = [c.model_dump(mode="json") for c in dropped]
+    return ChecksStep(checks=checks.records(), call=call, note=note, dropped=shown)
 
 
-async def _derive_safely(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str]:
+async def _derive_safely(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[Instruction]]:
     """:func:`derive`; a failing backend leaves the run without derived checks (its next
     call meets the same failure and ends the run there, with its drafts kept)."""
     try:
         return await derive(run)
     except BackendError as exc:
-        return [], None, f"the derivation failed ({exc}); the run goes on without derived checks"
+        return [], None, f"the derivation failed ({exc}); the run goes on without derived checks", []
 
 
 def request_text(run: RunContext) -> str:
@@ -110,9 +111,9 @@ def request_text(run: RunContext) -> str:
     return text[:MAX_REQUEST_CHARS]
 
 
-async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str]:
-    """The request's checks, the derivation's call and a note: what was dropped, or why
-    there are none."""
+async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[Instruction]]:
+    """The request's checks, the derivation's call, a note (how many were dropped, or why
+    there are none) and the dropped checks."""
     request = request_text(run)
     prompt = TEMPLATE.render({"input": request}).strip()
     schema = {"type": "object", "properties": {"checks": checks_schema(MAX_DERIVED)}, "required": ["checks"]}
@@ -120,11 +121,11 @@ async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None,
         "feedback", 0, prompt, schema if run.settings.requests.constrained else None, _parse, purpose=PURPOSE
     )
     if error is not None:
-        return [], call, f"the derivation gave no usable checks ({error})"
+        return [], call, f"the derivation gave no usable checks ({error})", []
     kept = [c for c in found if grounded(c, request)]
-    dropped = len(found) - len(kept)
-    note = f"{dropped} derived check(s) the request does not state were dropped" if dropped else ""
-    return kept, call, note
+    dropped = [c for c in found if c not in kept]
+    note = f"{len(dropped)} derived check(s) the request does not state were dropped" if dropped else ""
+    return kept, call, note, dropped
 
 
 def _parse(reply: str) -> list[Instruction]:

@@ -204,7 +204,9 @@ class StreamedTrace:
             if key != self.open:  # a new call, or a retry of one: a block of its own
                 head = self._close() + _delta_header(step)
                 self.open, self.pieces = key, ""
-                self.streamed = ("feedback" if step.role == "feedback" else "draft", step.iteration)
+                # a step's samples are each shown whole as they come; the step then says which was kept
+                what = "feedback" if step.role == "feedback" else "draft"
+                self.streamed = (what, step.iteration) if step.sample is None else None
             self.pieces += step.text
             return head + step.text
         close = self._close()
@@ -238,6 +240,8 @@ class StreamedTrace:
 
 def _delta_header(step: DeltaStep) -> str:
     again = f", attempt {step.attempt}" if step.attempt > 1 else ""
+    if step.sample is not None:  # one of the step's samples, not a retry
+        again = f", sample {step.sample}"
     if step.role == "feedback":
         return f"### Feedback on draft {step.iteration}{again}\n"
     title = "Draft 0 (first answer)" if step.iteration == 0 else f"Draft {step.iteration} (refined)"

@@ -83,7 +83,7 @@ class BestOfK(Drafter):
         the one the paper's loop would keep, and the others explore at the sampling
         temperature: the best of K then holds what one sample would have given."""
         requests = self.requests(run, role, index, prompt, samples, start)
-        batches = await asyncio.gather(*(run.caller.call(role, index, r, n) for _, r, n in requests))
+        batches = await asyncio.gather(*(run.caller.call(role, index, r, n, stream=True) for _, r, n in requests))
         written = [(way, r.text, call) for (way, _, _), batch in zip(requests, batches) for r, call in batch]
         cands = [c for c in (self._candidate(run, text, call, way) for way, text, call in written) if c is not None]
         await run.scored(cands, [c.call and c.call.finish_reason for c in cands])
