@@ -86,10 +86,10 @@ class Caller:
         """One logical call (``samples`` replies to the request) with transient-error retries;
         ``stream``: a single sample's reply goes to the sink piece by piece as it comes;
         ``purpose``: what the call is for besides its role's step (recorded); ``sample``: the
-        number of the step's sample this call is (its streamed pieces say so). Several
+        number of the step's (first) sample this call is (its streamed pieces say so). Several
         samples asked to stream are shown as they come (:meth:`_each_sample`)."""
         if stream and samples > 1 and self.sink is not None:
-            return await self._each_sample(role, t, request, samples, purpose)
+            return await self._each_sample(role, t, request, samples, purpose, sample or 1)
         backend = self.backends[role]
         for attempt in range(1, self.policy.backend_retries + 2):
             self.check_budgets()
@@ -117,7 +117,7 @@ class Caller:
         return lambda text: sink(role, t, attempt, text, sample)
 
     async def _each_sample(
-        self, role: Role, t: int, request: CompletionRequest, samples: int, purpose: str | None
+        self, role: Role, t: int, request: CompletionRequest, samples: int, purpose: str | None, first: int
     ) -> list[tuple[CompletionResponse, CallRecord]]:
         """Several samples of a step shown as they come (the live view, the API's stream): one
         streamed call per sample, in turn, on a backend that serves one call at a time (the
@@ -128,9 +128,9 @@ class Caller:
 
         async def one(i: int) -> tuple[CompletionResponse, CallRecord]:
             part = nth_sample(request, i)
-            [(response, call)] = await self.call(role, t, part, stream=one_at_a_time, purpose=purpose, sample=i + 1)
+            [(response, call)] = await self.call(role, t, part, stream=one_at_a_time, purpose=purpose, sample=first + i)
             if not one_at_a_time and self.sink is not None:
-                self.sink(role, t, call.attempt, response.text, i + 1)
+                self.sink(role, t, call.attempt, response.text, first + i)
             return response, call
 
         if one_at_a_time:

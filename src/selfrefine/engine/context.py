@@ -43,7 +43,12 @@ class RunContext:
 
     # -- prompts ---------------------------------------------------------------------------
 
-    def refine_prompt(self) -> str:
+    async def render(self, template: str, **variables: Any) -> str:
+        """The task's template rendered for this run's input, in a thread: a task file's
+        template is bounded (template_bounds.py), and its work never holds the event loop."""
+        return await asyncio.to_thread(self.task.render, template, self.state.input, **variables)
+
+    async def refine_prompt(self) -> str:
         """The prompt that refines the current draft with its feedback and the history."""
         state, t = self.state, self.state.current
         current = state.iterations[t]
@@ -52,7 +57,7 @@ class RunContext:
             role = "refine_nofeedback"
         feedback = current.feedback.text if current.feedback else ""
         history = state.history(self.settings.history)
-        return self.task.render(role, state.input, draft=current.draft, feedback=feedback, history=history, iteration=t)
+        return await self.render(role, draft=current.draft, feedback=feedback, history=history, iteration=t)
 
     def request(
         self, role: Role, prompt: str, schema: dict[str, Any] | None, attempt: int, reseed: int = 0
@@ -96,7 +101,7 @@ class RunContext:
         own = draft is None
         text = state.iterations[t].draft if draft is None else draft
         history = state.history(self.settings.history, transcript)
-        prompt = task.render("feedback", state.input, draft=text, history=history, iteration=t)
+        prompt = await self.render("feedback", draft=text, history=history, iteration=t)
         schema = task.declared.defaults.feedback_schema if self.settings.requests.constrained else None
 
         def parse(reply: str) -> Feedback:

@@ -82,7 +82,7 @@ async def run_checks(run: RunContext, memo: Memo) -> ChecksStep | None:
     checks.given = policy.given
     call, note, dropped = None, "", []
     if policy.derive:
-        request = request_text(run)
+        request = await request_text(run)
         if request in memo:
             checks.derived, note = list(memo[request]), "derived before for the same request"
         else:
@@ -104,17 +104,17 @@ async def _derive_safely(run: RunContext) -> tuple[list[Instruction], CallRecord
         return [], None, f"the derivation failed ({exc}); the run goes on without derived checks", []
 
 
-def request_text(run: RunContext) -> str:
+async def request_text(run: RunContext) -> str:
     """The text the checks are derived from: the request itself, or the rendered generate
     prompt for a task whose template states the instructions."""
-    text = run.state.input if run.settings.checks.source == "input" else run.task.render("generate", run.state.input)
+    text = run.state.input if run.settings.checks.source == "input" else await run.render("generate")
     return text[:MAX_REQUEST_CHARS]
 
 
 async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[Instruction]]:
     """The request's checks, the derivation's call, a note (how many were dropped, or why
     there are none) and the dropped checks."""
-    request = request_text(run)
+    request = await request_text(run)
     prompt = TEMPLATE.render({"input": request}).strip()
     schema = {"type": "object", "properties": {"checks": checks_schema(MAX_DERIVED)}, "required": ["checks"]}
     found, call, error = await run.parsed_call(

@@ -41,7 +41,7 @@ async def judgments(run: RunContext, t: int, draft: str) -> list[Judgment]:
         questions, task, found = Questions(run.caller, JUDGE_ROLE), run.task, []
         aspects = task.declared.judges
         for aspect in aspects:
-            prompt = task.render(f"judge_{aspect}", run.state.input, draft=draft)
+            prompt = await run.render(f"judge_{aspect}", draft=draft)
             try:
                 found.append(await questions.ask(t, Question(aspect, prompt)))
             except ParseError:

@@ -93,7 +93,9 @@ class Refinement:
         checks = await run_checks(self.run, self.memo)  # before the first draft: drafts are checked by them
         if checks is not None:
             yield checks
-        made = await self.drafter.first(self.run, self.task.render("generate", self.state.input))
+        prompt = await self.run.render("generate")
+        self.state.first_prompt_chars = len(prompt)  # what the auto strategy prices a prompt's tokens by
+        made = await self.drafter.first(self.run, prompt)
         self.state.iterations.append(made.iteration)
         for step in self._drafted(made):
             yield step
@@ -126,7 +128,7 @@ class Refinement:
         state = self.state
         while not state.stopped:
             n = len(state.iterations)
-            made = await self.drafter.refinement(self.run, n, self.run.refine_prompt())
+            made = await self.drafter.refinement(self.run, n, await self.run.refine_prompt())
             if isinstance(made, Stop):
                 yield state.decided(self.stops.decision(state.current, made))
                 return

@@ -30,6 +30,7 @@ class RunState:
     # they were shown: earlier current drafts and rejected refinements (prefix-stable)
     transcript: list[int] = field(default_factory=list)
     stopped: bool = False
+    first_prompt_chars: int = 0  # the length of the generate prompt (the auto strategy's token price per char)
 
     def parent(self) -> Iteration:
         """The draft the next refinement starts from."""

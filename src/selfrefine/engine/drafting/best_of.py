@@ -82,14 +82,22 @@ class BestOfK(Drafter):
         greedily (temperature 0, as gsm8k's), the step's first sample is that greedy draft,
         the one the paper's loop would keep, and the others explore at the sampling
         temperature: the best of K then holds what one sample would have given."""
-        requests = self.requests(run, role, index, prompt, samples, start)
-        batches = await asyncio.gather(*(run.caller.call(role, index, r, n, stream=True) for _, r, n in requests))
+        requests = await self.requests(run, role, index, prompt, samples, start)
+        firsts = [start + 1 + sum(n for _, _, n in requests[:k]) for k in range(len(requests))]  # samples numbered 1…
+        batches = await asyncio.gather(
+            *(
+                run.caller.call(role, index, r, n, stream=True, sample=first)
+                for (_, r, n), first in zip(requests, firsts)
+            )
+        )
         written = [(way, r.text, call) for (way, _, _), batch in zip(requests, batches) for r, call in batch]
         cands = [c for c in (self._candidate(run, text, call, way) for way, text, call in written) if c is not None]
         await run.scored(cands, [c.call and c.call.finish_reason for c in cands])
         return cands, batches[-1][-1][1]
 
-    def requests(self, run: RunContext, role: Role, index: int, prompt: str, samples: int, start: int) -> Requests:
+    async def requests(
+        self, run: RunContext, role: Role, index: int, prompt: str, samples: int, start: int
+    ) -> Requests:
         """The step's calls as (way, request, samples): the greedy draft first where the role
         drafts greedily, then the samples at the sampling temperature, seeded from ``start``."""
         sampling = run.settings.sampling

@@ -45,6 +45,6 @@ class TokenBudget:
         else:  # its prompt holds the critique's prompt and reply
             sample = critique + written
         if prompt is not None and gen is not None:
-            per_char = gen.prompt_tokens / max(1, len(run.task.render("generate", run.state.input)))
+            per_char = gen.prompt_tokens / max(1, run.state.first_prompt_chars)
             sample = max(sample, per_char * len(prompt) + written)
         return Costs(sample=sample, critique=critique, draft=first or None)

@@ -21,16 +21,18 @@ class Votes(BestOfK):
     solving misread a question differently, where one way's samples repeat one misreading.
     A disputed draft's feedback shows the other answers' drafts (:meth:`feedback`)."""
 
-    def requests(self, run: RunContext, role: Role, index: int, prompt: str, samples: int, start: int) -> Requests:
+    async def requests(
+        self, run: RunContext, role: Role, index: int, prompt: str, samples: int, start: int
+    ) -> Requests:
         sampling = run.settings.sampling
         ways = sampling.ways
         if role != "generate" or index != 0 or len(ways) < 2:
-            return super().requests(run, role, index, prompt, samples, start)
+            return await super().requests(run, role, index, prompt, samples, start)
         out: Requests = []
         for j in range(start, start + samples):
             way = ways[j % len(ways)]
             first = way == run.task.declared.ways[0]
-            text = prompt if first else run.task.render(f"generate_{way}", run.state.input)
+            text = prompt if first else await run.render(f"generate_{way}")
             greedy = sampling.greedy_first[role] and j < len(ways)
             request = run.request(role, text, None, 1).model_copy(
                 update={
