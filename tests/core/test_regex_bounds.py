@@ -78,7 +78,7 @@ def test_the_issue_probe_a_hostile_score_regex_never_reaches_a_critique(tmp_path
         """
     )
     assert "nested repeat" in result.get("error", ""), result
-    assert result["seconds"] < 5
+    assert result["seconds"] < 30  # refused at load; b6c03ab: no end (killed at 20 s); room for a loaded machine
 
 
 def test_a_score_regex_reads_a_bounded_tail_of_a_long_critique():
@@ -101,7 +101,8 @@ def test_a_score_regex_reads_a_bounded_tail_of_a_long_critique():
         print(json.dumps(out))
         """
     )
-    assert result["total"] == 7.0 and result["seconds"] < 5, result  # two searches of about a second at worst
+    # two searches of about a second at worst; b6c03ab: minutes (room for a loaded machine)
+    assert result["total"] == 7.0 and result["seconds"] < 30, result
     assert "(its last 5,000 characters)" in result["error"]
 
 
@@ -186,7 +187,7 @@ def test_the_issue_probe_twenty_check_regexes_on_a_hostile_draft(tmp_path):
         """
     )
     assert "together could backtrack too long" in result.get("error", ""), result
-    assert result["allowed_seconds"] < 3, result
+    assert result["allowed_seconds"] < 15, result  # about a second; room for a loaded machine
 
 
 def test_stop_patterns_of_a_task_or_a_request_share_one_bound():
@@ -229,4 +230,4 @@ def test_a_first_pattern_is_analysed_quickly():
         print(json.dumps({"seconds": time.monotonic() - start}))
         """
     )
-    assert result["seconds"] < 1, result  # 0.05 s on an idle machine
+    assert result["seconds"] < 3, result  # 0.05 s on an idle machine; b6c03ab scanned every code point

@@ -246,4 +246,4 @@ def test_the_issue_probe_stop_phrases_over_a_long_critique_take_linear_time():
         pytest.fail("matching stop phrases over 144 KB still ran after 30 s (killed)")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["hits"] == [None, None, "contains 'done'"], result
-    assert result["seconds"] < 5, result  # under a second here; b6c03ab: minutes
+    assert result["seconds"] < 30, result  # under a second here; b6c03ab: minutes (room for a loaded machine)

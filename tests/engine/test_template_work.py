@@ -38,7 +38,9 @@ def test_one_filter_call_cannot_run_past_the_render_bounds(tmp_path, source):
     result = _attempt(tmp_path, source)
     _assert_bounded(result)
     assert "is more work than a render may do" in result["error"], result["error"]
-    assert result["seconds"] < 1.0, result  # refused before the work, not stopped after it
+    # refused before the work (the message says so), not stopped after it; the time only rules
+    # out the seconds to minutes b6c03ab took, with room for a loaded machine
+    assert result["seconds"] < 5.0, result
 
 
 def test_modest_uses_of_those_filters_still_render():

@@ -11,18 +11,16 @@ from typing import Annotated, Any, Literal, TypedDict, get_args
 import annotated_types
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
-    model_serializer,
     model_validator,
 )
 
 from .errors import ConfigError
+from .later import Later
 from .stoprule import checked_patterns
 
 History = Literal["full", "last", "none"]
@@ -94,7 +92,7 @@ class Offer:
     metavar: str | None = None
 
 
-class RefineConfig(BaseModel):
+class RefineConfig(Later):
     """Every knob of one run. Defaults follow the paper.
 
     history:
@@ -125,6 +123,7 @@ class RefineConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
+    LATER = UNRECORDED_WHEN_UNSET  # options added after runs were recorded: dumped only when set
 
     # Each option is declared here once: its type, default and bounds (the one cap), and in
     # ``Offer`` its CLI flag(s) and help and whether a request to the server may set it; the
@@ -345,16 +344,6 @@ class RefineConfig(BaseModel):
     def _patterns(cls, value: list[str]) -> list[str]:
         return checked_patterns(value)
 
-    @model_serializer(mode="wrap")
-    def _unset_later_options_unrecorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """An option added after runs were recorded (``ways``, ``checks``, ``derive_checks``) is
-        left out of the dump while unset, so the record of a run that does not set it is the
-        one it was before the option existed (an eval folder it resumes included)."""
-        values: dict[str, Any] = handler(self)
-        for name in UNRECORDED_WHEN_UNSET:
-            if values.get(name, ...) is None:
-                del values[name]
-        return values
 
     @classmethod
     def build(cls, **values: object) -> RefineConfig:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, FiniteFloat, model_serializer
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, FiniteFloat
 
 from .config import RefineConfig
+from .later import Later
 
 Role = Literal["generate", "feedback", "refine", "judge"]
 # the roles with prompts of their own: templates, temperatures, max tokens, stop sequences
@@ -40,8 +41,10 @@ class StopReason(str, Enum):
         return format(self.value, spec)
 
 
-class CallRecord(BaseModel):
+class CallRecord(Later):
     """One model call (including failed attempts and retries)."""
+
+    LATER = ("purpose",)
 
     role: Role
     iteration: int
@@ -64,13 +67,6 @@ class CallRecord(BaseModel):
     # request's checks before the first draft (a critic's call: the feedback role's model)
     purpose: str | None = None
 
-    @model_serializer(mode="wrap")
-    def _no_purpose_as_before(self, handler: Any) -> dict[str, Any]:
-        """A call of a role's own step has the record it had before purposes."""
-        data: dict[str, Any] = handler(self)
-        if self.purpose is None:
-            data.pop("purpose", None)
-        return data
 
 
 class Usage(BaseModel):
@@ -131,9 +127,11 @@ class Judgment(BaseModel):
     note: str = ""  # what else the judgment needs said (a fallback, an order flip)
 
 
-class Verification(BaseModel):
+class Verification(Later):
     """What a task's own checks (code, not the model) found in a draft, and where drafts
     were ranked, what the task's judge (the model's probabilities) said of it."""
+
+    LATER = ("judged", "judgments")
 
     text: str  # findings as plain text for the refiner, e.g. "Missing concepts: ball"
     passed: bool | None = None  # True: the checks found nothing left to fix
@@ -144,14 +142,6 @@ class Verification(BaseModel):
     judged: FiniteFloat | None = None
     judgments: list[Judgment] = Field(default_factory=list)  # one per aspect, with its probabilities
 
-    @model_serializer(mode="wrap")
-    def _unjudged_as_before(self, handler: Any) -> dict[str, Any]:
-        """An unjudged draft's record as before judges (stored runs and their readers agree)."""
-        data: dict[str, Any] = handler(self)
-        if self.judged is None and not self.judgments:
-            data.pop("judged", None)
-            data.pop("judgments", None)
-        return data
 
 
 Feedback.model_rebuild()
@@ -166,10 +156,12 @@ class RequestCheck(BaseModel):
     says: str  # the instruction in words: "at most 50 words"
 
 
-class Candidate(BaseModel):
+class Candidate(Later):
     """One of the ``samples`` drafts sampled for one step (``RefineConfig.samples`` > 1):
     its text, the task's check of it and the call that produced it. The chosen one became
     the iteration's draft; the others stay here so a run's record shows what lost."""
+
+    LATER = ("way",)
 
     draft: str
     verification: Verification | None = None
@@ -181,13 +173,6 @@ class Candidate(BaseModel):
     # the way it was written, when the task has several (gsm8k: "program" or "steps")
     way: str | None = None
 
-    @model_serializer(mode="wrap")
-    def _one_way_as_before(self, handler: Any) -> dict[str, Any]:
-        """A sample of a task with one way has the record it had before ways."""
-        data: dict[str, Any] = handler(self)
-        if self.way is None:
-            data.pop("way", None)
-        return data
 
 
 class Iteration(BaseModel):
@@ -233,8 +218,10 @@ class RunConfig(RefineConfig):
         return getattr(self, key)
 
 
-class RunResult(BaseModel):
+class RunResult(Later):
     """Everything about one Self-Refine run; serialises to JSON and back."""
+
+    LATER = ("checks",)
 
     task: str
     input: str
@@ -252,13 +239,6 @@ class RunResult(BaseModel):
     answer_error: str | None = None  # the answer hook raised on `output` (answer is then None)
     checks: list[RequestCheck] = Field(default_factory=list)  # the run's checks besides the task's own
 
-    @model_serializer(mode="wrap")
-    def _no_checks_as_before(self, handler: Any) -> dict[str, Any]:
-        """A run without checks of its own has the record it had before them."""
-        data: dict[str, Any] = handler(self)
-        if not self.checks:
-            data.pop("checks", None)
-        return data
 
     @property
     def drafts(self) -> list[str]:
