@@ -344,7 +344,6 @@ class RefineConfig(Later):
     def _patterns(cls, value: list[str]) -> list[str]:
         return checked_patterns(value)
 
-
     @classmethod
     def build(cls, **values: object) -> RefineConfig:
         """Like the constructor, but a bad value is a ConfigError naming the option."""

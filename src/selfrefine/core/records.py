@@ -68,7 +68,6 @@ class CallRecord(Later):
     purpose: str | None = None
 
 
-
 class Usage(BaseModel):
     """Totals over a run's calls."""
 
@@ -143,7 +142,6 @@ class Verification(Later):
     judgments: list[Judgment] = Field(default_factory=list)  # one per aspect, with its probabilities
 
 
-
 Feedback.model_rebuild()
 
 
@@ -172,7 +170,6 @@ class Candidate(Later):
     feedback: Feedback | None = None
     # the way it was written, when the task has several (gsm8k: "program" or "steps")
     way: str | None = None
-
 
 
 class Iteration(BaseModel):
@@ -238,7 +235,6 @@ class RunResult(Later):
     metric_error: str | None = None  # the metric hook raised on `output` (metric is then None)
     answer_error: str | None = None  # the answer hook raised on `output` (answer is then None)
     checks: list[RequestCheck] = Field(default_factory=list)  # the run's checks besides the task's own
-
 
     @property
     def drafts(self) -> list[str]:

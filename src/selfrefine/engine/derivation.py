@@ -1,7 +1,13 @@
-"""Checks derived from the request: before the first draft, the model turns the request's
-explicit, checkable instructions into checks (:mod:`.instructions`), decoded under their
-JSON schema, so code can rank and refine what it can verify (Divide-Verify-Refine's first
-step, on the loop's own model).
+"""Checks derived from the request: before the first draft, the request's explicit,
+checkable instructions become checks (:mod:`.instructions`), so code can rank and refine
+what it can verify (Divide-Verify-Refine's first step, on the loop's own model). Two readers:
+
+- code reads the common phrasings ("at least 300 words", "no commas", "end with …":
+  :mod:`.instructions.phrases`), which a small model lists unreliably (on the default model
+  it copied its prompt's examples);
+- the model lists the request's instructions, decoded under the checks' JSON schema, for
+  what no phrasing covers; where it states a check code already read (the same kind of
+  check of the same thing), the code's stands.
 
 A check the request does not state would fail good drafts, so a derived check is kept only
 when the request grounds it (:func:`grounded`): its numbers and words are in the request's
@@ -27,6 +33,7 @@ from .context import RunContext
 from .instructions import Instruction, checks_schema, parse_checks
 from .instructions.form import Language
 from .instructions.language import LANGUAGES
+from .instructions.phrases import stated
 from .templates import Template
 
 PURPOSE = "checks"
@@ -120,12 +127,20 @@ async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None,
     found, call, error = await run.parsed_call(
         "feedback", 0, prompt, schema if run.settings.requests.constrained else None, _parse, purpose=PURPOSE
     )
+    read = parse_checks(stated(request))
     if error is not None:
-        return [], call, f"the derivation gave no usable checks ({error})", []
+        return read, call, f"the model gave no usable checks ({error}); {len(read)} read from the request's wording", []
     kept = [c for c in found if grounded(c, request)]
     dropped = [c for c in found if c not in kept]
+    listed = [c for c in kept if _subject(c) not in {_subject(r) for r in read}]
     note = f"{len(dropped)} derived check(s) the request does not state were dropped" if dropped else ""
-    return kept, call, note, dropped
+    return [*read, *listed], call, note, dropped
+
+
+def _subject(check: Instruction) -> tuple[Any, ...]:
+    """What a check is about, whatever its numbers: its kind and what it counts or names."""
+    data = check.model_dump()
+    return (data["type"], data.get("unit"), data.get("word"), data.get("letter"), data.get("letters"))
 
 
 def _parse(reply: str) -> list[Instruction]:
