@@ -96,6 +96,7 @@ async def derive_one(run_engine: Any, prompt: str) -> dict[str, Any]:
             call = step.call
             tokens = (call.prompt_tokens + call.completion_tokens) if call else 0
             return {"checks": [c.check for c in step.checks], "dropped": step.dropped, "note": step.note, "tokens": tokens,
+                    "reply": call.response if call else None,
                     "seconds": round(time.monotonic() - started, 2)}  # fmt: skip
     return {"checks": [], "note": "no checks step", "tokens": 0, "seconds": round(time.monotonic() - started, 2)}
 
@@ -136,9 +137,25 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
 
 
-def derivation_quality(part: str, out: Path) -> dict[str, Any]:
+def sources(row: dict[str, Any], derived: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """A row's checks by who read them: code from the wording, the model (its grounded list,
+    re-read from its reply), and both as the run used them."""
+    from selfrefine.engine.derivation import _parse, grounded
+    from selfrefine.engine.instructions import parse_checks
+    from selfrefine.engine.instructions.phrases import stated
+
+    code = [c.model_dump(mode="json") for c in parse_checks(stated(row["prompt"]))]
+    try:
+        listed = _parse(derived.get("reply") or "")
+    except Exception:
+        listed = []
+    model = [c.model_dump(mode="json") for c in listed if grounded(c, row["prompt"].lower())]
+    return {"code": code, "model": model, "both": derived["checks"]}
+
+
+def derivation_quality(part: str, out: Path, source: str = "both") -> dict[str, Any]:
     """Precision and recall of the derived checks against the rows' instruction lists: by type
-    (a count's unit included) and by type with arguments."""
+    (a count's unit included) and by type with arguments; ``source``: code, model or both."""
     derived = {
         json.loads(x)["key"]: json.loads(x) for x in (out / f"derive-{part}.jsonl").read_text().splitlines() if x
     }
@@ -146,7 +163,7 @@ def derivation_quality(part: str, out: Path) -> dict[str, Any]:
     for row in rows(part):
         if row["key"] not in derived:
             continue
-        ours, theirs = derived[row["key"]]["checks"], official_checks(row)
+        ours, theirs = sources(row, derived[row["key"]])[source], official_checks(row)
         kinds_ours, kinds_theirs = [_kind(c) for c in ours], [_kind(c) for c in theirs]
         tp = sum(min(kinds_ours.count(k), kinds_theirs.count(k)) for k in set(kinds_ours))
         tp_t, fp_t, fn_t = tp_t + tp, fp_t + len(ours) - tp, fn_t + len(theirs) - tp
@@ -224,7 +241,8 @@ def main() -> None:
             ap.error("--part run needs --config")
         run_config(args.config, args.rows, args.out, cache, args.limit)
     if args.quality:
-        print(json.dumps(derivation_quality(args.rows, args.out), indent=1))
+        quality = {s: derivation_quality(args.rows, args.out, s) for s in ("code", "model", "both")}
+        print(json.dumps(quality, indent=1))
 
 
 if __name__ == "__main__":
