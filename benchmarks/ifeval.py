@@ -55,9 +55,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
 
 
 def rows(part: str) -> list[dict[str, Any]]:
-    """The tuning or the report rows, in their fixed order."""
+    """The tuning or the report rows, in their fixed order ("rest": the rows after the report
+    rows, a second tuning pool for the wording rules)."""
     found = prompts()
     random.Random(SEED).shuffle(found)
+    if part == "rest":
+        return found[TUNE + REPORT :]
     return found[:TUNE] if part == "tune" else found[TUNE : TUNE + REPORT]
 
 
@@ -226,7 +229,7 @@ def run_config(name: str, part: str, out: Path, cache: Path, limit: int | None) 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", choices=("derive", "run"))
-    ap.add_argument("--rows", choices=("tune", "report"), default="report")
+    ap.add_argument("--rows", choices=("tune", "report", "rest"), default="report")
     ap.add_argument("--config", choices=list(CONFIGS))
     ap.add_argument("--limit", type=int, default=None, help="at most this many new rows")
     ap.add_argument("--out", type=Path, default=OUT)

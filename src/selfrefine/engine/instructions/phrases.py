@@ -71,9 +71,25 @@ def _counts(text: str, low: str) -> Iterator[dict[str, Any]]:
     """A relation and a number before a unit: "at least 300 words", "less than 6 sentences";
     a bare number of paragraphs, bullet points or sections is that many ("3 paragraphs")."""
     for unit, noun in UNITS.items():
+        for m in re.finditer(rf"\b{NUM}\s+(?:to|-)\s+{NUM}\s+(?:{noun})\b", low):  # "100 to 120 words"
+            yield {"type": "count", "unit": unit, "relation": "at least", "n": number(m.group(1))}
+            yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(2))}
+        for m in re.finditer(rf"\b(?:longer|more) than\s+{NUM}\s+(?:{noun})\b", low):
+            if negated(low, m.start(), 40):  # "nothing longer than 30 words"
+                yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(1))}
         for m in re.finditer(rf"\b(?:{REL}\s+)?{NUM}(\+)?[\s-]+(or more\s+)?(?:{noun})\b", low):
-            if unit == "sections" and re.search(r"highlight|italic", low[max(0, m.start() - 40) : m.start()]):
+            if re.search(rf"{NUM}\s+(?:to|-)\s+$", low[max(0, m.start() - 12) : m.start()]):
+                continue  # the upper end of a range (above)
+            if negated(low, m.start(), 40) and re.search(
+                r"(?:longer|more) than\s+$", low[max(0, m.start() - 15) : m.start()]
+            ):
+                continue  # "nothing longer than N": at most N (above)
+            if unit == "sections" and re.search(r"highlight|italic", low[max(0, m.start() - 40) : m.end() + 30]):
                 continue  # "highlight at least 2 sections": highlights (below)
+            if unit == "words" and re.search(CAPS, low[m.end() : m.end() + 60]):
+                continue  # "at least 5 words in all caps": capital words (below)
+            if unit == "sections" and "***" in low and not _marker(text, low, unit):
+                continue  # sections divided by ***: paragraphs (below)
             rel, n, plus = m.group(1), number(m.group(2)), m.group(3) or m.group(4)
             if rel is not None:
                 relation_said, n = relation(rel, n)
@@ -100,6 +116,17 @@ def _marker(text: str, low: str, unit: str) -> str:
     return ""
 
 
+def _divided_sections(text: str, low: str) -> Iterator[dict[str, Any]]:
+    """ "Exactly 4 sections, separated by the markdown divider ***": paragraphs divided so."""
+    if "***" not in low or _marker(text, low, "sections"):
+        return
+    m = re.search(rf"\b(?:{REL}\s+)?{NUM}\s+sections?\b", low)
+    if m and not re.search(r"highlight|italic", low[max(0, m.start() - 40) : m.end() + 30]):
+        n = number(m.group(2))
+        rel, n = relation(m.group(1), n) if m.group(1) else ("exactly", n)
+        yield {"type": "count", "unit": "paragraphs", "relation": rel, "n": n, "marker": "***"}
+
+
 def _divided(text: str, low: str) -> Iterator[dict[str, Any]]:
     """ "An answer with two parts, separated by ***": paragraphs divided so."""
     m = re.search(rf"\b{NUM}\s+(?:parts|paragraphs)\b", low)
@@ -108,12 +135,18 @@ def _divided(text: str, low: str) -> Iterator[dict[str, Any]]:
 
 
 def _highlights(text: str, low: str) -> Iterator[dict[str, Any]]:
-    """ "Highlight at least 2 sections" (markdown *highlights*)."""
-    for m in re.finditer(
-        rf"\b(?:highlight|italicize)\s+(?:{REL}\s+)?{NUM}\s+(?:\w+\s+){{0,2}}?(?:sections?|parts?)", low
-    ):
-        rel, n = relation(m.group(1), number(m.group(2))) if m.group(1) else ("at least", number(m.group(2)))
-        yield {"type": "count", "unit": "highlights", "relation": rel, "n": n}
+    """ "Highlight at least 2 sections", "at least 6 sections should be highlighted", "one
+    italic text section" (markdown *highlights*)."""
+    said = (
+        rf"\b(?:highlight|italicize)\s+(?:{REL}\s+)?{NUM}\s+(?:\w+\s+){{0,2}}?(?:sections?|parts?)",
+        rf"\b(?:{REL}\s+)?{NUM}\s+(?:\w+\s+){{0,2}}?(?:sections?|parts?)\s+(?:should|must)\s+be\s+(?:highlighted|italicized)",
+        rf"\b(?:{REL}\s+)?{NUM}\s+italic(?:ized)?\s+(?:text\s+)?(?:sections?|parts?)",
+    )
+    for pattern in said:
+        for m in re.finditer(pattern, low):
+            n = number(m.group(2))
+            rel, n = relation(m.group(1), n) if m.group(1) else ("at least", n)
+            yield {"type": "count", "unit": "highlights", "relation": rel, "n": n}
 
 
 def _no_commas(text: str, low: str) -> Iterator[dict[str, Any]]:
@@ -123,19 +156,38 @@ def _no_commas(text: str, low: str) -> Iterator[dict[str, Any]]:
             return
 
 
+CAPS = r"\b(?:all caps|all capital letters|all capitals|capital letters|capitalized|uppercase)\b"
+
+
 def _case(text: str, low: str) -> Iterator[dict[str, Any]]:
-    if re.search(r"\b(?:all\s+)?lower\s*-?case\b|\bno capital letters\b", low):
+    lower = re.search(
+        r"\b(?:all\s+)?lower\s*-?case\b|\bno capital letters\b|\bwithout (?:using )?capital letters\b", low
+    )
+    not_capitalized = re.search(r"\bnot (?:a single letter|any letter)[^.]{0,60}capitali[sz]ed", low)
+    if (lower and not negated(low, lower.start(), 20)) or not_capitalized:
         yield {"type": "case", "letters": "lower"}
     capital = re.search(
-        r"\b(?:all|only|entirely in|entire response[^.]{0,40}in)\s+(?:capital|upper\s*-?case|caps)\b", low
+        r"\b(?:all|only|entirely in|entire response[^.]{0,40}in)\s+(?:capital|upper\s*-?case|caps)\b"
+        r"|\bcapitali[sz]e (?:all|every|each) (?:of )?(?:your |the )?(?:words|letters)\b",
+        low,
     )
-    if capital and not re.search(r"capital[^.]{0,80}\btimes\b", low):
+    some = capital and re.search(
+        r"\b(?:some|a few|several|certain)\s+words?\s+$", low[max(0, capital.start() - 30) : capital.start()]
+    )
+    if capital and not some and not any(True for _ in _capital_words(text, low)):
         yield {"type": "case", "letters": "upper"}
 
 
 def _capital_words(text: str, low: str) -> Iterator[dict[str, Any]]:
+    """Words in capitals a number of times: "words with all capital letters … less than 10
+    times", "at least 5 words in all caps"."""
     m = re.search(rf"capital(?:ized|s)?[^?!]{{0,120}}?{REL}\s+{NUM}\s+times", low)
     if m and not re.search(r"\b(?:letter|word)\s+[\"“']?\w+[\"”']?\s+(?:should|must|to|appears?)", m.group(0)):
+        rel, n = relation(m.group(1), number(m.group(2)))
+        yield {"type": "capital_words", "relation": rel, "n": n}
+        return
+    m = re.search(rf"\b{REL}\s+{NUM}\s+words?(?:\s+or\s+phrases)?\b[^.]{{0,50}}?{CAPS}", low)
+    if m:
         rel, n = relation(m.group(1), number(m.group(2)))
         yield {"type": "capital_words", "relation": rel, "n": n}
 
@@ -150,8 +202,11 @@ def _forms(text: str, low: str) -> Iterator[dict[str, Any]]:
         yield {"type": "json"}
     if "<<" in low or "double angular bracket" in low:
         yield {"type": "title"}
-    if re.search(r"\btwo (?:different )?responses\b", low) and "******" in low:
+    if "******" in low and re.search(r"\btwo\b|\bseparate", low):
         yield {"type": "two_responses"}
+    answers = re.findall(r"my answer is (yes|no|maybe)\.?", low)
+    if len(set(answers)) >= 2:
+        yield {"type": "one_of", "options": [f"My answer is {a}." for a in dict.fromkeys(answers)]}
 
 
 def _postscript(text: str, low: str) -> Iterator[dict[str, Any]]:
@@ -188,27 +243,37 @@ def _paragraph_start(text: str, low: str) -> Iterator[dict[str, Any]]:
 
 def _words(text: str, low: str) -> Iterator[dict[str, Any]]:
     """Words to use or to avoid, quoted or listed after "keywords"."""
-    cue = r"\b(?:include|includes|including|contain|containing|use|using|mention|mentioning|say|saying)\b"
+    cue = r"\b(?:include|includes|including|contain|containing|use|using|mention|mentioning|say|saying|exclude|excluding|avoid)\b"
     named = r"(?:[^.]{0,40}?\b(?:key\s*words?|words?|terms?|phrases?|items?)\b\s*:?\s*|\s+(?:the\s+)?(?=[\"“']))"
     for m in re.finditer(rf"{cue}{named}", low):
         listed = _listed(text[m.end() : m.end() + 200])
         if not listed:
             continue
-        kind = "forbidden_words" if negated(low, m.end()) else "keywords"
+        kind = "forbidden_words" if negated(low, m.end()) or re.match(r"exclud|avoid", m.group(0)) else "keywords"
         yield {"type": kind, "words": listed}
 
 
 def _listed(after: str) -> list[str]:
     """The quoted words right after a cue, or a short unquoted list ("X, Y and Z")."""
-    quoted = re.match(rf"((?:\s*(?:,|and|or)?\s*{QUOTED})+)", after)
+    quoted = re.match(rf"\[?((?:\s*(?:,|and|or)?\s*{QUOTED})+)", after)
     if quoted:
         return [w.strip() for w in re.findall(QUOTED, quoted.group(1)) if w.strip()][:20]
     plain = re.match(
-        r"([A-Za-z][\w-]*(?:\s*,\s*[A-Za-z][\w-]*)*(?:,?\s+and\s+[A-Za-z][\w-]*)?)\s*(?:[.;]|in\b|$)", after
+        r"([A-Za-z][\w-]*(?:\s*,\s*[A-Za-z][\w-]*)*(?:,?\s+(?:and|or)\s+[A-Za-z][\w-]*)?)\s*(?:[.;]|in\b|$)", after
     )
-    if plain and ("," in plain.group(1) or " and " in plain.group(1)):
-        return [w.strip() for w in re.split(r",|\band\b", plain.group(1)) if w.strip()][:20]
+    if plain and re.search(r",|\s(?:and|or)\s", plain.group(1)):
+        return [w.strip() for w in re.split(r",|\band\b|\bor\b", plain.group(1)) if w.strip()][:20]
     return []
+
+
+def _cannot_appear(text: str, low: str) -> Iterator[dict[str, Any]]:
+    """ "The words startup and capsule cannot be in the response"."""
+    said = r"\bthe words? (.{1,80}?) (?:cannot|can't|should not|must not|shouldn't|mustn't) (?:be|appear)\b"
+    m = re.search(said, text, re.I)
+    if m:
+        words = re.findall(QUOTED, m.group(1)) or [w for w in re.split(r",|\band\b|\bor\b|\s", m.group(1)) if w.strip()]
+        if 0 < len(words) <= 5:
+            yield {"type": "forbidden_words", "words": [w.strip() for w in words]}
 
 
 def _frequencies(text: str, low: str) -> Iterator[dict[str, Any]]:
@@ -238,12 +303,16 @@ def _times(m: re.Match[str], first: int) -> tuple[str, int]:
 
 
 def _language(text: str, low: str) -> Iterator[dict[str, Any]]:
+    """ "Answer in Finnish, no other language", "use only the Nepali language", "your
+    response is in English": the language the whole response is in."""
     names = {name.lower().split()[0]: code for code, name in LANGUAGES.items() if code != "zh-tw"}
-    for m in re.finditer(r"\b(?:in|use|using)\s+(?:the\s+)?([a-z]+)(?:\s+language)?\b", low):
+    said = r"\b(?:in|use|using)\s+(?:only\s+)?(?:the\s+)?([a-z]+)(?:\s+language)?\b"
+    for m in re.finditer(said, low):
         code = names.get(m.group(1))
-        if code is not None and re.search(
-            r"no other language|only|entire|whole|throughout", low[m.start() - 40 : m.end() + 60]
-        ):
+        if code is None:
+            continue
+        around = low[max(0, m.start() - 40) : m.end() + 60]
+        if re.search(r"no other language|only|entire|whole|throughout|respon|reply|answer|write|written", around):
             yield {"type": "language", "code": code}
             return
 
@@ -262,7 +331,7 @@ def _repeat(text: str, low: str) -> Iterator[dict[str, Any]]:
 
 
 RULES: tuple[Rule, ...] = (
-    _counts, _divided, _highlights, _no_commas, _case, _capital_words, _forms, _postscript, _phrases, _paragraph_start,
+    _counts, _divided, _divided_sections, _highlights, _cannot_appear, _no_commas, _case, _capital_words, _forms, _postscript, _phrases, _paragraph_start,
     _words, _frequencies, _language, _repeat,
 )  # fmt: skip
 
