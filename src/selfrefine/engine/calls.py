@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..backends.base import Backend, CompletionRequest, CompletionResponse, TextSink
+from ..backends.base import Backend, CompletionRequest, CompletionResponse, TextSink, shown_prompt
 from ..core.errors import BackendError, TransientBackendError
 from ..core.records import CallRecord, Role, StopReason
 from .settings import CallPolicy
@@ -103,7 +103,7 @@ class Caller:
     def _record(self, role: Role, t: int, backend: Backend, request: CompletionRequest) -> CallRecord:
         call = CallRecord(role=role, iteration=t, attempt=self.log.next_attempt(role, t), model=backend.name)
         if self.policy.record_prompts:
-            call.prompt = request.prompt
+            call.prompt = shown_prompt(request)  # a conversation whole
         self.log.calls.append(call)  # counted now, so the next record of this step numbers on
         return call
 

@@ -82,11 +82,11 @@ class Refinement:
         yield ResultStep(result=await self.result(stop, error))
 
     async def _steps(self) -> AsyncIterator[Step]:
-        made = await self.drafter.first(self.run, self.task.render("generate", self.state.input))
+        made = await self.drafter.first(self.run, self.run.first_prompt())
         self.state.iterations.append(made.iteration)
         for step in self._drafted(made):
             yield step
-        if self.settings.verify_every_draft:
+        if self.settings.verify_every_draft or not self.task.has_verifier:  # without one: an echo is failed
             await self.run.verify(0)
         while not self.state.stopped:
             async for step in self._round():
@@ -156,7 +156,8 @@ class Refinement:
         if settings.feedback_mode == "none":
             return Feedback(text="", source="none")
         verifier = settings.verifier_mode
-        check = await run.verify(t) if verifier != "self" else None
+        # a task without a verifier is checked too: its echo of the request fails (incomplete.py)
+        check = await run.verify(t) if verifier != "self" or not self.task.has_verifier else None
         if verifier == "verifier":
             assert check is not None
             own = Feedback(text=check.text, done=check.passed, total=check.score, source="verifier", verification=check)

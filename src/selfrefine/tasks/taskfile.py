@@ -79,6 +79,9 @@ class TaskSpec(BaseModel):
     # the judge: a yes/no question, or {aspect: question}, ranking drafts the checks tie (engine/judge.py)
     judge: str | dict[str, str] | None = None
     best: dict[str, Any] | None = None  # what --preset best sets, measured on this task
+    # which drafts repeat the input instead of answering it (engine/incomplete.py): near (the
+    # default), exact (a word-for-word repeat only), off (a rewriting task)
+    echo: Literal["near", "exact", "off"] | None = None
 
 
 def load_task(path: str | Path) -> Task:
@@ -125,6 +128,7 @@ def task_from_spec(spec: TaskSpec) -> Task:
         verify=spec.checks,
         judge=spec.judge,
         best=spec.best,
+        echo=spec.echo,
     )
 
 
