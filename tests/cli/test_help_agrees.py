@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from selfrefine import SelfRefine, StopReason
 from selfrefine.backends import FakeBackend
 from selfrefine.cli.commands import cli
-from selfrefine.engine import strategy
+from selfrefine.engine.drafting import auto_rule as strategy
 
 CONCEPTS = "dog, frisbee, catch"
 

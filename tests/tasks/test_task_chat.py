@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from selfrefine import SelfRefine, StopReason
+from selfrefine.backends.base import chat_messages, flat_prompt
 from selfrefine.backends.fake import FakeBackend
 from selfrefine.core.errors import (
     ConfigError,
@@ -115,17 +116,96 @@ def test_input_size_limit(task):
 # --- prompts ----------------------------------------------------------------------------------
 
 
-def test_prompts_show_the_conversation_as_a_transcript(task):
-    plain = task.render("generate", task.prepare_input("Why is the sky blue?"))
-    assert plain.endswith(
-        "Conversation:\nUser: Why is the sky blue?\n\n"
-        "Reply with the Assistant's reply to the last User message.\nAnswer:"
-    )
+def test_critique_and_refinement_show_the_conversation_as_a_transcript(task):
     transcript = "System: Be brief.\n\nUser: Why?"
-    assert f"Conversation:\n{transcript}\n" in task.render("generate", transcript)
     feedback = task.render("feedback", transcript, draft="Because.")
     assert feedback.endswith(f"Conversation:\n{transcript}\nDraft reply: Because.\nFeedback:")
+    assert f"Conversation:\n{transcript}\n" in task.render("refine", transcript, draft="Because.", feedback="- f")
     assert task.declared.system and "last User message" in task.declared.system
+
+
+def test_the_conversation_parsed_back_into_messages(task):
+    """A prepared input (a plain request, a labelled transcript, JSON messages) is the
+    conversation draft 0 answers: each turn runs from its label to the next line that starts
+    with one, any case, over several lines; empty turns are left out."""
+    assert task.conversation(task.prepare_input("Why is the sky blue?")) == [
+        {"role": "user", "content": "Why is the sky blue?"}
+    ]
+    transcript = "system: Be brief.\nUSER: Hi\nsecond line: still the user\n\nAssistant:\n\nUser:   Tell me a joke. "
+    assert task.conversation(task.prepare_input(transcript)) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi\nsecond line: still the user"},
+        {"role": "user", "content": "Tell me a joke."},
+    ]
+    messages = [
+        {"role": "system", "content": "Answer in French."},
+        {"role": "user", "content": "Hi!\nUser: quoted, not a turn"},
+        {"role": "assistant", "content": "Bonjour !"},
+        {"role": "user", "content": "How are you?"},
+    ]
+    # JSON messages become a transcript (conversation_text) and come back as turns; a line of
+    # a message that starts with a role label would start a turn (a transcript cannot tell)
+    back = task.conversation(task.prepare_input(json.dumps(messages)))
+    assert [m["role"] for m in back] == ["system", "user", "user", "assistant", "user"]
+    assert task.conversation(json.dumps(messages)) == messages  # unprepared JSON: as it is
+    # "System:" alone is no transcript: the request as one user message
+    assert task.conversation("System: Linux. How do I list files?") == [
+        {"role": "user", "content": "System: Linux. How do I list files?"}
+    ]
+
+
+def test_draft_0_is_the_models_own_reply_to_the_users_messages():
+    """No transcript wrapper, no task system prompt: the generate request is the user's own
+    messages (system turn kept, history as turns), the prompt its last user message; the
+    critique still shows the transcript under the task's system prompt."""
+    messages = [
+        {"role": "system", "content": "You are a concise travel assistant."},
+        {"role": "user", "content": "I have three days in Lisbon."},
+        {"role": "assistant", "content": "Lovely! What do you enjoy most?"},
+        {"role": "user", "content": "Food. Give me a plan in three lines."},
+    ]
+    fake = FakeBackend({"generate": ["Day 1: Alfama\nDay 2: Belém\nDay 3: LX Factory"]}, default='{"issues": []}')
+    result = SelfRefine("chat", fake, max_iterations=1, record_prompts=True).run(json.dumps(messages))
+    derivation, generate, feedback = fake.requests  # the request's checks are derived first
+    assert derivation.purpose == "checks" and "Food. Give me a plan in three lines." in derivation.prompt
+    assert generate.role == "generate" and generate.system is None
+    assert chat_messages(generate) == messages and generate.prompt == messages[-1]["content"]
+    assert "Conversation:" not in flat_prompt(generate) and "Assistant's reply" not in flat_prompt(generate)
+    assert feedback.system == Chat().declared.system and "Conversation:\nSystem: You are a concise" in feedback.prompt
+    # the record shows the conversation that was sent
+    assert result.calls[1].prompt == flat_prompt(generate) and result.calls[1].prompt.endswith("Assistant:")
+    # one user message alone is sent as that message, no system message added
+    fake = FakeBackend(default="Paris.")
+    SelfRefine("chat", fake, max_iterations=0).run("Capital of France?")
+    assert chat_messages(fake.requests[1]) == [{"role": "user", "content": "Capital of France?"}]
+
+
+def test_samples_of_draft_0_send_the_same_messages_with_their_seeds():
+    replies = {"generate": lambda r: f"answer {r.seed}", "judge": lambda r: "Yes", "feedback": lambda r: "{}"}
+    fake = FakeBackend(default=lambda r: replies[r.role](r))
+    SelfRefine("chat", fake, samples=3, max_iterations=0).run("User: Hi\nAssistant: Hello!\nUser: Why?")
+    gens = [r for r in fake.requests if r.role == "generate"]
+    assert len(gens) == 3 and len({r.seed for r in gens}) == 3
+    assert all(chat_messages(r) == chat_messages(gens[0]) for r in gens)
+    assert [m["role"] for m in chat_messages(gens[0])] == ["user", "assistant", "user"]
+
+
+def test_a_preamble_and_a_repeated_cue_are_not_part_of_the_draft():
+    fake = FakeBackend(
+        {"generate": ['Sure! Here is the limerick about a cat that includes the word "moonlight":\nA cat.']},
+        default='{"issues": []}',
+    )
+    assert SelfRefine("chat", fake, max_iterations=0).run("A limerick about a cat, please.").output == "A cat."
+
+
+def test_an_echo_finding_joins_the_critics_issues(task):
+    from selfrefine.core.records import Verification
+
+    check = Verification(text="The draft repeats the request.", passed=False)
+    none = task.combine(parse(task, '{"issues": []}'), check, input="Q", draft="Q")
+    assert none.done is False and none.text == "- The draft repeats the request."
+    some = task.combine(parse(task, '{"issues": ["Too long."]}'), check, input="Q", draft="Q")
+    assert some.fields["issues"] == ["Too long.", "The draft repeats the request."] and some.source == "hybrid"
 
 
 def test_refine_prompt_shows_drafts_and_feedback_in_order_and_extends_byte_for_byte(task):
@@ -276,3 +356,37 @@ def test_chat_on_the_default_embedded_model(embedded):
     # constrained decoding: the critic's reply is the schema's JSON object
     reply = [c for c in result.calls if c.role == "feedback" and c.iteration == 0][-1].response
     assert isinstance(json.loads(reply)["issues"], list), reply
+
+
+@pytest.mark.integration
+def test_draft_0_is_what_the_plain_model_replies(embedded):
+    """One step on chat is exactly what llama-cpp-python's own ``create_chat_completion``
+    gives for the user's messages with the same seed and sampling: no prompt of the task."""
+    from llama_cpp import Llama
+
+    from selfrefine.core.seeds import attempt_seed
+
+    messages = [
+        {"role": "system", "content": "Answer in one short sentence."},
+        {"role": "user", "content": "Name a fruit."},
+        {"role": "assistant", "content": "An apple."},
+        {"role": "user", "content": "Name another one and say what colour it is."},
+    ]
+    result = SelfRefine("chat", embedded, max_iterations=0, max_tokens=40, seed=3).run(json.dumps(messages))
+    [call] = [c for c in result.calls if c.role == "generate"]
+    plain = Llama(
+        model_path=str(embedded.model_path),
+        n_ctx=1024,
+        n_threads=embedded.n_threads,
+        n_batch=embedded.n_batch,
+        n_ubatch=embedded.n_ubatch,
+        verbose=False,
+    )
+    try:
+        out = plain.create_chat_completion(
+            messages=messages, max_tokens=40, temperature=0.7, seed=attempt_seed(3, 1, 0), repeat_penalty=1.0
+        )
+    finally:
+        plain.close()
+    assert call.response == out["choices"][0]["message"]["content"]
+    assert call.prompt_tokens == out["usage"]["prompt_tokens"]

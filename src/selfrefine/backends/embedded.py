@@ -295,7 +295,9 @@ class LlamaCppBackend(Backend):
 
     def _prompt_tokens(self, llm: Any, request: CompletionRequest) -> tuple[list[int], list[str]]:
         """The chat prompt as the model's own GGUF chat template renders it, tokenized the
-        way ``create_chat_completion`` would; plus the stop strings (request + end of turn)."""
+        way ``create_chat_completion`` would (a conversation's own messages as they are: the
+        same tokens, so the same reply, as ``create_chat_completion`` on them); plus the stop
+        strings (request + end of turn). A model without a template gets the flat prompt."""
         formatter = self._formatter(llm)
         if formatter is None:  # a base model without a chat template: plain completion
             return llm.tokenize(flat_prompt(request).encode("utf-8"), add_bos=True, special=False), list(request.stop)

@@ -9,6 +9,9 @@ first; servers that only know the older ``{"type": "json_object", "schema": ...}
 (``llama_cpp.server``) refuse it (400/422, or a 500 naming response_format), and the
 backend then switches to that form for good.
 
+A conversation (a request's ``turns``) goes as its own chat messages; the completion API
+(``api=completion``) gets it as one transcript ending with ``Assistant:`` (:func:`~.base.flat_prompt`).
+
 Token probabilities: a request with ``top_logprobs=k`` sends ``logprobs=True,
 top_logprobs=k`` (chat) or ``logprobs=k`` (completion endpoint) and maps what comes back
 into :class:`~.base.TokenChoices`. A server that returns none answers with

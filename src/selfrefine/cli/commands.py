@@ -348,7 +348,7 @@ def _judge(spec: ModelSpec | None, the_task: Task, seed: int, cache: Any) -> Any
 def check_preset(task: Task, preset: str | None) -> None:
     """--preset best on a task that declares no best configuration: refused in flags (the
     library's own error names RefineConfig's fields)."""
-    if preset == "best" and task.best_preset is None:
+    if preset == "best" and task.declared.defaults.best is None:
         example = flags_of({"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"})
         raise ConfigError(
             f"--preset best is a task's measured best configuration, and task {task.name!r} declares none "

@@ -265,10 +265,10 @@ class RefineConfig(Later):
             api=True,
             help="fixed: the same number of samples every step (--samples; 1: the paper's loop); auto: spend "
             "--budget-tokens between samples per step and rounds by what the verifier sees (the first draft "
-            "in waves: 1, then doubling while the samples' scores spread, 2 first on an answer task; stop when "
-            "the verifier is satisfied; wider after echoes or rejections, deeper after an accepted refinement; "
-            "at most 8 drafts a step, or --samples K); or a strategy a package registers "
-            "(selfrefine.strategies).",
+            "starts with 1 sample, then doubles while the samples score differently; an answer task such as "
+            "gsm8k starts with 2 votes; stop when the verifier is satisfied; wider after echoes or rejections, "
+            "deeper after an accepted refinement; at most 8 drafts a step, or --samples K); or a strategy a "
+            "package registers (selfrefine.strategies).",
         ),
     ] = "fixed"
     # where drafts are ranked (several samples, select "verified", accept "not_worse") and the

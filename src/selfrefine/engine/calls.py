@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..backends.base import Backend, CompletionRequest, CompletionResponse, TextSink, nth_sample
+from ..backends.base import Backend, CompletionRequest, CompletionResponse, TextSink, nth_sample, shown_prompt
 from ..core.errors import BackendError, TransientBackendError
 from ..core.records import CallRecord, Role, StopReason
 from .settings import CallPolicy
@@ -143,7 +143,7 @@ class Caller:
         attempt = self.log.next_attempt(role, t, purpose)
         call = CallRecord(role=role, iteration=t, attempt=attempt, model=backend.name, purpose=purpose)
         if self.policy.record_prompts:
-            call.prompt = request.prompt
+            call.prompt = shown_prompt(request)  # a conversation whole
         self.log.calls.append(call)  # counted now, so the next record of this step numbers on
         return call
 

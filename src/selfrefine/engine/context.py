@@ -5,7 +5,12 @@ critique, the task's check.
 
 - an unparsable draft or feedback is re-requested at that step only (resampled with a new
   seed), never by restarting the example; after the retries the raw text is kept and the
-  feedback carries ``parse_error``.
+  feedback carries ``parse_error``;
+- a draft's first line that announces it ("Sure! Here is the limerick:") is dropped before
+  the task parses it (:mod:`.preamble`);
+- draft 0 of a task that answers a conversation as it is (``Task.conversation``: chat) is
+  asked with the conversation's own messages (:class:`Conversation`), through the model's
+  chat template, without the task's system prompt: what the plain model replies.
 """
 
 from __future__ import annotations
@@ -13,14 +18,16 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from functools import cached_property
 from typing import Any, TypeVar
 
-from ..backends.base import CompletionRequest
-from ..core.errors import ParseError
+from ..backends.base import CompletionRequest, Turn
+from ..core.errors import ParseError, TaskError
 from ..core.records import CallRecord, Candidate, Feedback, Role, Verification
 from ..core.seeds import attempt_seed
 from .calls import Caller
-from .incomplete import demoted
+from .incomplete import demoted, echo_check
+from .preamble import without_preamble
 from .run_checks import combined
 from .scoreboard import Scoreboard
 from .settings import Settings
@@ -29,6 +36,29 @@ from .task import Task
 from .verify_threads import verify_in_thread
 
 T = TypeVar("T")
+
+
+class Conversation(str):
+    """Draft 0's prompt where the task answers a conversation as it is: as a str, the
+    ``generate`` template's prompt (what a drafter passes on and a budget prices); its
+    ``turns`` and ``last`` (the last user message) are what the request sends."""
+
+    turns: list[Turn]
+    last: str
+
+    @classmethod
+    def of(cls, text: str, messages: list[dict[str, str]]) -> Conversation:
+        """``messages`` (``{"role", "content"}``, the last a user message) behind ``text``; a
+        TaskError names a conversation that cannot be sent."""
+        try:
+            turns = [Turn.model_validate(m) for m in messages]
+        except ValueError as exc:
+            raise TaskError(f"Task.conversation gave a message that is not {{'role', 'content'}}: {exc}") from None
+        if not turns or turns[-1].role != "user":
+            raise TaskError("Task.conversation must end with a user message, the one draft 0 answers")
+        prompt = cls(text)
+        prompt.turns, prompt.last = turns[:-1], turns[-1].content
+        return prompt
 
 
 class RunContext:
@@ -47,6 +77,20 @@ class RunContext:
         """The task's template rendered for this run's input, in a thread: a task file's
         template is bounded (template_bounds.py), and its work never holds the event loop."""
         return await asyncio.to_thread(self.task.render, template, self.state.input, **variables)
+
+    async def first_prompt(self) -> str:
+        """Draft 0's prompt: the ``generate`` template's, or the task's conversation (a
+        :class:`Conversation`) where the task answers one as it is."""
+        text = await self.render("generate")
+        messages = self.task.conversation(self.state.input)
+        return text if messages is None else Conversation.of(text, messages)
+
+    @cached_property
+    def asked(self) -> str:
+        """What the input asks, as an echo is measured against it: the conversation's last
+        user message, or the input."""
+        messages = self.task.conversation(self.state.input)
+        return messages[-1]["content"] if messages else self.state.input
 
     async def refine_prompt(self) -> str:
         """The prompt that refines the current draft with its feedback and the history."""
@@ -68,10 +112,12 @@ class RunContext:
         temperature = requests.temperature[role]
         if attempt > 1:
             temperature = max(temperature, 0.7)
+        asked = {"prompt": prompt, "system": self.task.declared.system}
+        if isinstance(prompt, Conversation):  # the conversation as it is, with no system prompt of ours
+            asked = {"prompt": prompt.last, "turns": prompt.turns}
         return CompletionRequest(
             role=role,
-            prompt=prompt,
-            system=self.task.declared.system,
+            **asked,
             max_tokens=requests.max_tokens[role],
             temperature=temperature,
             seed=attempt_seed(requests.seed, attempt, reseed),
@@ -88,7 +134,7 @@ class RunContext:
         of the same draft is a new sample (0 keeps the paper's seeds)."""
         state = self.state
         reseed = state.rejections() if role == "refine" else 0  # a retried refinement is a new sample
-        draft, call, error = await self.parsed_call(role, t, prompt, None, self.task.parse_draft, reseed, stream=True)
+        draft, call, error = await self.parsed_call(role, t, prompt, None, self.parse_draft, reseed, stream=True)
         if error is None:
             return draft, call
         return raw_reply(call) or (state.parent().draft if state.iterations else ""), call
@@ -139,6 +185,12 @@ class RunContext:
                 self.state.log.failed(call, f"parse: {error}")  # an unusable reply is a failed attempt
         return None, call, error
 
+    def parse_draft(self, text: str, way: str | None = None) -> str:
+        """A reply as a draft: its preamble dropped (:mod:`.preamble`), then parsed by the task
+        (as written its ``way``, where the run's ways drew it)."""
+        text = without_preamble(text)
+        return self.task.parse_draft(text) if way is None else self.task.parse_way(way, text)
+
     # -- checks ----------------------------------------------------------------------------
 
     @property
@@ -164,12 +216,14 @@ class RunContext:
     async def checked(self, draft: str, finish_reason: str | None) -> Verification | None:
         """The code's check of a draft: the task's verifier (in a thread of its own, within the
         run's time budget: :mod:`.verify_threads`) and the run's own checks (:mod:`.run_checks`),
-        demoted when its reply was cut off."""
+        demoted when its reply was cut off, failed when it echoes the request
+        (:func:`~.incomplete.echo_check`, by the task's ``echo``)."""
         budget = self.settings.calls.max_seconds
         own = await verify_in_thread(self.task, self.state.input, draft, budget, self.state.log)
         checks = self.state.checks
         requested = await asyncio.to_thread(checks.verify, draft) if checks.all else None
-        return demoted(combined(own, requested), finish_reason)
+        check = demoted(combined(own, requested), finish_reason)
+        return echo_check(check, draft, self.asked, self.task.declared.defaults.echo)
 
 
 def whole_sentences(reply: str, schema: dict[str, Any] | None) -> str:

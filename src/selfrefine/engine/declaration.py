@@ -90,6 +90,13 @@ class TaskDefaults(BaseModel):
     # the verifier mode a run uses unless it sets one (None: RefineConfig's, "self"); where
     # the task ranks by checks it has, "hybrid" puts their findings beside the critic's issues
     verifier_mode: Literal["self", "verifier", "hybrid"] | None = None
+    # which drafts repeat the input instead of answering it, failed by the engine's check
+    # (engine/incomplete.py ``echoes``): "near", a generative task's (every task unless it
+    # says otherwise): the input repeated, or nearly; "exact": only a word-for-word repeat
+    # (chat, whose requests may ask to rewrite a text they hold); "off": a rewriting task's
+    # (sentiment, toxicity, readability, codeopt), whose answer may rightly stay close to its
+    # input, and whose own checks measure what it changed
+    echo: Literal["near", "exact", "off"] = "near"
 
     @field_validator("temperature", "max_tokens", mode="before")
     @classmethod
@@ -145,6 +152,20 @@ class Sources:
     default_ways: tuple[str, ...] | None
     defaults: TaskDefaults
     capabilities: Capabilities
+
+    @classmethod
+    def of(cls, task: Any, name: str) -> Sources:
+        """The declarations of task class ``task`` (a :class:`~.task.Task`), for a task named ``name``."""
+        return cls(
+            name=name,
+            prompt_dir=task.prompt_dir,
+            extra_variables=task.extra_variables,
+            judge_aspects=task.judge_aspects,
+            ways=task.ways,
+            default_ways=task.default_ways,
+            defaults=task.defaults,
+            capabilities=task.capabilities,
+        )
 
 
 @dataclass(frozen=True)

@@ -4,23 +4,30 @@ replaces the draft it refined.
 A draft ranks by its verifier score (the code checks), then by the task's judge (where it was
 asked: :mod:`.judge`), then by the critic: done before not done, then the critic's score.
 A missing score of any kind ranks lowest, everywhere (a step's best sample, the returned
-draft, whether a refinement fell below its parent). Among equals, the earlier draft wins: a
-refinement that adds nothing measurable never replaces what it refined, and judged scores
-closer than ``MARGIN`` are equal when a refinement meets its parent. The reference answer
-never enters.
+draft, whether a refinement fell below its parent); lower still, a draft whose check failed
+it without a score (an echo of the request on a task without a verifier: :mod:`.incomplete`).
+Among equals, the earlier draft wins: a refinement that adds nothing measurable never
+replaces what it refined, and judged scores closer than ``MARGIN`` are equal when a
+refinement meets its parent. The reference answer never enters.
 """
 
 from __future__ import annotations
 
+import sys
+
 from ..core.records import Feedback, Iteration, Verification
 
 LOWEST = float("-inf")
+UNSCORED = -sys.float_info.max  # a draft without a verifier score: below every scored draft
 MARGIN = 0.05  # judged scores closer than this are a tie between a refinement and its parent
 
 
 def score(check: Verification | None) -> float:
-    """A verifier score; a missing one ranks lowest."""
-    return check.score if check is not None and check.score is not None else LOWEST
+    """A verifier score; a missing one ranks below every score, and a check that failed the
+    draft without scoring it lower still (:data:`LOWEST`)."""
+    if check is None or check.score is None:
+        return LOWEST if check is not None and check.passed is False else UNSCORED
+    return check.score
 
 
 def judged(check: Verification | None) -> float:

@@ -93,13 +93,13 @@ class Refinement:
         checks = await run_checks(self.run, self.memo)  # before the first draft: drafts are checked by them
         if checks is not None:
             yield checks
-        prompt = await self.run.render("generate")
+        prompt = await self.run.first_prompt()
         self.state.first_prompt_chars = len(prompt)  # what the auto strategy prices a prompt's tokens by
         made = await self.drafter.first(self.run, prompt)
         self.state.iterations.append(made.iteration)
         for step in self._drafted(made):
             yield step
-        if self.settings.verify_every_draft:
+        if self.settings.verify_every_draft or not self.task.has_verifier:  # without one: an echo is failed
             await self.run.verify(0)
         while not self.state.stopped:
             async for step in self._round():
@@ -169,7 +169,8 @@ class Refinement:
         if settings.feedback_mode == "none":
             return Feedback(text="", source="none")
         verifier = settings.verifier_mode
-        check = await run.verify(t) if verifier != "self" else None
+        # a task without a verifier is checked too: its echo of the request fails (incomplete.py)
+        check = await run.verify(t) if verifier != "self" or not self.task.has_verifier else None
         if verifier == "verifier":
             if check is None:  # checks of the run's own, and none applies (none was derived)
                 return Feedback(text="no check applies to this draft", done=True, source="verifier")

@@ -150,22 +150,9 @@ class Task:
             raise TaskError("a task needs a name")
         self.description = description if description is not None else type(self).description
         given = dict(generate=generate, feedback=feedback, refine=refine, refine_nofeedback=refine_nofeedback)
-        self.declared = Declaration.compile(self._sources(), given, judge, defaults)
+        self.declared = Declaration.compile(Sources.of(type(self), self.name), given, judge, defaults)
         if verify is not None:
             self.declared = self._verified(verify)
-
-    def _sources(self) -> Sources:
-        cls = type(self)
-        return Sources(
-            name=self.name,
-            prompt_dir=cls.prompt_dir,
-            extra_variables=cls.extra_variables,
-            judge_aspects=cls.judge_aspects,
-            ways=cls.ways,
-            default_ways=cls.default_ways,
-            defaults=cls.defaults,
-            capabilities=cls.capabilities,
-        )
 
     # --- hooks ----------------------------------------------------------------------------
 
@@ -183,6 +170,13 @@ class Task:
     def context(self, input: str) -> dict[str, Any]:
         """Extra template variables derived from the input (see ``extra_variables``)."""
         return {}
+
+    def conversation(self, input: str) -> list[dict[str, str]] | None:
+        """The conversation the first draft answers as it is, as chat messages
+        (``{"role", "content"}``, the last a user message): sent through the model's own chat
+        template with no prompt of the task around it, so draft 0 is what the plain model
+        replies (chat). None (the default): draft 0 answers the ``generate`` template's prompt."""
+        return None
 
     def parse_draft(self, text: str) -> str:
         """Turn raw generator/refiner output into a draft; raise DraftParseError if unusable."""

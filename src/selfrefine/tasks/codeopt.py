@@ -156,6 +156,7 @@ class CodeOpt(Task):
             "refine": ["\n# optimized version", "\n# slower version", "\n# why is it slow", "\n###"],
         },
         best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
+        echo="off",  # a rewrite may rightly stay close to its input (engine/incomplete.py)
     )
     capabilities = Capabilities(verifier=True, runs_code=True)
     judge_aspects = ("same",)

@@ -91,6 +91,9 @@ class TaskSpec(BaseModel):
     # the judge: a yes/no question, or {aspect: question}, ranking drafts the checks tie (engine/judge.py)
     judge: str | dict[str, str] | None = None
     best: dict[str, Any] | None = None  # what --preset best sets, measured on this task
+    # which drafts repeat the input instead of answering it (engine/incomplete.py): near (the
+    # default), exact (a word-for-word repeat only), off (a rewriting task)
+    echo: Literal["near", "exact", "off"] | None = None
 
 
 def load_task(path: str | Path) -> Task:
@@ -151,6 +154,7 @@ def task_from_spec(spec: TaskSpec) -> Task:
         judge=spec.judge,
         best=spec.best,
         derive_checks=spec.derive_checks,
+        echo=spec.echo,
     )
 
 
