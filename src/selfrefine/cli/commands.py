@@ -392,9 +392,9 @@ def tasks(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table("task", "description", "stop rule", "metric", title="built-in tasks")
+    table = Table("task", "description", "stop rule", "metric", "default loop", "--preset best", title="built-in tasks")
     for row in rows:
-        table.add_row(row["name"], row["description"], row["stop"], row["metric"])
+        table.add_row(row["name"], row["description"], row["stop"], row["metric"], row["default"], row["best"])
     Console().print(table)
     click.echo("Any other task: give the path of a YAML task file (see README).")
 

@@ -232,6 +232,26 @@ class Declaration:
     def stop_sequences(self) -> dict[str, list[str]]:
         return {role: list(self.defaults.stop_sequences.get(role, ())) for role in REQUIRED_ROLES}
 
+    def default_text(self) -> str:
+        """The loop a run gets without options, in words."""
+        d = self.defaults
+        rounds = f"{d.max_iterations} rounds" if d.max_iterations is not None else "4 rounds"
+        parts = [f"one draft a step, {rounds}, select {d.select}, history {d.history}"]
+        if d.derive_checks:
+            parts.append("checks derived from the request")
+        if d.verifier_mode not in (None, "self"):
+            parts.append(f"{d.verifier_mode} feedback")
+        return "; ".join(parts)
+
+    def best_text(self) -> str:
+        """What ``--preset best`` runs, as run options (none: it is refused)."""
+        best = self.defaults.best
+        if best is None:
+            return "none measured (refused)"
+        if not best:
+            return "the paper's loop"
+        return ", ".join(f"{k}={v}" for k, v in best.items())
+
     def stop_text(self) -> str:
         """The task's own stop rules in words (``selfrefine tasks``)."""
         parts = []

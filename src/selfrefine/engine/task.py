@@ -292,11 +292,15 @@ class Task:
         return found.render(context).strip()
 
     def summary(self) -> dict[str, str]:
+        """The task in words: what it does, when it stops, how it is measured, the loop it runs
+        by default and what ``--preset best`` runs (the configuration measured best on it)."""
         return {
             "name": self.name,
             "description": self.description,
             "stop": self.stop_description or self.declared.stop_text(),
             "metric": self.metric_name or "-",
+            "default": self.declared.default_text(),
+            "best": self.declared.best_text(),
         }
 
     def __repr__(self) -> str:
