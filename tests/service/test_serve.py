@@ -740,13 +740,8 @@ def test_serve_command_answers_the_sdk():
 
 
 @pytest.mark.integration
-def test_embedded_model_end_to_end(serve):
-    from conftest import require_embedded
-
-    from selfrefine.backends.registry import get_backend
-
-    require_embedded()
-    served = serve(get_backend("embedded", n_ctx=2048))
+def test_embedded_model_end_to_end(serve, embedded):
+    served = serve(embedded)  # the session's loaded default model (conftest)
     reply = served.client(timeout=600).chat.completions.create(
         model=COMMONGEN,
         messages=user("dog, frisbee, catch"),
