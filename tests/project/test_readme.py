@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, require_embedded
+from conftest import ROOT
 
 from selfrefine import FakeBackend, RunResult, StopReason
 from selfrefine.backends import registry
@@ -142,8 +142,8 @@ def test_python_block_runs_as_written_on_the_fake_model(index, embedded_is_fake,
 
 @pytest.mark.integration
 @pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[where for where, _ in BLOCKS])
-def test_python_block_runs_as_written_on_the_default_model(index, readme_server, capsys):
-    require_embedded()
+def test_python_block_runs_as_written_on_the_default_model(index, embedded_by_name, readme_server, capsys):
+    # "embedded" is the session's loaded default model (conftest): one load for the five blocks
     where, code = BLOCKS[index]
     namespace = run_block(where, code)
     check_block(index, namespace, capsys.readouterr().out)

@@ -252,6 +252,8 @@ def selfrefine_serve(tmp_path: Path) -> Iterator[str]:
 
 def test_llm_shows_the_refinement_with_think(selfrefine_serve, tmp_path):
     pytest.importorskip("llm", reason="simonw's llm is in the test extra")
+    from llm.cli import cli as llm
+
     home = tmp_path / "llm"
     home.mkdir()
     (home / "extra-openai-models.yaml").write_text(
@@ -259,12 +261,12 @@ def test_llm_shows_the_refinement_with_think(selfrefine_serve, tmp_path):
         "  can_stream: true\n",
         encoding="utf-8",
     )
-    env = {**os.environ, "LLM_USER_PATH": str(home), "OPENAI_API_KEY": ""}
-    llm = str(Path(sys.executable).with_name("llm"))
+    env = {"LLM_USER_PATH": str(home), "OPENAI_API_KEY": ""}
 
     def run(*args: str) -> str:
-        done = subprocess.run([llm, *args], env=env, capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
+        # llm's own command line, in this process (its imports once, not per command)
+        done = CliRunner().invoke(llm, list(args), env=env, catch_exceptions=False)
+        assert done.exit_code == 0, done.output
         return done.stdout
 
     for flags in ([], ["--no-stream"]):
