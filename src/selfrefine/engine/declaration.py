@@ -17,6 +17,7 @@ validated, so a mistake in a task fails when it is loaded, and a run only reads.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -144,6 +145,7 @@ class Capabilities(BaseModel):
 class Sources:
     """What a task class declares as class variables, read once by :meth:`Declaration.compile`."""
 
+    name_key: tuple[str, str]  # the class and the task's name: what a compiled declaration is kept under
     name: str
     prompt_dir: str | None
     extra_variables: frozenset[str]
@@ -157,6 +159,7 @@ class Sources:
     def of(cls, task: Any, name: str) -> Sources:
         """The declarations of task class ``task`` (a :class:`~.task.Task`), for a task named ``name``."""
         return cls(
+            name_key=(f"{task.__module__}.{task.__qualname__}", name),
             name=name,
             prompt_dir=task.prompt_dir,
             extra_variables=task.extra_variables,
@@ -166,6 +169,11 @@ class Sources:
             defaults=task.defaults,
             capabilities=task.capabilities,
         )
+
+
+# compiled declarations of task classes by (class, name), with the sources they were compiled from
+_COMPILED: dict[tuple[str, str], tuple[Sources, Declaration]] = {}
+_COMPILED_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -210,6 +218,28 @@ class Declaration:
             score_pattern=score_pattern,
             stop_matches=stop_matches,
         )
+
+    @classmethod
+    def of(
+        cls,
+        sources: Sources,
+        given: Mapping[str, str | None],
+        judge: str | Mapping[str, str] | None,
+        overrides: Mapping[str, Any],
+    ) -> Declaration:
+        """:meth:`compile`, once per task class and name where nothing is given beyond its
+        class's declarations (a built-in made again per engine shares its compiled templates:
+        a declaration is never changed, only replaced)."""
+        if any(v is not None for v in given.values()) or judge is not None or overrides:
+            return cls.compile(sources, given, judge, overrides)
+        with _COMPILED_LOCK:
+            found = _COMPILED.get(sources.name_key)
+        if found is not None and found[0] == sources:
+            return found[1]
+        declared = cls.compile(sources, given, judge, overrides)
+        with _COMPILED_LOCK:
+            _COMPILED[sources.name_key] = (sources, declared)
+        return declared
 
     def with_verifier(self, verify: Verifier | Checks | Mapping[str, Any]) -> Declaration:
         """This declaration checked by ``verify`` (a function, or checks as data)."""

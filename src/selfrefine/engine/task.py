@@ -150,7 +150,7 @@ class Task:
             raise TaskError("a task needs a name")
         self.description = description if description is not None else type(self).description
         given = dict(generate=generate, feedback=feedback, refine=refine, refine_nofeedback=refine_nofeedback)
-        self.declared = Declaration.compile(Sources.of(type(self), self.name), given, judge, defaults)
+        self.declared = Declaration.of(Sources.of(type(self), self.name), given, judge, defaults)
         if verify is not None:
             self.declared = self._verified(verify)
 

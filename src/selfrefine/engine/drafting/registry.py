@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import importlib.metadata
 
+from ...core.entrypoints import entry_points
 from ...core.errors import ConfigError
 from .base import Strategy
 
@@ -18,7 +19,7 @@ STRATEGIES_GROUP = "selfrefine.strategies"
 
 def strategy_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
     """Every registered strategy by name (nothing is imported until one is used)."""
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=STRATEGIES_GROUP)}
+    return entry_points(STRATEGIES_GROUP)
 
 
 def strategy_names() -> tuple[str, ...]:
