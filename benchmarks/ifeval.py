@@ -142,18 +142,21 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def sources(row: dict[str, Any], derived: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """A row's checks by who read them: code from the wording, the model (its grounded list,
-    re-read from its reply), and both as the run used them."""
-    from selfrefine.engine.derivation import _parse, grounded
+    re-read from its recorded reply), and both as the derivation joins them (the code's check
+    stands where both state one of the same thing), all with today's rules."""
+    from selfrefine.engine.derivation import _parse, _subject, grounded
     from selfrefine.engine.instructions import parse_checks
     from selfrefine.engine.instructions.phrases import stated
 
-    code = [c.model_dump(mode="json") for c in parse_checks(stated(row["prompt"]))]
+    code = parse_checks(stated(row["prompt"]))
     try:
         listed = _parse(derived.get("reply") or "")
     except Exception:
         listed = []
-    model = [c.model_dump(mode="json") for c in listed if grounded(c, row["prompt"].lower())]
-    return {"code": code, "model": model, "both": derived["checks"]}
+    model = [c for c in listed if grounded(c, row["prompt"].lower())]
+    both = [*code, *(c for c in model if _subject(c) not in {_subject(r) for r in code})]
+    dump = lambda checks: [c.model_dump(mode="json") for c in checks]  # noqa: E731
+    return {"code": dump(code), "model": dump(model), "both": dump(both)}
 
 
 def derivation_quality(part: str, out: Path, source: str = "both") -> dict[str, Any]:

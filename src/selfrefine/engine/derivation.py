@@ -178,14 +178,13 @@ def grounded(check: Instruction, request: str) -> bool:
     if kind == "paragraph_start":
         return _says_number(text, data["nth"]) and _says(text, data["word"]) and "paragraph" in text
     if kind in ("keywords", "forbidden_words"):
-        cues = ASKS_FOR_WORDS if kind == "keywords" else FORBIDS_WORDS
-        return all(_says(text, w) for w in data["words"]) and any(c in text for c in cues)
+        return all(_asked_word(text, w, forbidden=kind == "forbidden_words") for w in data["words"])
     if kind == "word_frequency":
         return _says(text, data["word"])
     if kind == "letter_frequency":
         return re.search(rf"\b{re.escape(data['letter'].lower())}\b", text) is not None and "letter" in text
     if kind == "forbidden_chars":
-        return all(c in text or (c == "," and "comma" in text) for c in data["chars"])
+        return all(_forbidden_char(text, c) for c in data["chars"])
     if kind == "case":
         return any(w in text for w in (("lower",) if data["letters"] == "lower" else ("upper", "capital", "caps")))
     if kind in ("starts_with", "ends_with"):
@@ -194,7 +193,39 @@ def grounded(check: Instruction, request: str) -> bool:
         return all(_says(text, o) for o in data["options"])
     if kind == "language":
         return isinstance(check, Language) and LANGUAGES[check.code].lower().split()[0] in text
-    return any(w in text for w in KIND_WORDS.get(kind, (kind,)))
+    return any(_names(text, w) for w in KIND_WORDS.get(kind, (kind,)))
+
+
+def _names(text: str, word: str) -> bool:
+    """Whether ``text`` names ``word``: as a word of its own where it is one ("caps", not "capsule")."""
+    if not word.isalnum():
+        return word in text
+    return re.search(rf"\b{re.escape(word)}", text) is not None
+
+
+def _asked_word(text: str, word: str, *, forbidden: bool) -> bool:
+    """Whether the request asks for ``word`` in the reply (or forbids it): quoted, or said
+    within a few words after a cue that asks (forbids) — a topic's own words are no instruction."""
+    said = " ".join(text.split())
+    word = " ".join(word.lower().split())
+    for m in re.finditer(re.escape(word), said):
+        before = said[max(0, m.start() - 60) : m.start()]
+        quoted = m.start() > 0 and said[m.start() - 1] in "\"'“‘"
+        cue = any(c in before for c in (FORBIDS_WORDS if forbidden else ASKS_FOR_WORDS))
+        denied = any(c in before for c in FORBIDS_WORDS)
+        if (cue or quoted) and denied == forbidden:
+            return True
+    return False
+
+
+def _forbidden_char(text: str, char: str) -> bool:
+    """Whether the request forbids ``char`` (a comma by name): said after a negation."""
+    names = ("comma", ",") if char == "," else (char,)
+    for name in names:
+        for m in re.finditer(re.escape(name), text):
+            if any(c in text[max(0, m.start() - 60) : m.start()] for c in (*FORBIDS_WORDS, "no ", "free of")):
+                return True
+    return False
 
 
 def _says(text: str, phrase: str) -> bool:
