@@ -229,6 +229,107 @@ def run_config(name: str, part: str, out: Path, cache: Path, limit: int | None) 
               f"{u.prompt_tokens + u.completion_tokens} tok {time.monotonic() - started:.0f}s", flush=True)  # fmt: skip
 
 
+# -- the report ---------------------------------------------------------------------------------
+
+DOC, SUMMARY = ROOT / "docs" / "ifeval.md", ROOT / "docs" / "ifeval_summary.json"
+LOOKED_AT = {322, 3743, 3186, 3063, 2563, 32, 2314, 3041, 1107}  # report rows read while fixing the grounding
+
+
+def load(name: str, part: str, out: Path) -> dict[int, dict[str, Any]]:
+    path = out / f"{name}-{part}.jsonl"
+    if not path.exists():
+        return {}
+    return {json.loads(x)["key"]: json.loads(x) for x in path.read_text().splitlines() if x.strip()}
+
+
+def accuracy(rows: list[dict[str, Any]], which: str, mode: str) -> tuple[list[float], list[float]]:
+    """Per prompt: all instructions followed (prompt level), and the share followed (instruction level)."""
+    prompt = [float(all(r[which][mode])) for r in rows]
+    instruction = [sum(r[which][mode]) / len(r[which][mode]) for r in rows]
+    return prompt, instruction
+
+
+def config_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
+    """Each configuration against one step on the prompts both ran: accuracies with intervals,
+    the paired difference, tokens and seconds per prompt."""
+    from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff
+
+    base = load("one-step", part, out)
+    lines = [
+        "| configuration | prompts | prompt strict | Δ vs one step [95%] | prompt loose | instruction strict | "
+        "draft 0 prompt strict | tokens/prompt | s/prompt |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    summary: dict[str, Any] = {}
+    for name in CONFIGS:
+        got = load(name, part, out)
+        keys = [k for k in got if k in base]
+        if not keys:
+            continue
+        rows_ = [got[k] for k in keys]
+        strict, inst = accuracy(rows_, "returned", "strict")
+        loose, _ = accuracy(rows_, "returned", "loose")
+        first, _ = accuracy(rows_, "draft0", "strict")
+        one, _ = accuracy([base[k] for k in keys], "returned", "strict")
+        diff = paired_bootstrap_diff(one, strict)
+        m, ml, mi, mf = (bootstrap_mean(x) for x in (strict, loose, inst, first))
+        tokens = sum(r["tokens"] for r in rows_) / len(rows_)
+        seconds = sum(r["seconds"] for r in rows_) / len(rows_)
+        lines.append(
+            f"| {name} | {len(keys)} | {_iv(m)} | {_iv(diff, signed=True)} | {_iv(ml)} | {_iv(mi)} | {_iv(mf)} | "
+            f"{tokens:.0f} | {seconds:.0f} |"
+        )
+        summary[name] = {"prompts": len(keys), "prompt_strict": m.mean if m else None,
+                         "delta_vs_one_step": diff.mean if diff else None, "tokens": round(tokens), "seconds": round(seconds)}  # fmt: skip
+    return lines, summary
+
+
+def _iv(x: Any, signed: bool = False) -> str:
+    if x is None:
+        return "-"
+    f = "{:+.3f}" if signed else "{:.3f}"
+    return f"{f.format(x.mean)} [{f.format(x.low)}, {f.format(x.high)}]"
+
+
+def quality_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
+    lines = ["| checks from | rows | type precision | type recall | argument precision | argument recall |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    summary: dict[str, Any] = {}
+    for source in ("code", "model", "both"):
+        q = derivation_quality(part, out, source)
+        t, a = q["types"], q["arguments"]
+        lines.append(
+            f"| {source} | {q['rows']} | {t['precision']} | {t['recall']} | {a['precision']} | {a['recall']} |"
+        )
+        summary[source] = q
+    return lines, summary
+
+
+def report(out: Path) -> None:
+    quality, qsum = quality_table("report", out) if (out / "derive-report.jsonl").exists() else ([], {})
+    configs, csum = config_table("report", out)
+    text = "\n".join(
+        [
+            "# IFEval on the chat task (default model)",
+            "",
+            "Written by `.venv/bin/python benchmarks/ifeval.py --report` from the rows under `benchmarks/runs/ifeval/`",
+            f"(report rows: {REPORT} prompts after the {TUNE} tuning rows, seed {SEED}; the official verifiers).",
+            "",
+            "## Checks derived from the request",
+            "",
+            *quality,
+            "",
+            "## Configurations",
+            "",
+            *configs,
+            "",
+        ]
+    )
+    DOC.write_text(text + "\n", encoding="utf-8")
+    SUMMARY.write_text(json.dumps({"derivation": qsum, "configurations": csum}, indent=1) + "\n", encoding="utf-8")
+    print(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--part", choices=("derive", "run"))
@@ -238,6 +339,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--cache", type=Path, default=None, help="the response cache (default: OUT/cache.sqlite)")
     ap.add_argument("--quality", action="store_true", help="print the derivation's precision and recall")
+    ap.add_argument("--report", action="store_true", help="write docs/ifeval.md and docs/ifeval_summary.json")
     args = ap.parse_args()
     cache = args.cache or args.out / "cache.sqlite"
     if args.part == "derive":
@@ -246,6 +348,8 @@ def main() -> None:
         if args.config is None:
             ap.error("--part run needs --config")
         run_config(args.config, args.rows, args.out, cache, args.limit)
+    if args.report:
+        report(args.out)
     if args.quality:
         quality = {s: derivation_quality(args.rows, args.out, s) for s in ("code", "model", "both")}
         print(json.dumps(quality, indent=1))

@@ -767,3 +767,24 @@ def wait_until_serving(proc: subprocess.Popen, port: int, timeout: float = 60) -
         assert proc.poll() is None, proc.stdout.read()
         assert time.monotonic() < deadline, "selfrefine serve did not start"
         time.sleep(0.2)
+
+
+def test_samples_stream_as_they_come_not_after_the_step(serve):
+    # issue 39, item 14: a best of 3 sent nothing until all three samples ended; now each
+    # sample is sent as reasoning as it ends, the first well before the step does
+    served = serve(writer(latency=0.4))  # each call 0.4 s: three first drafts 1.2 s, then the rest
+    start = time.monotonic()
+    stream = served.client().chat.completions.create(
+        model=COMMONGEN, messages=user("dog, ball, park"), stream=True, extra_body={"selfrefine": {"samples": 3}}
+    )
+    arrivals = [(time.monotonic() - start, c) for c in stream]
+    thinking = [
+        (t, c.choices[0].delta.reasoning_content)
+        for t, c in arrivals
+        if c.choices and getattr(c.choices[0].delta, "reasoning_content", None)
+    ]
+    said = "".join(text for _, text in thinking)
+    assert all(f"Draft 0 (first answer), sample {k}" in said for k in (1, 2, 3)), said[:400]
+    first_sample = next(t for t, text in thinking if "sample 1" in text)
+    whole_step = next(t for t, text in thinking if "best of 3 samples" in text)
+    assert first_sample < whole_step - 0.3  # the first sample is out while the others are written
