@@ -50,7 +50,10 @@ def test_each_flag_is_its_options_declaration():
     declared = {name: offer for name, offer in offers().items() if offer.flags}
     assert list(flags) == list(declared)  # in the declarations' order, none besides
     for name, offer in declared.items():
-        assert tuple(flags[name].opts) == offer.flags and flags[name].help == offer.help, name
+        opts = flags[name].opts
+        if flags[name].secondary_opts:  # click splits "--x/--no-x" into opts and secondary_opts
+            opts = ["/".join([*opts, *flags[name].secondary_opts])]
+        assert tuple(opts) == offer.flags and flags[name].help == offer.help, name
     assert set(RefineConfig.model_fields) - set(declared) == {  # the library's (and eval's) alone
         "stop_on_feedback", "stop_on_no_change", "parse_retries", "backend_retries", "retry_base_delay",
         "retry_max_delay", "record_prompts",

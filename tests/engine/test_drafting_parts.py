@@ -28,7 +28,9 @@ class StubCaller:
     def __init__(self, log: CallLog, replies: list[str]) -> None:
         self.log, self.replies, self.requests = log, list(replies), []
 
-    async def call(self, role, t, request: CompletionRequest, samples: int = 1, *, stream: bool = False, purpose=None):
+    async def call(
+        self, role, t, request: CompletionRequest, samples: int = 1, *, stream=False, purpose=None, sample=0
+    ):
         out = []
         for _ in range(samples):
             self.requests.append(request)

@@ -39,7 +39,9 @@ def test_a_follow_up_prompt_has_no_think_trace(serve):
             {"role": "assistant", "content": assistant},
             {"role": "user", "content": FOLLOW_UP},
         ]
-        reply = client.chat.completions.create(model="selfrefine/chat", messages=messages)
+        # derivation off: its memo would skip the second follow-up's derivation call and its tokens
+        options = {"selfrefine": {"derive_checks": False}}
+        reply = client.chat.completions.create(model="selfrefine/chat", messages=messages, extra_body=options)
         return reply.usage.prompt_tokens
 
     with_trace = follow_up(shown)  # what `llm -c` sends: the content as it was shown

@@ -271,6 +271,7 @@ def test_llm_shows_the_refinement_with_think(selfrefine_serve, tmp_path):
 
     for flags in ([], ["--no-stream"]):
         shown = run("-m", "selfrefine-chat", *flags, "Say hello to a dog.")
+        # no checks stated, none shown: the trace opens with the first draft, streamed or not
         assert shown.startswith("<think>\n### Draft 0 (first answer)\nA dog catches a ball in the park."), shown
         assert "### Feedback on draft 0" in shown and "→ stop" in shown
         assert shown.rstrip().endswith("</think>\n\nA dog catches a ball in the park."), shown

@@ -147,6 +147,8 @@ def usage_of(result: RunResult) -> UsageOut:
 def reasoning_text(step: Step) -> str | None:
     """A step as the 'thinking' a chat UI shows; None for steps that are not shown."""
     if isinstance(step, ChecksStep):
+        if not step.checks and not step.note:  # nothing to check and nothing to say: as a whole reply shows it
+            return None
         said = "\n".join(f"- {c.says} ({c.source})" for c in step.checks) or "- none: no instruction code can check"
         note = f"\n({step.note})" if step.note else ""
         return f"### Checks of every draft\n{said}{note}\n\n"

@@ -43,10 +43,10 @@ Every problem is reported as one message naming the file and the key.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
 from ..core.errors import TaskError, TaskFileError
 from ..engine.checks import Checks
@@ -63,6 +63,15 @@ class StopSpec(BaseModel):
     contains: str | list[str] | None = None  # whole words, never negated ("not done" is no stop)
     matches: str | list[str] | None = None  # regular expressions, taken as written
     score_at_least: float | None = None
+
+
+# a task file's ``checks:``: the mapping of regexes and counts (engine/checks.py), or a list of
+# instruction checks (engine/instructions); which one is read from the value's shape, so an
+# error names the keys of the form it was written in
+CheckSpec = Annotated[
+    Annotated[Checks, Tag("mapping")] | Annotated[list[dict[str, Any]], Tag("list")],
+    Discriminator(lambda value: "list" if isinstance(value, list) else "mapping"),
+]
 
 
 class TaskSpec(BaseModel):
@@ -86,7 +95,7 @@ class TaskSpec(BaseModel):
     select: Literal["last", "best", "verified"] | None = None
     # the task's verifier: regexes, word and line counts, required words; or a list of checks
     # (engine/instructions); also what the file's outputs are measured by
-    checks: Checks | list[dict[str, Any]] | None = None
+    checks: CheckSpec | None = None
     derive_checks: bool = False  # derive each request's checks from its generate prompt (engine/derivation.py)
     # the judge: a yes/no question, or {aspect: question}, ranking drafts the checks tie (engine/judge.py)
     judge: str | dict[str, str] | None = None
@@ -114,15 +123,13 @@ def load_task(path: str | Path) -> Task:
 
 
 class FileTask(Task):
-    """A task file's task: measured by its own checks where it has some (the share passed)."""
+    """A task file with checks: measured by them (the share passed); a file without checks is a
+    plain :class:`Task`, with no metric."""
 
     metric_name = "share of the task file's checks passed (code)"
 
     def metric(self, input: str, output: str, reference: Any = None) -> float | None:
-        verifier = self.declared.verifier
-        if verifier is None:
-            return None
-        return verifier(input, output).score
+        return self.declared.verifier(input, output).score
 
 
 def task_from_spec(spec: TaskSpec) -> Task:
@@ -130,7 +137,8 @@ def task_from_spec(spec: TaskSpec) -> Task:
     contains = [stop.contains] if isinstance(stop.contains, str) else (stop.contains or [])
     matches = [stop.matches] if isinstance(stop.matches, str) else (stop.matches or [])
     checks = InstructionChecks(spec.checks) if isinstance(spec.checks, list) else spec.checks
-    return FileTask(
+    kind = FileTask if checks is not None else Task  # without checks a file has no metric
+    return kind(
         spec.name,
         generate=spec.generate,
         feedback=spec.feedback,
@@ -210,16 +218,19 @@ def _check_shape(data: Any, p: Path) -> None:
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {"stop": StopSpec, "checks": Checks}
+_BRANCHES = ("mapping", "list")  # CheckSpec's forms, left out of the keys an error names
 
 
 def _describe(exc: ValidationError) -> str:
     messages = []
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = err["loc"]
+        if loc[:1] == ("checks",) and loc[1:2] and loc[1] in _BRANCHES:
+            loc = (loc[0], *loc[2:])
+        key = ".".join(str(p) for p in loc) or "(top level)"
         if err["type"] == "missing":
             messages.append(f"missing key {key!r}")
         elif err["type"] == "extra_forbidden":
-            loc = err["loc"]
             section = TaskSpec if len(loc) == 1 else _SECTIONS.get(str(loc[0])) if len(loc) == 2 else None
             known = f" (known: {', '.join(section.model_fields)})" if section is not None else ""
             messages.append(f"unknown key {key!r}{known}")
