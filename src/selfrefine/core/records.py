@@ -31,7 +31,9 @@ class StopReason(str, Enum):
     TOKEN_BUDGET = "token_budget"  # total tokens reached the budget
     TIME_BUDGET = "time_budget"  # wall time reached the budget
     ERROR = "error"  # a backend failed after its retries; finished drafts are kept
-    VERIFIED = "verified"  # strategy auto: the task's verifier is satisfied with the draft
+    # strategy auto: the task's verifier is satisfied with the draft; under a JSON Schema: the
+    # draft validates (and passes the run's checks)
+    VERIFIED = "verified"
 
 
 class CallRecord(BaseModel):
@@ -154,7 +156,7 @@ class RequestCheck(BaseModel):
     """One check of a run's drafts besides the task's own (``RefineConfig.checks`` or derived
     from the request: engine/instructions), as the run used it."""
 
-    source: Literal["given", "derived"]
+    source: Literal["given", "derived", "schema"]  # schema: the run's JSON Schema (engine/run_checks.py)
     check: dict[str, Any]  # the check as data: {"type": "count", "unit": "words", ...}
     says: str  # the instruction in words: "at most 50 words"
 
@@ -244,13 +246,18 @@ class RunResult(BaseModel):
     metric_error: str | None = None  # the metric hook raised on `output` (metric is then None)
     answer_error: str | None = None  # the answer hook raised on `output` (answer is then None)
     checks: list[RequestCheck] = Field(default_factory=list)  # the run's checks besides the task's own
+    # a run with a JSON Schema (json_schema, response_model): the output's JSON value when it
+    # validates, else None
+    parsed: Any = None
 
     @model_serializer(mode="wrap")
     def _no_checks_as_before(self, handler: Any) -> dict[str, Any]:
-        """A run without checks of its own has the record it had before them."""
+        """A run without checks of its own, or without a schema, has the record it had before them."""
         data: dict[str, Any] = handler(self)
         if not self.checks:
             data.pop("checks", None)
+        if self.config.json_schema is None:
+            data.pop("parsed", None)
         return data
 
     @property
