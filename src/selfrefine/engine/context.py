@@ -5,7 +5,11 @@ critique, the task's check.
 
 - an unparsable draft or feedback is re-requested at that step only (resampled with a new
   seed), never by restarting the example; after the retries the raw text is kept and the
-  feedback carries ``parse_error``.
+  feedback carries ``parse_error``;
+- under a JSON Schema (``json_schema``, ``response_model``) a draft's request (generate,
+  refine) is decoded under it where the backend can, and its system message says the shape
+  asked for (the prompts themselves are the task's, so each stays a prefix of the next); a
+  draft is the JSON of its reply (a code fence or a preamble around it is dropped).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from ..backends.base import CompletionRequest
 from ..core.errors import ParseError
 from ..core.records import CallRecord, Candidate, Feedback, Role, Verification
 from ..core.seeds import attempt_seed
+from ..core.structured import json_text, schema_note
 from .calls import Caller
 from .incomplete import demoted
 from .run_checks import combined
@@ -28,6 +33,7 @@ from .task import Task
 from .verify_threads import verify_in_thread
 
 T = TypeVar("T")
+DRAFT_ROLES = ("generate", "refine")  # the roles whose replies are drafts
 
 
 class RunContext:
@@ -62,10 +68,14 @@ class RunContext:
         temperature = requests.temperature[role]
         if attempt > 1:
             temperature = max(temperature, 0.7)
+        system = self.task.declared.system
+        if role in DRAFT_ROLES and self.settings.checks.schema is not None:  # a draft under the run's schema
+            note = schema_note(self.settings.checks.schema.schema)
+            system, schema = f"{system}\n\n{note}" if system else note, self.settings.draft_schema()
         return CompletionRequest(
             role=role,
             prompt=prompt,
-            system=self.task.declared.system,
+            system=system,
             max_tokens=requests.max_tokens[role],
             temperature=temperature,
             seed=attempt_seed(requests.seed, attempt, reseed),
@@ -82,10 +92,16 @@ class RunContext:
         of the same draft is a new sample (0 keeps the paper's seeds)."""
         state = self.state
         reseed = state.rejections() if role == "refine" else 0  # a retried refinement is a new sample
-        draft, call, error = await self.parsed_call(role, t, prompt, None, self.task.parse_draft, reseed, stream=True)
+        draft, call, error = await self.parsed_call(role, t, prompt, None, self.parse_draft, reseed, stream=True)
         if error is None:
             return draft, call
         return raw_reply(call) or (state.parent().draft if state.iterations else ""), call
+
+    def parse_draft(self, text: str, way: str | None = None) -> str:
+        """A reply as a draft: the task's parse (of one of its ``ways``); under a JSON Schema,
+        the JSON in it."""
+        draft = self.task.parse_draft(text) if way is None else self.task.parse_way(way, text)
+        return json_text(draft) if self.settings.checks.schema is not None else draft
 
     async def critique(self, t: int, draft: str | None = None, transcript: list[int] | None = None) -> Feedback:
         """The critic on draft t (or on ``draft``, a sample for step t, with the transcript the
@@ -162,7 +178,7 @@ class RunContext:
         budget = self.settings.calls.max_seconds
         own = await verify_in_thread(self.task, self.state.input, draft, budget, self.state.log)
         checks = self.state.checks
-        requested = await asyncio.to_thread(checks.verify, draft) if checks.all else None
+        requested = await asyncio.to_thread(checks.verify, draft) if checks.active else None
         return demoted(combined(own, requested), finish_reason)
 
 

@@ -182,7 +182,7 @@ class BestOfK(Drafter):
         """A sample as a candidate: parsed (as written its ``way``), or its raw text with the
         call marked failed."""
         try:
-            draft = run.task.parse_draft(text) if way is None else run.task.parse_way(way, text)
+            draft = run.parse_draft(text, way)
             return Candidate(draft=draft, call=call, way=way)
         except ParseError as exc:
             run.state.log.failed(call, f"parse: {exc}")
