@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import sys
 import threading
@@ -45,6 +46,9 @@ from .base import (
 )
 from .prefix_cache import PrefixCache, as_tokens, common_prefix
 from .token_probabilities import TopRecorder
+
+log = logging.getLogger("selfrefine.embedded")
+MAX_GRAMMARS = 64  # JSON schemas whose grammar is kept (each request's schema, on a server)
 
 INSTALL_HINT = (
     "install it with `bash scripts/setup.sh` (see README), or: "
@@ -206,14 +210,28 @@ class LlamaCppBackend(Backend):
             raise ModelNotFoundError(f"llama.cpp could not load {self.model_path}: {exc}") from None
 
     def _grammar(self, schema: dict[str, Any]) -> Any:
+        """The grammar of a JSON schema, built once (the last ``MAX_GRAMMARS`` are kept: a
+        server meets a schema per client). None where llama.cpp's converter cannot build one
+        (``not``, a boolean subschema, ...): the reply is then decoded free, and the loop
+        still validates it against the schema; the log says so once per schema."""
         from llama_cpp import LlamaGrammar
 
         key = json.dumps(schema, sort_keys=True)
         with self._create_lock:
             if key not in self._grammars:
-                # build from the schema as written: llama.cpp keeps property order, and a
-                # sorted dump would make the model write e.g. a "reason" before the scores
-                self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+                try:
+                    # build from the schema as written: llama.cpp keeps property order, and a
+                    # sorted dump would make the model write e.g. a "reason" before the scores
+                    self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+                except Exception as exc:  # noqa: BLE001 - the converter's own errors: Assertion, Key, Attribute
+                    log.warning(
+                        "llama.cpp cannot decode under this JSON schema (%s: %s); decoding free",
+                        type(exc).__name__,
+                        exc,
+                    )
+                    self._grammars[key] = None
+                while len(self._grammars) > MAX_GRAMMARS:
+                    self._grammars.pop(next(iter(self._grammars)))
             return self._grammars[key]
 
     # -- calls ----------------------------------------------------------------------------
@@ -287,8 +305,9 @@ class LlamaCppBackend(Backend):
             seed=self.seed if request.seed is None else request.seed,
             repeat_penalty=self.repeat_penalty,
         )
-        if request.json_schema is not None:
-            kwargs["grammar"] = self._grammar(request.json_schema)
+        grammar = self._grammar(request.json_schema) if request.json_schema is not None else None
+        if grammar is not None:
+            kwargs["grammar"] = grammar
         return kwargs
 
     # -- prompts and prefix reuse ---------------------------------------------------------
