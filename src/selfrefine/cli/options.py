@@ -24,6 +24,7 @@ from types import UnionType
 from typing import Annotated, Any, Self, TypeVar, Union, get_args, get_origin
 
 import click
+import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from ..backends.registry import DEFAULT_MODEL, scheme_of
@@ -131,6 +132,30 @@ class Listed(click.ParamType):
             self.fail(str(exc.errors()[0]["msg"]).removeprefix("Value error, "), param, ctx)
 
 
+class DataFile(click.ParamType):
+    """An option whose value is data (``--json-schema FILE``, ``--checks FILE``): a JSON or YAML
+    file, read when the flag is given; a file that cannot be read or parsed is a usage error
+    naming it. What the data must be is the option's own check (RefineConfig's)."""
+
+    name = "file"
+    MAX_BYTES = 1_000_000
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            with open(value, "rb") as f:
+                raw = f.read(self.MAX_BYTES + 1)
+        except OSError as exc:
+            self.fail(f"cannot read {value!r}: {exc.strerror or exc}", param, ctx)
+        if len(raw) > self.MAX_BYTES:
+            self.fail(f"{value!r} is over {self.MAX_BYTES:,} bytes", param, ctx)
+        try:
+            return yaml.safe_load(raw.decode("utf-8"))  # JSON is YAML
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            self.fail(f"{value!r} is not JSON or YAML: {' '.join(str(exc).split())}", param, ctx)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelFlags(Flags):
     """The model of every role and the feedback/refine/judge roles' own (``run``, ``eval``, ``serve``)."""
@@ -216,7 +241,9 @@ def loop_flag(name: str, help: str | None = None) -> Any:
     attrs: dict[str, Any] = {"help": help or offer.help}
     if offer.metavar:
         attrs["metavar"] = offer.metavar
-    if kind is bool:
+    if offer.metavar == "FILE":  # the data of a JSON or YAML file
+        attrs["type"] = DataFile()
+    elif kind is bool:
         attrs.update(is_flag=True, flag_value=not info.default, default=info.default)
     elif kind is list:
         attrs["multiple"] = True
