@@ -162,3 +162,12 @@ def test_json_text_and_schema_errors():
     assert errors == ["$.xs[1]: '2' is not of type 'integer'"]
     check = SchemaCheck.of(PERSON)
     assert check.verify('{"name": "A"}').text == "- $: 'age' is a required property"
+
+
+def test_the_shape_is_told_prefix_stably():
+    # the schema is in the system message, the same for every draft of the run: each refine
+    # prompt still extends the one before (prefix caches rely on it)
+    fake = model(['{"name": "A"}'], ['{"name": "B"}', '{"name": "C"}'])
+    refine("chat", "Invent a person.", fake, json_schema=PERSON, derive_checks=False, max_iterations=2)
+    first, second = (r for r in fake.requests if r.role == "refine")
+    assert first.system == second.system and second.prompt.startswith(first.prompt)
