@@ -171,3 +171,16 @@ def test_the_shape_is_told_prefix_stably():
     refine("chat", "Invent a person.", fake, json_schema=PERSON, derive_checks=False, max_iterations=2)
     first, second = (r for r in fake.requests if r.role == "refine")
     assert first.system == second.system and second.prompt.startswith(first.prompt)
+
+
+def test_an_echoed_refinement_of_an_invalid_draft_is_refined_again_not_the_end():
+    # under a schema accept is "not_worse": the sampled refiner's echo of an invalid draft is
+    # rejected and the draft refined again with a new seed (it ended the run as "no change")
+    bad = '{"name": "Ana", "age": 3}'
+    fake = model([bad], [bad, '{"name": "Ana", "age": 4}'])
+    result = refine("chat", "Invent a person.", fake, response_model=Even, max_iterations=3)
+    assert [it.accepted for it in result.iterations] == [True, False, True]
+    assert result.parsed == {"name": "Ana", "age": 4} and result.stop_reason is StopReason.VERIFIED
+    assert result.config.accept == "not_worse"
+    seeds = [r.seed for r in fake.requests if r.role == "refine"]
+    assert seeds[0] != seeds[1]  # the retry is a new sample

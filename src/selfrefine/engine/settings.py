@@ -204,7 +204,7 @@ class Settings:
         cannot run is a ConfigError naming the fix. ``strategies``: a strategy by name;
         ``response_model``: a pydantic type the drafts must validate as (its schema becomes
         ``json_schema``)."""
-        config = with_response_model(with_preset(config, task), response_model)
+        config = with_schema_defaults(with_response_model(with_preset(config, task), response_model))
         config = with_task_verifier_mode(config, task)
         _check_fits(config, task)
         strategy = strategies(config.strategy)
@@ -219,10 +219,8 @@ class Settings:
             judge=JudgePolicy.of(config, task, sampling.votes),
             checks=ChecksPolicy.of(config, task, response_model),
             history=config.history or task.declared.defaults.history,
-            # several samples are chosen by the verifier, and so is the returned draft; under a
-            # schema the returned draft is the best validating one
-            select=config.select
-            or ("verified" if sampling.several or config.json_schema is not None else task.declared.defaults.select),
+            # several samples are chosen by the verifier, and so is the returned draft
+            select=config.select or ("verified" if sampling.several else task.declared.defaults.select),
             accept=config.accept,
             feedback_mode=config.feedback_mode,
             verifier_mode=config.verifier_mode,
@@ -304,6 +302,17 @@ def with_task_verifier_mode(config: RefineConfig, task: Task) -> RefineConfig:
     if mode is None or "verifier_mode" in config.model_fields_set or not verifies(config, task):
         return config
     return config.model_copy(update={"verifier_mode": mode})
+
+
+def with_schema_defaults(config: RefineConfig) -> RefineConfig:
+    """Under a JSON Schema, what the run does not set itself: ``select`` "verified" (the best
+    draft by the schema is returned) and ``accept`` "not_worse" (a refinement that scores lower,
+    or a sampled one that repeats its draft, is refined again with a new seed instead of being
+    kept, or of ending the run as "no change" while the draft is still invalid)."""
+    if config.json_schema is None:
+        return config
+    unset = {"select": "verified", "accept": "not_worse"}
+    return config.model_copy(update={k: v for k, v in unset.items() if k not in config.model_fields_set})
 
 
 def with_response_model(config: RefineConfig, response_model: Any) -> RefineConfig:
