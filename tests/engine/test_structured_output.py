@@ -168,7 +168,7 @@ def test_the_shape_is_told_prefix_stably():
     # the schema is in the system message, the same for every draft of the run: each refine
     # prompt still extends the one before (prefix caches rely on it)
     fake = model(['{"name": "A"}'], ['{"name": "B"}', '{"name": "C"}'])
-    refine("chat", "Invent a person.", fake, json_schema=PERSON, derive_checks=False, max_iterations=2)
+    refine("chat", "Invent a person.", fake, json_schema=PERSON, derive_checks=False, max_iterations=2, history="full")
     first, second = (r for r in fake.requests if r.role == "refine")
     assert first.system == second.system and second.prompt.startswith(first.prompt)
 
@@ -181,6 +181,7 @@ def test_an_echoed_refinement_of_an_invalid_draft_is_refined_again_not_the_end()
     result = refine("chat", "Invent a person.", fake, response_model=Even, max_iterations=3)
     assert [it.accepted for it in result.iterations] == [True, False, True]
     assert result.parsed == {"name": "Ana", "age": 4} and result.stop_reason is StopReason.VERIFIED
-    assert result.config.accept == "not_worse"
-    seeds = [r.seed for r in fake.requests if r.role == "refine"]
-    assert seeds[0] != seeds[1]  # the retry is a new sample
+    assert result.config.accept == "not_worse" and result.config.history == "none"
+    first, second = (r for r in fake.requests if r.role == "refine")
+    assert first.seed != second.seed  # the retry is a new sample
+    assert second.prompt.count(bad) == 1  # its prompt shows the draft and its errors, not the echo before it

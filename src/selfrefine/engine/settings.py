@@ -306,12 +306,14 @@ def with_task_verifier_mode(config: RefineConfig, task: Task) -> RefineConfig:
 
 def with_schema_defaults(config: RefineConfig) -> RefineConfig:
     """Under a JSON Schema, what the run does not set itself: ``select`` "verified" (the best
-    draft by the schema is returned) and ``accept`` "not_worse" (a refinement that scores lower,
+    draft by the schema is returned), ``accept`` "not_worse" (a refinement that scores lower,
     or a sampled one that repeats its draft, is refined again with a new seed instead of being
-    kept, or of ending the run as "no change" while the draft is still invalid)."""
+    kept, or of ending the run as "no change" while the draft is still invalid) and ``history``
+    "none" (the errors say what to fix; a small model shown its earlier drafts, the rejected
+    echoes too, copies them: docs/structured.md)."""
     if config.json_schema is None:
         return config
-    unset = {"select": "verified", "accept": "not_worse"}
+    unset = {"select": "verified", "accept": "not_worse", "history": "none"}
     return config.model_copy(update={k: v for k, v in unset.items() if k not in config.model_fields_set})
 
 
