@@ -93,7 +93,9 @@ def test_samples_are_ranked_by_the_checks_and_the_feedback_names_each_failed_one
     _, _, result = run(backend, max_iterations=1)
     feedback = result.iterations[0].feedback
     assert feedback.source == "hybrid" and "- Be friendlier." in feedback.text
-    assert "needs exactly 3 bullet points" in feedback.text and "remove the 1 comma" in feedback.text  # its preamble dropped
+    assert (
+        "needs exactly 3 bullet points" in feedback.text and "remove the 1 comma" in feedback.text
+    )  # its preamble dropped
     assert result.output == GOOD  # the refinement the failed checks asked for
 
 
