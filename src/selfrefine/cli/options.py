@@ -20,11 +20,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import Field, dataclass, fields
-from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Self, TypeVar, Union, get_args, get_origin
 
 import click
+import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from ..backends.registry import DEFAULT_MODEL, scheme_of
@@ -114,29 +114,6 @@ class StrategyName(click.Choice):
         return super().convert(canonical(value), param, ctx)
 
 
-class ChecksFile(click.ParamType):
-    """``--checks FILE``: a JSON or YAML file holding a list of checks (engine/instructions),
-    read when the flag is parsed; the engine checks each (a bad one: one line, before any call)."""
-
-    name = "file"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, list):
-            return value
-        import yaml
-
-        try:
-            text = Path(value).read_text(encoding="utf-8")
-            data = yaml.safe_load(text)  # JSON is YAML
-        except (OSError, UnicodeDecodeError) as exc:
-            self.fail(f"cannot read {value}: {exc}", param, ctx)
-        except yaml.YAMLError as exc:
-            self.fail(f"{value} is not JSON or YAML: {str(exc).splitlines()[0]}", param, ctx)
-        if not isinstance(data, list):
-            self.fail(f"{value} must hold a list of checks, e.g. [{{type: json}}]", param, ctx)
-        return data
-
-
 class Listed(click.ParamType):
     """A list option as comma-separated names (``--ways program,steps``), checked by the
     option's own validators (RefineConfig's, so the CLI refuses what the library refuses)."""
@@ -153,6 +130,30 @@ class Listed(click.ParamType):
             return self.check.validate_python(tuple(name.strip() for name in str(value).split(",")))
         except ValidationError as exc:
             self.fail(str(exc.errors()[0]["msg"]).removeprefix("Value error, "), param, ctx)
+
+
+class DataFile(click.ParamType):
+    """An option whose value is data (``--json-schema FILE``, ``--checks FILE``): a JSON or YAML
+    file, read when the flag is given; a file that cannot be read or parsed is a usage error
+    naming it. What the data must be is the option's own check (RefineConfig's)."""
+
+    name = "file"
+    MAX_BYTES = 1_000_000
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            with open(value, "rb") as f:
+                raw = f.read(self.MAX_BYTES + 1)
+        except OSError as exc:
+            self.fail(f"cannot read {value!r}: {exc.strerror or exc}", param, ctx)
+        if len(raw) > self.MAX_BYTES:
+            self.fail(f"{value!r} is over {self.MAX_BYTES:,} bytes", param, ctx)
+        try:
+            return yaml.safe_load(raw.decode("utf-8"))  # JSON is YAML
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            self.fail(f"{value!r} is not JSON or YAML: {' '.join(str(exc).split())}", param, ctx)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,8 +241,8 @@ def loop_flag(name: str, help: str | None = None) -> Any:
     attrs: dict[str, Any] = {"help": help or offer.help}
     if offer.metavar:
         attrs["metavar"] = offer.metavar
-    if name == "checks":  # a list of mappings, read from a file
-        attrs["type"] = ChecksFile()
+    if offer.metavar == "FILE":  # the data of a JSON or YAML file
+        attrs["type"] = DataFile()
     elif kind is bool and "/" in offer.flags[0]:  # --x/--no-x: unset (the task's default) unless given
         attrs.update(is_flag=True, default=None)
     elif kind is bool:

@@ -22,6 +22,7 @@ from pydantic import (
 from .errors import ConfigError
 from .later import Later
 from .stoprule import checked_patterns
+from .structured import checked_schema
 
 History = Literal["full", "last", "none"]
 Select = Literal["last", "best", "verified"]
@@ -31,7 +32,7 @@ VerifierMode = Literal["self", "verifier", "hybrid"]
 Preset = Literal["paper", "best"]
 
 MAX_WAYS = 8
-UNRECORDED_WHEN_UNSET = ("ways", "checks", "derive_checks")
+UNRECORDED_WHEN_UNSET = ("ways", "checks", "derive_checks", "json_schema")
 _WAY_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 
@@ -67,6 +68,9 @@ def checked_strategy(name: str) -> str:
 
 # how a run spends its calls: "fixed" (the default), "auto", or a third party's registered strategy
 Strategy = Annotated[str, AfterValidator(checked_strategy)]
+
+# a JSON Schema the drafts must validate against: checked before any model call (core/structured.py)
+JsonSchema = Annotated[dict[str, Any], BeforeValidator(checked_schema)]
 
 # the task's ways a run's samples are drawn from (the API's request option is built from this
 # type, so it validates the same)
@@ -222,9 +226,15 @@ class RefineConfig(Later):
     max_tokens: Annotated[int | None, Offer(("--max-tokens",), api=True, help="Completion tokens per call.")] = Field(
         default=None, gt=0
     )
-    # send the task's JSON schema for feedback where supported
+    # decode under a JSON schema where the backend can: the critic's reply under the task's
+    # feedback schema, and with json_schema the drafts under the run's
     constrained: Annotated[
-        bool, Offer(("--no-constrain",), help="Do not constrain feedback to the task's JSON schema.")
+        bool,
+        Offer(
+            ("--no-constrain",),
+            help="Do not constrain replies to a JSON schema (the critic's to the task's feedback schema, the "
+            "drafts to --json-schema's): they are still parsed and checked.",
+        ),
     ] = True
     parse_retries: int = Field(default=2, ge=0)
     backend_retries: int = Field(default=4, ge=0)
@@ -320,6 +330,21 @@ class RefineConfig(Later):
             help="Before the first draft, turn the request's explicit instructions (counts, words, format, "
             "case, language, ...) into code checks that rank and refine the drafts (default: the task's; "
             "chat: on).",
+        ),
+    ] = None
+    # structured output: every draft is JSON that validates against this schema (decoded under it
+    # where the backend can, its prompt told the shape), a failing draft is refined with its
+    # errors, a valid one stops the run, and RunResult.parsed is the JSON value (engine/run_checks.py
+    # SchemaCheck); the library's response_model= gives a pydantic type's schema instead
+    json_schema: Annotated[
+        JsonSchema | None,
+        Offer(
+            ("--json-schema",),
+            api=True,
+            metavar="FILE",
+            help="A JSON (or YAML) file with a JSON Schema: every draft must be JSON that validates against it "
+            "(decoded under it where the backend can); validation errors are refined away, a valid draft stops "
+            "the run, and the output's JSON is the result's parsed value.",
         ),
     ] = None
     # a named configuration: "paper" is the paper's loop (these defaults); "best" the task's
@@ -441,6 +466,7 @@ class RunOptions(TypedDict, total=False):
     ways: tuple[str, ...] | list[str] | None
     checks: list[dict[str, Any]] | None
     derive_checks: bool | None
+    json_schema: dict[str, Any] | None
     preset: Preset | None
 
 

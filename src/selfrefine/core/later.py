@@ -18,6 +18,10 @@ class Later(BaseModel):
     def _later_fields_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         for name in self.LATER:
-            if getattr(self, name, None) in (None, [], {}, ()):
+            if self._unset(name):
                 data.pop(name, None)
         return data
+
+    def _unset(self, name: str) -> bool:
+        """Whether late field ``name`` is left out of the dump (a record may say when)."""
+        return getattr(self, name, None) in (None, [], {}, ())

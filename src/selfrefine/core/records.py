@@ -32,7 +32,9 @@ class StopReason(str, Enum):
     TOKEN_BUDGET = "token_budget"  # total tokens reached the budget
     TIME_BUDGET = "time_budget"  # wall time reached the budget
     ERROR = "error"  # a backend failed after its retries; finished drafts are kept
-    VERIFIED = "verified"  # strategy auto: the task's verifier is satisfied with the draft
+    # strategy auto: the task's verifier is satisfied with the draft; under a JSON Schema: the
+    # draft validates (and passes the run's checks)
+    VERIFIED = "verified"
 
     def __str__(self) -> str:  # print(result.stop_reason) and f-strings show "no_change", as --json does
         return self.value
@@ -149,7 +151,7 @@ class RequestCheck(BaseModel):
     """One check of a run's drafts besides the task's own (``RefineConfig.checks`` or derived
     from the request: engine/instructions), as the run used it."""
 
-    source: Literal["given", "derived"]
+    source: Literal["given", "derived", "schema"]  # schema: the run's JSON Schema (engine/run_checks.py)
     check: dict[str, Any]  # the check as data: {"type": "count", "unit": "words", ...}
     says: str  # the instruction in words: "at most 50 words"
 
@@ -218,7 +220,7 @@ class RunConfig(RefineConfig):
 class RunResult(Later):
     """Everything about one Self-Refine run; serialises to JSON and back."""
 
-    LATER = ("checks",)
+    LATER = ("checks", "parsed")
 
     task: str
     input: str
@@ -235,6 +237,14 @@ class RunResult(Later):
     metric_error: str | None = None  # the metric hook raised on `output` (metric is then None)
     answer_error: str | None = None  # the answer hook raised on `output` (answer is then None)
     checks: list[RequestCheck] = Field(default_factory=list)  # the run's checks besides the task's own
+    # a run with a JSON Schema (json_schema, response_model): the output's JSON value when it
+    # validates, else None
+    parsed: Any = None
+
+    def _unset(self, name: str) -> bool:
+        if name == "parsed":  # a run with a schema says None (it did not validate); others leave it out
+            return self.config.json_schema is None
+        return super()._unset(name)
 
     @property
     def drafts(self) -> list[str]:

@@ -11,6 +11,10 @@ critique, the task's check.
 - draft 0 of a task that answers a conversation as it is (``Task.conversation``: chat) is
   asked with the conversation's own messages (:class:`Conversation`), through the model's
   chat template, without the task's system prompt: what the plain model replies.
+- under a JSON Schema (``json_schema``, ``response_model``) a draft's request (generate,
+  refine) is decoded under it where the backend can, and its system message says the shape
+  asked for (the prompts themselves are the task's, so each stays a prefix of the next); a
+  draft is the JSON of its reply (a code fence or a preamble around it is dropped).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from ..backends.base import CompletionRequest, Turn
 from ..core.errors import ParseError, TaskError
 from ..core.records import CallRecord, Candidate, Feedback, Role, Verification
 from ..core.seeds import attempt_seed
+from ..core.structured import json_text, schema_note
 from .calls import Caller
 from .incomplete import demoted, echo_check
 from .preamble import without_preamble
@@ -36,6 +41,7 @@ from .task import Task
 from .verify_threads import verify_in_thread
 
 T = TypeVar("T")
+DRAFT_ROLES = ("generate", "refine")  # the roles whose replies are drafts
 
 
 class Conversation(str):
@@ -112,9 +118,13 @@ class RunContext:
         temperature = requests.temperature[role]
         if attempt > 1:
             temperature = max(temperature, 0.7)
-        asked = {"prompt": prompt, "system": self.task.declared.system}
+        system, note = self.task.declared.system, ""
+        if role in DRAFT_ROLES and self.settings.checks.schema is not None:  # a draft under the run's schema
+            note = schema_note(self.settings.checks.schema.schema)
+            system, schema = f"{system}\n\n{note}" if system else note, self.settings.draft_schema()
+        asked: dict[str, Any] = {"prompt": prompt, "system": system}
         if isinstance(prompt, Conversation):  # the conversation as it is, with no system prompt of ours
-            asked = {"prompt": prompt.last, "turns": prompt.turns}
+            asked = {"prompt": prompt.last, "turns": with_system_note(prompt.turns, note)}
         return CompletionRequest(
             role=role,
             **asked,
@@ -187,9 +197,10 @@ class RunContext:
 
     def parse_draft(self, text: str, way: str | None = None) -> str:
         """A reply as a draft: its preamble dropped (:mod:`.preamble`), then parsed by the task
-        (as written its ``way``, where the run's ways drew it)."""
+        (as written its ``way``, where the run's ways drew it); under a JSON Schema, the JSON in it."""
         text = without_preamble(text)
-        return self.task.parse_draft(text) if way is None else self.task.parse_way(way, text)
+        draft = self.task.parse_draft(text) if way is None else self.task.parse_way(way, text)
+        return json_text(draft) if self.settings.checks.schema is not None else draft
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -221,7 +232,7 @@ class RunContext:
         budget = self.settings.calls.max_seconds
         own = await verify_in_thread(self.task, self.state.input, draft, budget, self.state.log)
         checks = self.state.checks
-        requested = await asyncio.to_thread(checks.verify, draft) if checks.all else None
+        requested = await asyncio.to_thread(checks.verify, draft) if checks.active else None
         check = demoted(combined(own, requested), finish_reason)
         return echo_check(check, draft, self.asked, self.task.declared.defaults.echo)
 
@@ -264,6 +275,16 @@ def _sentence_cut(text: str) -> str:
         return text[: ends[-1] + 1]
     head = text.rsplit(None, 1)[0] if " " in text.strip() else text
     return head.rstrip(" ,;:") + "…"
+
+
+def with_system_note(turns: list[Turn], note: str) -> list[Turn]:
+    """A conversation's turns with ``note`` (the schema's shape) ending its system turn, or
+    as a system turn of its own ahead of the rest; unchanged without a note."""
+    if not note:
+        return turns
+    if turns and turns[0].role == "system":
+        return [Turn(role="system", content=f"{turns[0].content}\n\n{note}"), *turns[1:]]
+    return [Turn(role="system", content=note), *turns]
 
 
 def raw_reply(call: CallRecord) -> str:

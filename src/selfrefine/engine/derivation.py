@@ -81,12 +81,12 @@ MEMO_SIZE = 512
 
 async def run_checks(run: RunContext, memo: Memo) -> ChecksStep | None:
     """The run's checks besides the task's own, set on its state before the first draft: the
-    given ones, and the ones derived from the request (once per request: ``memo``). None:
-    the run has none to set."""
+    given ones, the run's JSON Schema, and the ones derived from the request (once per
+    request: ``memo``). None: the run has none to set."""
     policy, checks = run.settings.checks, run.state.checks
     if not policy.on:
         return None
-    checks.given = policy.given
+    checks.given, checks.schema = policy.given, policy.schema
     call, note, dropped = None, "", []
     if policy.derive:
         request = await request_text(run)

@@ -48,7 +48,10 @@ class SelfRefine:
     :class:`~selfrefine.backends.roles.RoleBackends` that gives each role's. ``wrap`` is given
     each distinct backend once (roles that share a backend share its wrapper). ``verify``: a verifier
     for a task without one, a function ``(input, draft) -> score``, or
-    :class:`~.checks.Checks` or their dict (see :mod:`.checks`). The run options are
+    :class:`~.checks.Checks` or their dict (see :mod:`.checks`). ``response_model``: a
+    pydantic type (a ``BaseModel``, ``list[Item]``, ...) every draft must be the JSON of: its
+    schema is the run's ``json_schema``, pydantic validates the drafts (custom validators
+    included), and ``RunResult.parsed`` is the output's JSON value. The run options are
     :class:`~selfrefine.core.config.RefineConfig`'s fields, as keywords or as ``config``;
     an unknown name is a ConfigError that lists the valid ones.
     """
@@ -64,6 +67,7 @@ class SelfRefine:
         config: RefineConfig | None = None,
         wrap: Wrap | None = None,
         verify: Verifier | Checks | Mapping[str, Any] | None = None,
+        response_model: Any = None,
         **options: Unpack[RunOptions],
     ) -> None:
         self.closed = False
@@ -73,8 +77,11 @@ class SelfRefine:
             self.task = self.task.with_verifier(verify)
         if config is not None and options:
             raise ConfigError("pass either config= or keyword options, not both")
+        self.response_model = response_model  # a pydantic type the drafts validate as (structured output)
         # run option over task default, resolved once (a bad combination fails here)
-        self.settings = Settings.resolve(config or RefineConfig.build(**options), self.task, find_strategy)
+        self.settings = Settings.resolve(
+            config or RefineConfig.build(**options), self.task, find_strategy, response_model
+        )
         self.backends = _role_backends(model, feedback_model, refine_model, judge_model).map(wrap)
 
     @classmethod
@@ -109,7 +116,7 @@ class SelfRefine:
 
     @config.setter
     def config(self, config: RefineConfig) -> None:
-        self.settings = Settings.resolve(config, self.task, find_strategy)
+        self.settings = Settings.resolve(config, self.task, find_strategy, self.response_model)
 
     @property
     def max_iterations(self) -> int:
@@ -199,10 +206,12 @@ def refine(
     model: Backend | str | None = None,
     *,
     verify: Verifier | Checks | Mapping[str, Any] | None = None,
+    response_model: Any = None,
     **options: Unpack[RunOptions],
 ) -> RunResult:
-    """One-shot sync helper: ``refine("commongen", "dog, ball, park")``."""
-    with SelfRefine(task, model, verify=verify, **options) as engine:
+    """One-shot sync helper: ``refine("commongen", "dog, ball, park")``; ``response_model``:
+    the pydantic type the output must be the JSON of (``result.parsed``)."""
+    with SelfRefine(task, model, verify=verify, response_model=response_model, **options) as engine:
         return engine.run(input)
 
 

@@ -215,7 +215,13 @@ class Refinement:
             answer=answer,
             answer_error=answer_error,
             checks=state.checks.records(),
+            parsed=await self._parsed(output),
         )
+
+    async def _parsed(self, output: str | None) -> Any:
+        """The output's JSON value under the run's schema (None: no schema, or it does not validate)."""
+        schema = self.settings.checks.schema
+        return await asyncio.to_thread(schema.parsed, output) if schema is not None and output is not None else None
 
     async def _judge_returnable(self) -> None:
         """The judge on the returnable drafts the code checks tie at the top (distinct texts),

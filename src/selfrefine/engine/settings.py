@@ -15,8 +15,9 @@ from typing import Any, Protocol
 from ..core.config import DEFAULT_MAX_ITERATIONS, RefineConfig
 from ..core.errors import ConfigError
 from ..core.records import ROLES, Role, RunConfig
+from ..core.structured import checked_schema
 from .instructions import Instruction
-from .run_checks import given_checks
+from .run_checks import SchemaCheck, given_checks
 from .task import Task
 
 
@@ -164,17 +165,19 @@ class ChecksPolicy:
     given: tuple[Instruction, ...]
     derive: bool
     source: str  # "input" (the request itself) or "prompt" (the rendered generate prompt)
+    schema: SchemaCheck | None = None  # the JSON Schema the drafts must validate against
 
     @classmethod
-    def of(cls, config: RefineConfig, task: Task) -> ChecksPolicy:
+    def of(cls, config: RefineConfig, task: Task, response_model: Any = None) -> ChecksPolicy:
         defaults = task.declared.defaults
         derive = config.derive_checks if config.derive_checks is not None else defaults.derive_checks
-        return cls(given=given_checks(config.checks), derive=derive, source=defaults.checks_from)
+        schema = SchemaCheck.of(config.json_schema, response_model) if config.json_schema is not None else None
+        return cls(given=given_checks(config.checks), derive=derive, source=defaults.checks_from, schema=schema)
 
     @property
     def on(self) -> bool:
         """Whether the run checks its drafts besides the task's own verifier."""
-        return bool(self.given) or self.derive
+        return bool(self.given) or self.derive or self.schema is not None
 
 
 @dataclass(frozen=True)
@@ -196,10 +199,12 @@ class Settings:
     verifier_mode: str
 
     @classmethod
-    def resolve(cls, config: RefineConfig, task: Task, strategies: Strategies) -> Settings:
+    def resolve(cls, config: RefineConfig, task: Task, strategies: Strategies, response_model: Any = None) -> Settings:
         """Each option over the task's default; a combination the task or the strategy
-        cannot run is a ConfigError naming the fix. ``strategies``: a strategy by name."""
-        config = with_preset(config, task)
+        cannot run is a ConfigError naming the fix. ``strategies``: a strategy by name;
+        ``response_model``: a pydantic type the drafts must validate as (its schema becomes
+        ``json_schema``)."""
+        config = with_schema_defaults(with_response_model(with_preset(config, task), response_model))
         config = with_task_verifier_mode(config, task)
         _check_fits(config, task)
         strategy = strategies(config.strategy)
@@ -212,7 +217,7 @@ class Settings:
             sampling=sampling,
             stops=StopPolicy.of(config, task),
             judge=JudgePolicy.of(config, task, sampling.votes),
-            checks=ChecksPolicy.of(config, task),
+            checks=ChecksPolicy.of(config, task, response_model),
             history=config.history or task.declared.defaults.history,
             # several samples are chosen by the verifier, and so is the returned draft
             select=config.select or ("verified" if sampling.several else task.declared.defaults.select),
@@ -228,8 +233,19 @@ class Settings:
 
     @property
     def verify_every_draft(self) -> bool:
-        """Whether each draft is verified as it arrives (selection or acceptance need it)."""
-        return self.select == "verified" or self.accept == "not_worse" or self.sampling.several
+        """Whether each draft is verified as it arrives (selection, acceptance or a schema's
+        stop need it)."""
+        return (
+            self.select == "verified"
+            or self.accept == "not_worse"
+            or self.sampling.several
+            or self.checks.schema is not None
+        )
+
+    def draft_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema a draft's reply is decoded under (None: none, or not constrained)."""
+        schema = self.checks.schema
+        return schema.schema if schema is not None and self.requests.constrained else None
 
     @property
     def refine_samples(self) -> bool:
@@ -278,11 +294,52 @@ def verifies(config: RefineConfig, task: Task) -> bool:
 
 def with_task_verifier_mode(config: RefineConfig, task: Task) -> RefineConfig:
     """The config with the task's verifier mode where the run sets none and code checks its
-    drafts (chat: "hybrid", so the failed checks are named beside the critic's issues)."""
+    drafts (chat: "hybrid", so the failed checks are named beside the critic's issues); under a
+    JSON Schema, a task without one gets "verifier": the schema's errors are the feedback."""
     mode = task.declared.defaults.verifier_mode
+    if mode is None and config.json_schema is not None:
+        mode = "verifier"
     if mode is None or "verifier_mode" in config.model_fields_set or not verifies(config, task):
         return config
     return config.model_copy(update={"verifier_mode": mode})
+
+
+def with_schema_defaults(config: RefineConfig) -> RefineConfig:
+    """Under a JSON Schema, what the run does not set itself: ``select`` "verified" (the best
+    draft by the schema is returned), ``accept`` "not_worse" (a refinement that scores lower,
+    or a sampled one that repeats its draft, is refined again with a new seed instead of being
+    kept, or of ending the run as "no change" while the draft is still invalid) and ``history``
+    "none" (the errors say what to fix; a small model shown its earlier drafts, the rejected
+    echoes too, copies them: docs/structured.md)."""
+    if config.json_schema is None:
+        return config
+    unset = {"select": "verified", "accept": "not_worse", "history": "none"}
+    return config.model_copy(update={k: v for k, v in unset.items() if k not in config.model_fields_set})
+
+
+def with_response_model(config: RefineConfig, response_model: Any) -> RefineConfig:
+    """The config with ``response_model``'s JSON Schema as its ``json_schema`` (recorded so),
+    once the type has one; a different schema given beside it is a ConfigError."""
+    if response_model is None:
+        return config
+    schema = model_schema(response_model)
+    if config.json_schema is not None and config.json_schema != schema:
+        raise ConfigError("give response_model or json_schema, not both: the model's schema is the run's schema")
+    return config.model_copy(update={"json_schema": schema})
+
+
+def model_schema(response_model: Any) -> dict[str, Any]:
+    """The JSON Schema of a pydantic type (a BaseModel, a dataclass, ``list[Item]``, ...)."""
+    from pydantic import PydanticUserError, TypeAdapter
+
+    try:
+        schema = TypeAdapter(response_model).json_schema()
+    except (PydanticUserError, TypeError, ValueError) as exc:
+        raise ConfigError(f"response_model {response_model!r} has no JSON Schema: {exc}") from None
+    try:
+        return checked_schema(schema)
+    except ValueError as exc:
+        raise ConfigError(f"response_model {response_model!r}: {exc}") from None
 
 
 def _ways(config: RefineConfig, task: Task, votes: bool) -> tuple[str, ...]:

@@ -64,13 +64,31 @@ class StopRules:
         return None
 
     def before_round(self, t: int) -> DecisionStep | None:
-        """The stop before draft t is critiqued: at the cap when that critique is wasted, or
-        the one the drafter contributes."""
+        """The stop before draft t is critiqued: under a JSON Schema, draft t validates (and
+        passes the run's other checks); at the cap when that critique is wasted; or the one the
+        drafter contributes."""
+        valid = self._validates(t)
+        if valid is not None:
+            return valid
         wasted = self._before_critique(t)
         if wasted is not None:
             return wasted
         stop = self.contributed(t)
         return self.decision(t, stop) if stop is not None else None
+
+    def _validates(self, t: int) -> DecisionStep | None:
+        """The stop of a run with a JSON Schema once its draft t passes its code checks: the
+        schema (and the run's other checks, the task's verifier) is what the run asked for."""
+        run = self.run
+        if run.settings.checks.schema is None:
+            return None
+        check = run.board.of_iteration(t)
+        if check is None or not check.passed:
+            return None
+        detail = f"draft {t} validates against the schema" + (
+            " and passes every check" if run.state.checks.all or run.task.has_verifier else ""
+        )
+        return DecisionStep(iteration=t, stop=True, reason=StopReason.VERIFIED, detail=detail)
 
     def _before_critique(self, t: int) -> DecisionStep | None:
         """The stop at the cap without the critique of draft t, when that critique is wasted."""

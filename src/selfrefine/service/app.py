@@ -211,6 +211,13 @@ def chat_input(task: str, messages: list[ChatMessageIn]) -> str:
     return users[-1].text()
 
 
+def reply_format(body: ChatCompletionRequest, default: ReasoningFormat, structured: bool) -> ReasoningFormat:
+    """Where the reply puts the trace: the request's choice, else the server's; under a JSON
+    Schema (``response_format``) never inside the content ("think"), which must be the JSON alone."""
+    chosen = body.reasoning_format or default
+    return "reasoning_content" if structured and chosen == "think" else chosen
+
+
 def create_app(settings: ServeSettings) -> FastAPI:
     service = Service(settings)
 
@@ -279,7 +286,8 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         engine.task.prepare_input(text)  # too long or empty: 400 before a slot is taken
         span = service.tracing.request("/v1/chat/completions", model=body.model, stream=body.stream)
         reservation = _reserve(service, span)
-        completion = Completion(body.model, body.reasoning_format or service.settings.reasoning_format)
+        structured = engine.settings.checks.schema is not None
+        completion = Completion(body.model, reply_format(body, service.settings.reasoning_format, structured))
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             events = _guarded(

@@ -139,6 +139,17 @@ def output_finish(result: RunResult) -> Literal["stop", "length"]:
     return "stop"
 
 
+def refusal(result: RunResult) -> str | None:
+    """Under a response_format, why the returned output does not validate against its schema
+    (its last check's errors); None where it does, or where there is no schema."""
+    if result.config.json_schema is None or result.parsed is not None or (result.output or "").strip() == "null":
+        return None
+    check = result.iterations[result.selected].verification if result.selected is not None else None
+    errors = " ".join(check.text.split()) if check is not None else "no draft was checked"
+    drafts = sum(it.accepted for it in result.iterations)
+    return f"the reply does not validate against the response_format's schema after {drafts} draft(s): {errors}"
+
+
 def usage_of(result: RunResult) -> UsageOut:
     u = result.usage
     return UsageOut(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens)
@@ -285,6 +296,7 @@ class Completion:
             message = AssistantMessage(content=result.output, reasoning_content=trace or None)
         else:
             message = AssistantMessage(content=result.output)
+        message.refusal = refusal(result)
         return ChatCompletion(
             id=self.id,
             created=self.created,
@@ -316,6 +328,8 @@ class Completion:
                     yield error_event(f"the run produced no answer: {result.error}", "backend_error", "no_output")
                     break
                 yield self.chunk(Delta(content=f"{THINK_CLOSE}{result.output}" if think else result.output))
+                if (refused := refusal(result)) is not None:
+                    yield self.chunk(Delta(refusal=refused))
                 yield self.chunk(Delta(), finish_reason=output_finish(result), selfrefine=trajectory(result, decisions))
                 if include_usage:
                     yield self.chunk(Delta(), no_choices=True, usage=usage_of(result))
