@@ -10,7 +10,7 @@ one response cache shared by every run):
 
 - ``one-step``: one greedy draft, no round (``max_iterations=0``): what the model gives alone;
 - ``best``: ``--preset best``: 4 samples, the task's code checks and then its judge choose
-  (engine/judged.py), one round of refinement that replaces the draft only when it earns it;
+  (engine/judge.py), one round of refinement that replaces the draft only when it earns it;
 - ``best-no-judge``: the same with ``judging=False`` (the critic breaks ties, as before the
   judge), on the sets whose task has code checks.
 

@@ -226,23 +226,28 @@ def run_one(task_name: str, mode: str, config: RefineConfig, args: argparse.Name
         )
     folder = args.out / slug(task_name, mode)
     store = RunStore(folder)
-    store.start(run_meta(folder.name, engine, data, len(examples)))
-    stale = store.recorded_ids() - {e.id for e in examples}
-    if stale:
-        print(f"warning: {folder} holds {len(stale)} rows outside this selection; they are reported too", flush=True)
-    todo = len(examples) - len(store.finished_ids() & {e.id for e in examples})  # failed rows are retried
-    started = time.perf_counter()
-    asyncio.run(
-        run_eval(
-            engine,
-            examples,
-            store,
-            concurrency=args.concurrency or engine.examples_in_flight(),
-            console=Console(stderr=True),
-            judge=judge,
+    try:  # the folder's lock, held until this run ends (as `selfrefine eval` holds it)
+        store.start(run_meta(folder.name, engine, data, len(examples)))
+        stale = store.recorded_ids() - {e.id for e in examples}
+        if stale:
+            print(
+                f"warning: {folder} holds {len(stale)} rows outside this selection; they are reported too", flush=True
+            )
+        todo = len(examples) - len(store.finished_ids() & {e.id for e in examples})  # failed rows are retried
+        started = time.perf_counter()
+        asyncio.run(
+            run_eval(
+                engine,
+                examples,
+                store,
+                concurrency=args.concurrency or engine.examples_in_flight(),
+                console=Console(stderr=True),
+                judge=judge,
+            )
         )
-    )
-    wall = round(time.perf_counter() - started, 2)
+        wall = round(time.perf_counter() - started, 2)
+    finally:
+        store.release()
     record_invocation(
         folder,
         {"task": task_name, "mode": mode, "selection": selection, "model": describe},

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from _judges_report import dates, fed_pairwise_section, fed_section, sense_by_kind, sense_section
-from frontier import TABLE_END, TABLE_START
+from _results_summary import Sources, cells, interval, num, points_of, summary
+from frontier import FRESH_END, FRESH_ROWS, FRESH_START, TABLE_END, TABLE_START
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -123,17 +124,6 @@ def freshness(task: str, measured: datetime | None, current_in: str | None = Non
 # --- formatting ------------------------------------------------------------------------------
 
 
-def num(x: float | None) -> str:
-    return "–" if x is None else f"{x:.3f}"
-
-
-def interval(d: dict[str, Any] | None, signed: bool = False) -> str:
-    if not d:
-        return "–"
-    f = "{:+.3f}" if signed else "{:.3f}"
-    return f"{f.format(d['estimate'])} [{f.format(d['low'])}, {f.format(d['high'])}]"
-
-
 def heading(title: str, source: str, when: str, command: str, page: str) -> list[str]:
     run, _, note = command.partition("  # ")
     return [
@@ -156,13 +146,15 @@ def not_run(source: str, command: str) -> list[str]:
 # --- the sources -----------------------------------------------------------------------------
 
 
-def frontier_tables() -> list[list[str]]:
-    """The marked tables of docs/frontier.md (points, DSPy at equal tokens, our frontier)."""
+def frontier_tables(start: str = TABLE_START, end: str = TABLE_END) -> list[list[str]]:
+    """The tables between two markers of docs/frontier.md: the main block (points, DSPy at
+    equal tokens, our frontier) or the fresh rows' (points, their note, DSPy, auto, frontier);
+    a paragraph between tables is skipped."""
     text = (DOCS / "frontier.md").read_text(encoding="utf-8") if (DOCS / "frontier.md").exists() else ""
-    if TABLE_START not in text:
+    if start not in text:
         return []
-    block = text.partition(TABLE_START)[2].partition(TABLE_END)[0].strip()
-    return [t.splitlines() for t in block.split("\n\n")]
+    block = text.partition(start)[2].partition(end)[0].strip()
+    return [t.splitlines() for t in block.split("\n\n") if t.startswith("|")]
 
 
 def frontier_section() -> list[str]:
@@ -178,23 +170,64 @@ def frontier_section() -> list[str]:
     tables = frontier_tables()
     if not tables:
         return lines + not_run("docs/frontier.md", command)
-    points = {(c[0], c[1]): c for c in (cells(row) for row in tables[0][2:])}
-    tokens = cells(tables[0][0]).index("tokens/ex")  # by name: the table gained columns
+    points = points_of(tables[0])
     lines += [
-        "| task | n | one draft (`ours-k1-r0`) [95%] | `--preset best` returned [95%] | tokens/ex: one draft → best | prompts |",
-        "|---|---|---|---|---|---|",
+        "The middle column is sampling alone: the best of 4 first drafts by the task's own checks, no "
+        "critique; `--preset best` adds one round of critique and refinement to such a draft (gsm8k's "
+        "preset is one greedy program), so the step from it to returned is what refinement adds.",
+        "",
+        "| task | n | one draft (`ours-k1-r0`) [95%] | best of 4 first drafts (`ours-k4-r0`) [95%] "
+        "| `--preset best` returned [95%] | tokens/ex: one draft → best of 4 → best | prompts |",
+        "|---|---|---|---|---|---|---|",
     ]
     for task in dict.fromkeys(task for task, _ in points):
         one, best = points.get((task, "ours-k1-r0")), points.get((task, "ours-best"))
+        four = points.get((task, "ours-k4-r0"), {})
         if one and best:
+            ret, tok = "returned [95%]", "tokens/ex"
             lines.append(
-                f"| {task} | {one[2]} | {one[3]} | {best[3]} | {one[tokens]} → {best[tokens]} | {freshness(task, when)} |"
+                f"| {task} | {one['n']} | {one[ret]} | {four.get(ret, '–')} | {best[ret]} "
+                f"| {one[tok]} → {four.get(tok, '–')} → {best[tok]} | {freshness(task, when)} |"
             )
-    return lines + ["", *[row for table in tables[1:] for row in [*table, ""]]]
+    return lines + ["", *[row for table in tables[1:] for row in [*table, ""]], *fresh_section()]
 
 
-def cells(row: str) -> list[str]:
-    return [c.strip() for c in row.strip().strip("|").split("|")]
+def fresh_section() -> list[str]:
+    """The fresh rows of docs/frontier.md (rows no prompt, preset or rule was chosen on): each
+    task's one draft, best of 4 first drafts and auto points, then DSPy and the fixed grid at
+    equal tokens."""
+    tables = frontier_tables(FRESH_START, FRESH_END)
+    if not tables:
+        return []
+    when = block_committed(DOCS / "frontier.md", FRESH_START, FRESH_END)
+    points = points_of(tables[0])
+    autos = sorted({p for _, p in points if p.startswith("ours-auto-")}, key=lambda p: int(p.rpartition("-")[2]))
+    lines = [
+        f"### Fresh rows ({last_commit(when)})",
+        "",
+        "Rows not used to shape the prompts, presets or the auto rule (`FRESH_ROWS` of `benchmarks/frontier.py`), "
+        "the first part of each task's run; tokens/ex in brackets.",
+        "",
+        "| task | rows | n | one draft | best of 4 first drafts | "
+        + " | ".join(f"`{p}`" for p in autos)
+        + " | prompts |",
+        "|---|---|---|---|---|" + "---|" * len(autos) + "---|",
+    ]
+    for task in dict.fromkeys(task for task, _ in points):
+        one = points.get((task, "ours-k1-r0"))
+        if one is None:
+            continue
+        first = FRESH_ROWS.get(task, (0, 0))[0]
+        shown = [_point(points.get((task, p))) for p in ("ours-k1-r0", "ours-k4-r0", *autos)]
+        lines.append(
+            f"| {task} | {first}–{first + int(one['n']) - 1} | {one['n']} | {' | '.join(shown)} | {freshness(task, when)} |"
+        )
+    return lines + ["", *[row for table in tables[1:] if table[0].startswith("| task | DSPy point") or
+                          table[0].startswith("| task | auto point") for row in [*table, ""]]]  # fmt: skip
+
+
+def _point(p: dict[str, str] | None) -> str:
+    return "–" if p is None else f"{p['returned [95%]'].split()[0]} ({p['tokens/ex']})"
 
 
 def frontier_tasks() -> set[str]:
@@ -297,9 +330,12 @@ def judged_loop_section() -> list[str]:
     if data is None:
         return lines + not_run("docs/judged_loop.json", command)
     lines += [
-        "| set | task | rows | system | n | one-step | returned | returned − one-step [95%] | wins / ties / losses "
-        "| tokens/ex: one-step → system | pairwise: best / tie / one-step | prompts |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "`best: first draft` is the best of the 4 first drafts the system chose before its round of refinement "
+        "(sampling and the judge alone); `returned` is after the round.",
+        "",
+        "| set | task | rows | system | n | one-step | best: first draft | returned | returned − one-step [95%] "
+        "| wins / ties / losses | tokens/ex: one-step → system | pairwise: best / tie / one-step | prompts |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in data:
         for system in ("best", "best-no-judge"):
@@ -314,8 +350,29 @@ def judged_row(s: dict[str, Any], system: str, when: datetime | None) -> str:
     pairwise = f"{pair['best']} / {pair['tie']} / {pair['one-step']}" if pair else ""
     return (
         f"| {s['set']} | {s['task']} | {s['rows']} | {system} | {r['n']} | {num(r['one_step'])} "
-        f"| {num(r['returned'])} | {interval(r['delta'], signed=True)} | {' / '.join(map(str, r['wins_ties_losses']))} "
+        f"| {num(r.get('first_draft'))} | {num(r['returned'])} | {interval(r['delta'], signed=True)} | {' / '.join(map(str, r['wins_ties_losses']))} "
         f"| {r['one_step_tokens_per_example']:.0f} → {r['tokens_per_example']:.0f} | {pairwise} | {freshness(s['task'], when)} |"
+    )
+
+
+# --- the summary (benchmarks/_results_summary.py words it) -----------------------------------
+
+
+def summary_section() -> list[str]:
+    """The page's opening, from the sources the sections below show."""
+    loop = load_json(DOCS / "judged_loop.json") or []
+    tables, fresh = frontier_tables(), frontier_tables(FRESH_START, FRESH_END)
+    stale = not freshness("gsm8k", block_committed(DOCS / "frontier.md", TABLE_START, TABLE_END)).startswith("current")
+    return summary(
+        Sources(
+            sets={s["set"]: s for s in loop if "best" in s and s["best"].get("one_step") is not None},
+            points=points_of(tables[0]) if tables else {},
+            dspy=next((t for t in tables if t[0].startswith("| task | DSPy point")), []),
+            fresh=points_of(fresh[0]) if fresh else {},
+            quality=load_json(DOCS / "quality_summary.json"),
+            peers=load_json(DOCS / "peers_summary.json"),
+            gsm8k_stale=stale,
+        )
     )
 
 
@@ -340,7 +397,8 @@ rows measured before say so.
 
 
 def page() -> str:
-    sections = [frontier_section(), judged_loop_section(), judges_section(), quality_section(), peers_section()]
+    sections = [summary_section(), frontier_section(), judged_loop_section(), judges_section(), quality_section(),
+                peers_section()]  # fmt: skip
     return INTRO + "\n" + "\n".join("\n".join(s) for s in sections).rstrip() + "\n"
 
 

@@ -152,7 +152,8 @@ def peers_python() -> Path:
 def sampling(task: str) -> tuple[float, int]:
     """DSPy's one LM gets our generator's temperature and our largest per-role max_tokens."""
     t = get_task(task)
-    return t.temperature["generate"], max(t.max_tokens.values())
+    defaults = t.declared.defaults
+    return defaults.temperature["generate"], max(defaults.max_tokens.values())
 
 
 def run_ours(system: str, task: str, examples: list[Example], base_url: str, out: Path) -> None:

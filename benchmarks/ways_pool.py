@@ -28,8 +28,8 @@ from vs_peers import MODEL_NAME
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.openai_compat import OpenAIBackend
 from selfrefine.backends.probabilities import answer_probabilities
-from selfrefine.engine.judging import TOP_LOGPROBS
 from selfrefine.engine.loop import SelfRefine
+from selfrefine.engine.questions import TOP_LOGPROBS
 from selfrefine.engine.votes import majority_answer, tally, way_weights
 from selfrefine.evaluation.response_cache import CachedBackend, ResponseCache
 from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff
@@ -102,7 +102,7 @@ async def draw(args: argparse.Namespace) -> None:
 
 async def judged(backend: CachedBackend, question: str, draft: str) -> float | None:
     """P(Yes) of gsm8k's judge question ("reading") on a draft, asked as the loop asks it."""
-    prompt = TASK.render_judge("reading", question, draft)
+    prompt = TASK.render("judge_reading", question, draft=draft)
     request = CompletionRequest(
         role="judge", prompt=prompt, max_tokens=1, temperature=0.0, seed=0, top_logprobs=TOP_LOGPROBS
     )

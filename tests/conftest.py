@@ -109,6 +109,39 @@ def smollm():
     asyncio.run(backend.aclose())
 
 
+@pytest.fixture
+def embedded_by_name(monkeypatch, embedded):
+    """The spec ``embedded`` with no options resolves to the session's ``embedded`` model, so a
+    test that names it (a CLI run, a README block) loads no model of its own and finds the
+    prefixes earlier tests computed; with options, or another catalogue name, it builds its
+    own as before. (A run that closes it only frees its contexts: the next call reloads them.)"""
+    from dataclasses import replace
+
+    from selfrefine.backends import registry
+
+    scheme = registry.BUILTIN["embedded"]
+
+    def factory(rest: str, **options):
+        return embedded if not rest and not options else scheme.factory(rest, **options)
+
+    monkeypatch.setitem(registry.BUILTIN, "embedded", replace(scheme, factory=factory))
+    return embedded
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """One ``python -m llama_cpp.server`` child serving SmolLM2 (tests/integration/llama_server.py)
+    for every server test of the session, on one thread: llama.cpp's threads wait for each
+    other, and on 2 busy cores a second thread stalled calls for 8-40 s (with one, every call
+    took under ~3 s at load 4). A test that kills its server starts its own."""
+    require_smollm()
+    from llama_server import Server
+
+    server = Server(n_threads=1)
+    yield server
+    server.stop()
+
+
 def page_errors(page) -> list[str]:
     """The script errors of a Playwright page and the dialogs it opened, as they happen: an
     injected alert() is recorded and dismissed, so it never blocks the page."""

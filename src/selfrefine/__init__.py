@@ -33,6 +33,7 @@ from .core.errors import (
 )
 from .core.records import (
     CallRecord,
+    ChecksStep,
     DecisionStep,
     DeltaStep,
     DraftStep,
@@ -67,6 +68,7 @@ __all__ = [
     "CompletionRequest",
     "CompletionResponse",
     "ConfigError",
+    "ChecksStep",
     "DecisionStep",
     "DeltaStep",
     "DraftStep",

@@ -293,7 +293,7 @@ def test_eval_judge_gets_neither_base_url_nor_o(tmp_path, eval_data, monkeypatch
     result = CliRunner().invoke(cli, base)
     # the judge did not get --base-url, so it looks for the OpenAI key (not the local server)
     assert result.exit_code == 2 and "OPENAI_API_KEY is not set" in result.output, result.output
-    result = CliRunner().invoke(cli, [*base, "--judge-option", "api=soap"])
+    result = CliRunner().invoke(cli, [*base, "--eval-judge-option", "api=soap"])
     assert result.exit_code == 2 and "openai option api='soap'" in result.output, result.output
 
 
@@ -311,8 +311,8 @@ def test_eval_judge_option_needs_judge(tmp_path, eval_data):
             str(tmp_path / "run"),
             "--model",
             f"fake:{model}",
-            "--judge-option",
+            "--eval-judge-option",
             "base_url=x",
         ],
     )
-    assert result.exit_code == 2 and "--judge-option needs --judge" in result.output
+    assert result.exit_code == 2 and "--eval-judge-option needs --judge" in result.output

@@ -376,21 +376,13 @@ def test_embedded_judge_scores_the_sensible_sentence_higher(embedded):
 
 @pytest.mark.integration
 @pytest.mark.server
-def test_a_real_llama_cpp_server_returns_top_logprobs():
+def test_a_real_llama_cpp_server_returns_top_logprobs(llama_server):
     """``python -m llama_cpp.server`` (SmolLM2; ``logits_all`` is its default) returns
     logprobs on both endpoints, mapped one record per generated token."""
-    from conftest import require_smollm
-    from test_integration_server import Server as LlamaServer
-
-    require_smollm()
-    srv = LlamaServer(n_threads=2)
-    try:
-        req = request(prompt="Is the sky blue? Answer Yes or No.", max_tokens=2, top_logprobs=5)
-        [chat] = ask(OpenAIBackend("smollm2", base_url=srv.base_url), req)
-        req = req.model_copy(update={"prompt": "The capital of France is"})
-        [plain] = ask(OpenAIBackend("smollm2", base_url=srv.base_url, api="completion"), req)
-    finally:
-        srv.stop()
+    req = request(prompt="Is the sky blue? Answer Yes or No.", max_tokens=2, top_logprobs=5)
+    [chat] = ask(OpenAIBackend("smollm2", base_url=llama_server.base_url), req)
+    req = req.model_copy(update={"prompt": "The capital of France is"})
+    [plain] = ask(OpenAIBackend("smollm2", base_url=llama_server.base_url, api="completion"), req)
     for got in (chat, plain):
         assert len(got.top_logprobs) == got.completion_tokens
         first = got.top_logprobs[0]

@@ -204,7 +204,7 @@ def test_live_view_shows_typed_feedback_as_its_fields(runner, replies):
 
 
 def test_feedback_fields_format_nested_and_long_values():
-    from selfrefine.cli.display import feedback_lines
+    from selfrefine.core.wording import feedback_lines
 
     assert feedback_lines('{"ease_of_spelling": {"reason": "short", "score": 4}, "issues": []}') == [
         "ease of spelling: 4 (short)",

@@ -1,7 +1,7 @@
 """--judge-model: the loop's judge role gets a model of its own from the command line, as
 --feedback-model gives the critic one (run, eval, serve; judge_model in the library and the
-spec). eval's --judge stays the evaluation's judge; both take --judge-option through the
-same parsing. Fake models, no server."""
+spec). eval's --judge stays the evaluation's judge, with options of its own
+(--eval-judge-option; --judge-option is the loop's judge's only). Fake models, no server."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from selfrefine.cli.commands import RunFlags, cli
+from selfrefine.cli.commands import EvalFlags, RunFlags, cli
+from selfrefine.cli.options import evaluation_judge_model
 from selfrefine.cli.serve import ServeFlags, _settings
 from selfrefine.engine.spec import ModelSpec
 from selfrefine.evaluation.ray_pool import EngineRecipe
@@ -70,18 +71,48 @@ def test_eval_keeps_its_judge_apart_from_the_loop_s(tmp_path):
     writer.write_text(json.dumps({"generate": ["A dog."], "refine": ["A dog and a ball."], "feedback": [missing]}))
     base[-3:] = [f"fake:{writer}"]
     args = [*base, "--out", str(tmp_path / "own"), "--max-iters", "1", "--judge-model", "fake"]
-    args += ["--judge", "fake", "--judge-option", 'reply={"winner": "2"}']  # one option, both judges' models
+    args += ["--judge", "fake", "--eval-judge-option", 'reply={"winner": "2"}']  # the evaluation's judge's own
     own = CliRunner().invoke(cli, args)
     assert own.exit_code == 0, own.output
     ids = json.loads((tmp_path / "own" / "meta.json").read_text())["model_ids"]
     assert ids["judge"] == "fake"  # a judge of its own is a setting of the run: resuming with another is refused
     [row] = [json.loads(line) for line in (tmp_path / "own" / "results.jsonl").read_text().splitlines()]
-    assert row["judge"]["raw"] == ['{"winner": "2"}'] * 2  # the evaluation's judge got it too
+    assert row["judge"]["raw"] == ['{"winner": "2"}'] * 2  # the evaluation's judge got it
     assert args[-6:-4] == ["--judge-model", "fake"]
     again = CliRunner().invoke(cli, args[:-6] + args[-4:])  # the same folder, the critic's model judging
     assert again.exit_code != 0 and "judge model" in again.output, again.output
-    mixed = CliRunner().invoke(cli, [*args[:-4], "--judge-model", judge_file(tmp_path), *args[-4:]])
-    assert mixed.exit_code != 0 and "takes its replies and latency from the file" in mixed.output
+    own_file = ["--judge-model", judge_file(tmp_path), "--judge-option", "reply=x"]  # the loop's judge's option
+    mixed = CliRunner().invoke(cli, [*args[:-6], *own_file, *args[-4:]])
+    assert mixed.exit_code != 0 and "takes its replies and latency from the file" in mixed.output, mixed.output
+
+
+def _eval_flags(*args: str) -> EvalFlags:
+    params = cli.commands["eval"].make_context("eval", ["commongen", "--data", "d", "--out", "o", *args]).params
+    return EvalFlags.of({k: v for k, v in params.items() if k != "task"})
+
+
+def test_each_judge_takes_only_its_own_options():
+    opts = _eval_flags("-m", "fake", "--judge-model", "fake", "--judge-option", "latency=0.5", "--judge", "fake")
+    assert opts.engine.spec("commongen").judge_model == ModelSpec(model="fake", options={"latency": 0.5})
+    assert evaluation_judge_model(opts.evaluation_judge, opts.evaluation_judge_options) == ModelSpec(model="fake")
+    opts = _eval_flags("-m", "fake", "--judge", "fake", "--eval-judge-option", "latency=0.25")
+    assert opts.engine.spec("commongen").judge_model is None  # the loop's judge: the feedback role's backend
+    assert evaluation_judge_model(opts.evaluation_judge, opts.evaluation_judge_options).options == {"latency": 0.25}
+
+
+def test_a_judge_option_without_its_judge_says_which_flag_to_use(tmp_path):
+    data = tmp_path / "d.txt"
+    data.write_text("dog, ball\n")
+    base = ["eval", "commongen", "--data", str(data), "--out", str(tmp_path / "o"), "--no-cache", "-m", "fake"]
+    loop_s = CliRunner().invoke(cli, [*base, "--judge", "fake", "--judge-option", "latency=0.1"])
+    assert loop_s.exit_code == 2 and "--judge-option needs --judge-model" in loop_s.output, loop_s.output
+    assert "eval's --judge takes --eval-judge-option" in loop_s.output
+    eval_s = CliRunner().invoke(cli, [*base, "--eval-judge-option", "latency=0.1"])
+    assert eval_s.exit_code == 2 and "--eval-judge-option needs --judge" in eval_s.output, eval_s.output
+    assert "the loop's --judge-model takes --judge-option" in eval_s.output
+    assert not (tmp_path / "o").exists()  # refused before the run folder or any model
+    run_help = CliRunner().invoke(cli, ["run", "--help"]).output
+    assert "--eval-judge-option" not in run_help  # eval's alone
 
 
 def test_the_help_says_which_judge_is_which():

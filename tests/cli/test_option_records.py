@@ -151,3 +151,25 @@ def test_the_engine_takes_a_prepared_input_only_from_its_own_task():
     other.prepare_input = lambda t: calls.append(t) or t  # type: ignore[method-assign]
     assert prepared_input(other, text) == "Deep Nets" and calls == ["Deep Nets"]
     assert prepared_input(task, " Deep  Nets ") == "Deep Nets"  # a plain string: prepared here
+
+
+def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
+    found: dict[str, click.Command] = {}
+    for name, command in group.commands.items():
+        found[prefix + name] = command
+        if isinstance(command, click.Group):
+            found.update(_commands(command, f"{prefix}{name} "))
+    return found
+
+
+def test_dash_o_is_a_backend_option_in_every_command_that_has_it():
+    # one meaning across commands: report's folder is --out alone (it was also -o there)
+    having = {
+        name: option.opts
+        for name, command in _commands(cli).items()
+        for option in command.params
+        if "-o" in option.opts + option.secondary_opts
+    }
+    assert sorted(having) == ["eval", "run", "serve"]
+    assert all(opts == ["--option", "-o"] for opts in having.values()), having
+    assert "--out" in [o for p in cli.commands["report"].params for o in p.opts]

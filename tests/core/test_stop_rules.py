@@ -192,3 +192,58 @@ def test_a_yaml_stop_regex_that_could_backtrack_forever_is_refused_at_load(tmp_p
     with pytest.raises(TaskFileError) as caught:
         load_task(path)
     assert "nested repeat" in str(caught.value) and str(path) in str(caught.value)
+
+
+# -- issue 39 item 5: phrases are matched in linear time ---------------------------------------
+
+
+def _quadratic_phrase_hit(text: str, phrase: str) -> bool:
+    """b6c03ab's matcher, the reference for what a phrase means: it read the whole text
+    before each match again (``'not done ' * 4000`` took 12.7 s, 144 KB 204 s)."""
+    import re
+
+    from selfrefine.core.stoprule import phrase_pattern
+
+    question = re.compile(r"[^.!?;:\n]*\?")
+    return any(
+        not negated(text[: m.start()]) and not question.match(text, m.end())
+        for m in phrase_pattern(phrase).finditer(text)
+    )
+
+
+def test_phrases_mean_what_they_meant_before_the_matcher_went_linear():
+    import random
+
+    vocab = ["done", "not", "it", "is", "n't", "isn't", "isn\u2019t", "no", "longer", "far", "from", "but", "however",
+             ".", ",", "?", "!", ";", ":", "\n", "(", ")", "\u2014", "'", "-", "almost", "yet", "Done", "correct",
+             "it's", "never", "cannot", "a'b", "wasnt", "slow", "done-ish", "but'x", "however'"]  # fmt: skip
+    rng = random.Random(39)
+    for _ in range(3000):
+        text = "".join(rng.choice(vocab) + rng.choice(["", " ", " ", "  "]) for _ in range(rng.randint(1, 25)))
+        for phrase in ("done", "it is correct", "not slow", "is done", "'done", "-"):
+            assert phrase_hit(text, phrase) == _quadratic_phrase_hit(text, phrase), (text, phrase)
+
+
+def test_the_issue_probe_stop_phrases_over_a_long_critique_take_linear_time():
+    # the issue's probe: contains "done" over "not done " * 16000 (144 KB) took 204 s on
+    # the event loop; gsm8k's built-in phrase "it is correct" was as slow. In a child with a
+    # hard timeout, so that this test cannot hang against the quadratic matcher
+    import subprocess
+    import sys
+
+    code = (
+        "import json, time\n"
+        "from selfrefine.core.stoprule import stop_hit\n"
+        "from selfrefine.tasks.gsm8k import GSM8K\n"
+        "start = time.monotonic()\n"
+        "hits = [stop_hit('not done ' * 16000, ['done']), "
+        "stop_hit('never it is correct ' * 8000, GSM8K.defaults.stop_contains), stop_hit('not done ' * 16000 + '. Done.', ['done'])]\n"
+        "print(json.dumps({'hits': hits, 'seconds': time.monotonic() - start}))\n"
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("matching stop phrases over 144 KB still ran after 30 s (killed)")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["hits"] == [None, None, "contains 'done'"], result
+    assert result["seconds"] < 30, result  # under a second here; b6c03ab: minutes (room for a loaded machine)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from selfrefine.core.config import RefineConfig
+from selfrefine.core.config import UNRECORDED_WHEN_UNSET, RefineConfig
 from selfrefine.core.errors import ConfigError
 from selfrefine.core.records import RunConfig
 from selfrefine.service.schemas import LoopOptions
@@ -41,7 +41,8 @@ def test_a_bad_ways_is_one_error_naming_the_value(ways, message):
 
 def test_ways_unset_is_no_key_of_the_record_and_set_is_one():
     assert RefineConfig().ways is None
-    assert set(RunConfig().model_dump()) == set(RunConfig.model_fields) - {"ways"}  # as before the option
+    # as before the option (and the other options added since: checks, derive_checks)
+    assert set(RunConfig().model_dump()) == set(RunConfig.model_fields) - set(UNRECORDED_WHEN_UNSET)
     assert '"ways"' not in RunConfig().model_dump_json()
     recorded = RunConfig(ways=["program"], models={"generate": "fake"}).model_dump(mode="json")
     assert recorded["ways"] == ["program"]

@@ -1,4 +1,4 @@
-"""The drafting parts alone (engine/drafting.py, sampling.py, budgeted.py): each driven
+"""The drafting parts alone (engine/drafting/): each driven
 through a RunContext over a stub caller that answers from a script, with no engine, no
 backend and no loop around it."""
 
@@ -9,14 +9,15 @@ import asyncio
 from selfrefine import Task
 from selfrefine.backends.base import CompletionRequest, CompletionResponse
 from selfrefine.core.config import RefineConfig
-from selfrefine.core.records import CallRecord, Feedback, Iteration, Verification
-from selfrefine.engine.budgeted import Budgeted
+from selfrefine.core.records import CallRecord, Feedback, Iteration
 from selfrefine.engine.calls import CallLog
-from selfrefine.engine.candidates import Pool
 from selfrefine.engine.context import RunContext
-from selfrefine.engine.drafting import OneDraft
-from selfrefine.engine.refinement import drafter_for
-from selfrefine.engine.sampling import BestOfK, Votes
+from selfrefine.engine.drafting.auto import Budgeted
+from selfrefine.engine.drafting.best_of import BestOfK
+from selfrefine.engine.drafting.one import OneDraft
+from selfrefine.engine.drafting.registry import find_strategy
+from selfrefine.engine.drafting.voting import Votes
+from selfrefine.engine.scoreboard import Scoreboard
 from selfrefine.engine.settings import Settings
 from selfrefine.engine.state import RunState
 
@@ -27,7 +28,9 @@ class StubCaller:
     def __init__(self, log: CallLog, replies: list[str]) -> None:
         self.log, self.replies, self.requests = log, list(replies), []
 
-    async def call(self, role, t, request: CompletionRequest, samples: int = 1, *, stream: bool = False):
+    async def call(
+        self, role, t, request: CompletionRequest, samples: int = 1, *, stream=False, purpose=None, sample=0
+    ):
         out = []
         for _ in range(samples):
             self.requests.append(request)
@@ -47,8 +50,8 @@ def length_task() -> Task:
 
 
 def context(task: Task, replies: list[str], **options) -> tuple[RunContext, StubCaller]:
-    settings = Settings.resolve(RefineConfig.build(**options), task)
-    state = RunState(input="cats", reference=None, pool=Pool(votes=settings.votes))
+    settings = Settings.resolve(RefineConfig.build(**options), task, find_strategy)
+    state = RunState(input="cats", reference=None, board=Scoreboard(votes=settings.sampling.votes))
     caller = StubCaller(state.log, replies)
     return RunContext(task, settings, state, caller), caller  # type: ignore[arg-type]
 
@@ -62,19 +65,19 @@ def test_one_draft_makes_one_call_and_keeps_its_reply():
 
 def test_one_draft_rejects_a_worse_refinement_under_not_worse():
     run, _ = context(length_task(), [], accept="not_worse")
-    parent = Iteration(index=0, draft="one two three four", verification=Verification(text="", score=1.0))
-    worse = Iteration(index=1, draft="one")
+    parent, worse = Iteration(index=0, draft="one two three four"), Iteration(index=1, draft="one")
     run.state.iterations += [parent, worse]
-    verdict = asyncio.run(OneDraft().judge(run, parent, worse))
-    assert verdict.rejected == "verifier score fell 1.00 → 0.25" and not verdict.stops
+    asyncio.run(run.verify(0))  # the parent's score is on the board, as the loop leaves it
+    acceptance = asyncio.run(OneDraft().accept(run, parent, worse))
+    assert acceptance.rejected == "verifier score fell 1.00 → 0.25" and not acceptance.stops
 
 
 def test_one_draft_stops_on_an_unchanged_refinement():
     run, _ = context(length_task(), [])
     parent, same = Iteration(index=0, draft="a  cat"), Iteration(index=1, draft="a cat")
     run.state.iterations += [parent, same]
-    verdict = asyncio.run(OneDraft().judge(run, parent, same))
-    assert (verdict.rejected, verdict.echoed, verdict.stops) == ("", True, True)
+    acceptance = asyncio.run(OneDraft().accept(run, parent, same))
+    assert (acceptance.rejected, acceptance.echoed, acceptance.stops) == ("", True, True)
 
 
 def test_best_of_k_keeps_the_verifiers_best_and_the_earlier_of_a_tie():
@@ -82,7 +85,7 @@ def test_best_of_k_keeps_the_verifiers_best_and_the_earlier_of_a_tie():
     made = asyncio.run(BestOfK(3).first(run, "Write about cats."))
     assert made.iteration.draft == "one two three four"
     assert [c.chosen for c in made.iteration.candidates] == [False, True, False]
-    assert made.iteration.verification.score == 1.0 and 0 in run.state.verified
+    assert run.board.of_iteration(0).score == 1.0 and made.iteration.verification is None  # published by the loop
     # this task drafts greedily: its greedy draft first, then samples at the sampling temperature
     assert [(r.temperature, r.seed) for r in caller.requests] == [(0.0, 0), (0.7, 1), (0.7, 1)]
 
@@ -95,12 +98,13 @@ def test_best_of_k_samples_every_draft_when_the_run_sets_a_temperature():
 
 def test_best_of_k_rejects_a_round_that_only_ties_its_parent():
     run, _ = context(length_task(), ["one two", "one two"], samples=2, feedback_mode="none")
-    parent = Iteration(index=0, draft="a b", verification=Verification(text="", score=0.5))
+    parent = Iteration(index=0, draft="a b")
     run.state.iterations.append(parent)
+    asyncio.run(run.verify(0))  # 0.50: two words of four
     made = asyncio.run(BestOfK(2).refinement(run, 1, "p"))
     run.state.iterations.append(made.iteration)
-    verdict = asyncio.run(BestOfK(2).judge(run, parent, made.iteration))
-    assert verdict.rejected == "no sample scored higher than draft 0 (0.50 vs 0.50; a tie keeps the parent)"
+    acceptance = asyncio.run(BestOfK(2).accept(run, parent, made.iteration))
+    assert acceptance.rejected == "no sample scored higher than draft 0 (0.50 vs 0.50; a tie keeps the parent)"
 
 
 def test_best_of_k_asks_the_critic_to_break_a_tie_and_keeps_its_choice():
@@ -122,7 +126,8 @@ def test_the_settings_choose_one_part_per_run():
     task = length_task()
 
     def part(**options):
-        return type(drafter_for(Settings.resolve(RefineConfig.build(**options), task))).__name__
+        settings = Settings.resolve(RefineConfig.build(**options), task, find_strategy)
+        return type(settings.sampling.strategy.drafter(settings)).__name__
 
     assert part() == "OneDraft"
     assert part(samples=3) == "BestOfK"
@@ -131,9 +136,8 @@ def test_the_settings_choose_one_part_per_run():
 
 def test_budgeted_stops_before_a_round_the_budget_cannot_pay_for():
     run, _ = context(length_task(), [], strategy="auto", max_total_tokens=20)
-    run.state.iterations.append(
-        Iteration(index=0, draft="a", verification=Verification(text="", score=0.25, passed=False))
-    )
+    run.state.iterations.append(Iteration(index=0, draft="a"))
+    asyncio.run(run.verify(0))  # 0.25, not passed
     run.state.log.calls.append(CallRecord(role="generate", iteration=0, attempt=1, model="s", prompt_tokens=15))
     stop = Budgeted(2, votes=False).before_round(run, 0)
     assert stop is not None and stop.reason == "token_budget" and "pays for no critique" in stop.detail
@@ -141,8 +145,7 @@ def test_budgeted_stops_before_a_round_the_budget_cannot_pay_for():
 
 def test_budgeted_stops_once_the_verifier_is_satisfied():
     run, _ = context(length_task(), [], strategy="auto", max_total_tokens=5000)
-    run.state.iterations.append(
-        Iteration(index=0, draft="a b c d", verification=Verification(text="", score=1.0, passed=True))
-    )
+    run.state.iterations.append(Iteration(index=0, draft="a b c d"))
+    asyncio.run(run.verify(0))  # 1.0, passed
     stop = Budgeted(2, votes=False).before_round(run, 0)
     assert stop is not None and stop.reason == "verified"

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import types
+import typing
 
 import pytest
 from click.testing import CliRunner
@@ -85,6 +87,25 @@ def test_the_keyword_options_are_typed_as_refine_configs_fields():
 
     assert list(RunOptions.__annotations__) == list(RefineConfig.model_fields)  # one spelling, one list
     assert inspect.signature(SelfRefine).parameters["options"].annotation == "Unpack[RunOptions]"
+    hints = typing.get_type_hints(RunOptions)
+    for name, field in RefineConfig.model_fields.items():  # and one type: the field's, as a keyword takes it
+        assert _bare(hints[name]) == _bare(field.annotation) | _TAKEN_ALSO.get(name, set()), name
+
+
+# a keyword may also give these as the field's validators take them (a list for the tuple of ways)
+_TAKEN_ALSO = {"ways": {"list[str]"}}
+
+
+def _bare(annotation: object) -> set[str]:
+    """A type as the set of what it admits, validators (Annotated) left out: ``int | None`` is
+    {'int', 'None'}, ``Literal['a', 'b']`` {"Literal['a', 'b']"}."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return set().union(*(_bare(a) for a in typing.get_args(annotation)))
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _bare(typing.get_args(annotation)[0])
+    if annotation is type(None):
+        return {"None"}
+    return {annotation.__name__ if isinstance(annotation, type) else repr(annotation).replace("typing.", "")}
 
 
 def test_preset_best_on_a_task_without_a_measured_best_is_refused(tmp_path):
@@ -98,7 +119,8 @@ def test_preset_best_on_a_task_without_a_measured_best_is_refused(tmp_path):
     path = tmp_path / "words.yaml"
     path.write_text(json.dumps({"name": "words", **TEMPLATES, "checks": {"max_words": 5}}))
     out = CliRunner().invoke(cli, ["run", str(path), "dog", "-m", "fake", "--preset", "best"])
-    assert out.exit_code == 2 and "preset 'best'" in out.output and "declares none" in out.output
+    # the CLI says it in flags (tests/cli/test_new_user.py)
+    assert out.exit_code == 2 and "--preset best" in out.output and "declares none" in out.output
     assert len(out.output.strip().splitlines()) == 1
 
 

@@ -485,3 +485,20 @@ def _steps(task, backend, **options):
         return [s async for s in engine.astream("cats")]
 
     return asyncio.run(collect())
+
+
+def test_no_feedback_field_is_cut_mid_sentence():
+    # a critic's string cut by its schema's maxLength ends at its last whole sentence
+    import json
+
+    from selfrefine.engine.context import whole_sentences
+
+    schema = {"type": "object", "properties": {"commonsense": {"type": "string", "maxLength": 60}}}
+    cut = "The knife cannot cry. A person cries, so say who cries inste"
+    assert len(cut) == 60  # what a grammar with maxLength 60 lets through
+    mended = whole_sentences(json.dumps({"commonsense": cut}), schema)
+    assert json.loads(mended) == {"commonsense": "The knife cannot cry."}
+    whole = json.dumps({"commonsense": "Fine."})
+    assert whole_sentences(whole, schema) == whole  # under the limit: as it came
+    no_end = json.dumps({"commonsense": "word " * 12})
+    assert json.loads(whole_sentences(no_end, schema))["commonsense"] == "word " * 10 + "word…"

@@ -1,6 +1,6 @@
 """The one ranking rule (engine/ranking.py) and the selections built on it."""
 
-from selfrefine.core.records import Candidate, Feedback, Iteration, Verification
+from selfrefine.core.records import Feedback, Iteration, Verification
 from selfrefine.engine.ranking import best, best_of_tie, earns_place, rank, score, ties, worse
 from selfrefine.engine.selection import select_index
 
@@ -12,8 +12,7 @@ def check(s):
 def test_a_missing_score_ranks_lowest_everywhere():
     assert score(None) < score(check(0.0))
     assert worse(None, check(0.1)) and not worse(check(0.1), None) and not worse(None, None)
-    parent = Iteration(index=0, draft="p", verification=None)
-    assert earns_place(check(0.0), None, parent)  # any score beats none
+    assert earns_place(check(0.0), None, None, None)  # any score beats none
 
 
 def test_rank_orders_by_verifier_then_critic_done_then_critic_score():
@@ -24,18 +23,16 @@ def test_rank_orders_by_verifier_then_critic_done_then_critic_score():
 
 
 def test_ties_go_to_the_earlier_sample_and_the_critic_breaks_them():
-    cands = [Candidate(draft=d, verification=check(s)) for d, s in (("a", 0.5), ("b", 1.0), ("c", 1.0))]
-    assert best(cands) == 1 and ties(cands) == [1, 2]
-    cands[2].feedback = Feedback(text="", done=True)
-    assert best_of_tie(cands, [1, 2]) == 2
+    checks = [check(s) for s in (0.5, 1.0, 1.0)]
+    assert best(checks) == 1 and ties(checks) == [1, 2]
+    assert best_of_tie(checks, [None, None, Feedback(text="", done=True)], [1, 2]) == 2
 
 
 def test_a_tie_keeps_the_parent_unless_the_critic_finds_only_the_refinement_done():
-    parent = Iteration(index=0, draft="p", verification=check(0.5))
-    assert not earns_place(check(0.5), None, parent)
-    assert earns_place(check(0.5), Feedback(text="", done=True), parent)
-    parent.feedback = Feedback(text="", done=True)
-    assert not earns_place(check(0.5), Feedback(text="", done=True), parent)
+    done = Feedback(text="", done=True)
+    assert not earns_place(check(0.5), None, check(0.5), None)
+    assert earns_place(check(0.5), done, check(0.5), None)
+    assert not earns_place(check(0.5), done, check(0.5), done)  # the parent was done too
 
 
 def test_the_returned_draft_follows_the_same_rank():

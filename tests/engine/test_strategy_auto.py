@@ -1,6 +1,6 @@
 """The auto strategy's decisions, as pure functions: deeper, wider, shrink to the budget, stop."""
 
-from selfrefine.engine.strategy import (
+from selfrefine.engine.drafting.auto_rule import (
     MAX_WIDTH,
     Costs,
     RoundOutcome,
@@ -119,3 +119,19 @@ def test_auto_samples_width_first_on_the_fake_model():
     backend = FakeBackend({"generate": ["A dog runs in the park."]}, default=fb)
     easy = SelfRefine("commongen", backend, strategy="auto", max_total_tokens=100_000).run("dog, run, park")
     assert [r.role for r in backend.requests] == ["generate"] and easy.stop_reason.value == "verified"
+
+
+def test_samples_given_to_auto_cap_every_step():
+    # the same spread drafts as above, with samples 2: auto says what it does with it (a cap)
+    from selfrefine import FakeBackend, SelfRefine
+
+    fb = '{"missing_concepts": [], "commonsense": "odd"}'
+    backend = FakeBackend(
+        {"generate": ["A dog.", "A dog runs.", "A dog.", "A dog runs."], "refine": ["A dog runs in the park."] * 4},
+        default=fb,
+    )
+    result = SelfRefine(
+        "commongen", backend, strategy="auto", samples=2, max_total_tokens=100_000, max_iterations=1
+    ).run("dog, run, park")
+    assert [len(it.candidates) for it in result.iterations] == [2, 2]  # 4 and 4 without the cap
+    assert [r.role for r in backend.requests].count("generate") == 2

@@ -258,15 +258,15 @@ def test_a_retried_call_streams_again_as_its_next_attempt():
         assert text == call.response
 
 
-def test_samples_are_not_streamed_and_their_records_do_not_change():
+def test_samples_are_shown_as_they_come_and_their_records_do_not_change():
     def engine() -> SelfRefine:
         backend = FakeBackend(default=lambda r: DRAFT1 if r.role != "feedback" else FB_DONE)
         return SelfRefine("commongen", backend, samples=3, max_iterations=1, seed=1)
 
     plain = asyncio.run(steps_of(engine(), deltas=False))
     streamed = asyncio.run(steps_of(engine(), deltas=True))
-    roles = {s.role for s in streamed if s.kind == "delta"}
-    assert "generate" not in roles  # the first draft is a best of 3: it comes whole
+    samples = [s.sample for s in streamed if s.kind == "delta" and s.role == "generate"]
+    assert samples == [1, 2, 3]  # the first draft is a best of 3: each sample shown as it ends (issue 39)
     assert timeless(streamed[-1].result) == timeless(plain[-1].result)
 
 

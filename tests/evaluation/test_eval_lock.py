@@ -101,3 +101,118 @@ def test_the_lock_is_per_store_and_released(tmp_path):
     one.release()
     two.acquire()  # free again once released
     two.release()
+
+
+# --- issue 39, item 13: a lock file deleted mid-run, a reader during an eval ---------------
+
+MANY = [f"topic {i}" for i in range(40)]
+
+
+def _many_eval(tmp_path: Path, latency: float) -> list[str]:
+    replies = tmp_path / "many.json"
+    replies.write_text(json.dumps({"default": "haiku. Score: 9/10", "latency": latency}))
+    data = tmp_path / "many.txt"
+    data.write_text("\n".join(MANY) + "\n")
+    return [sys.executable, "-m", "selfrefine", "eval", str(ROOT / "examples" / "haiku.yaml"), "--data", str(data),
+            "--model", f"fake:{replies}", "--out", str(tmp_path / "run"), "--no-cache", "--concurrency", "1"]  # fmt: skip
+
+
+@pytest.mark.timeout(180)
+def test_a_lock_file_deleted_mid_run_does_not_let_a_second_eval_in(tmp_path):
+    # b6c03ab: the first eval kept its lock on the deleted file, the second locked a new one,
+    # and both wrote the folder (64 rows for 40 ids). Now the holder checks, before each
+    # write, that "lock" is still the file it locked: it takes it again (the second eval is
+    # refused), or it stops because the second holds it; each id is written once either way
+    first = _start(_many_eval(tmp_path, latency=0.05))  # 40 examples x 2 calls: about 4 s
+    try:
+        _wait_for(tmp_path / "run" / "results.jsonl", first)
+        (tmp_path / "run" / LOCK).unlink()
+        second = subprocess.run(_many_eval(tmp_path, latency=0.05), capture_output=True, text=True, env=_env(),
+                                timeout=120)  # fmt: skip
+        first_err = first.communicate(timeout=120)[1]
+    finally:
+        first.kill()
+    failed = [(p.returncode, err) for p, err in ((first, first_err), (second, second.stderr)) if p.returncode]
+    assert len(failed) == 1, (first.returncode, first_err, second.returncode, second.stderr)
+    message = failed[0][1].strip().splitlines()[-1]
+    assert "another eval" in message, message
+    resumed = subprocess.run(_many_eval(tmp_path, latency=0.0), capture_output=True, text=True, env=_env(),
+                             timeout=120)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    inputs = [r["result"]["input"] for r in _rows(tmp_path / "run")]
+    assert sorted(inputs) == sorted(MANY)  # 40 rows, each id once
+
+
+def test_a_reader_skips_a_row_being_written_and_leaves_it_to_the_holder(tmp_path):
+    # b6c03ab: any reader (report during an eval) truncated what looked like a torn last line,
+    # which was the writer's row half-way in: the rest of it, and the rows after, were lost
+    from selfrefine.evaluation.runner import ExampleRow
+
+    writer = RunStore(tmp_path)
+    writer.acquire()
+    writer.append(ExampleRow(id="a", metrics=[1.0]))
+    line = (ExampleRow(id="b", metrics=[0.5]).model_dump_json() + "\n").encode()
+    results = tmp_path / "results.jsonl"
+    with results.open("ab") as fh:  # the writer's row, half written
+        fh.write(line[:10])
+    size = results.stat().st_size
+    assert [r.id for r in RunStore(tmp_path).rows()] == ["a"]  # the reader skips the half row ...
+    assert results.stat().st_size == size  # ... and leaves it alone
+    with results.open("ab") as fh:  # the writer's write goes on
+        fh.write(line[10:])
+    writer.append(ExampleRow(id="c", metrics=[1.0]))
+    assert [r.id for r in RunStore(tmp_path).rows()] == ["a", "b", "c"]
+    writer.release()
+
+
+def test_the_holder_drops_a_torn_tail_a_reader_skipped(tmp_path):
+    results = tmp_path / "results.jsonl"
+    results.write_text('{"id": "a", "metrics": [1.0]}\n{"id": "b", "metr')  # a crash mid-row
+    assert [r.id for r in RunStore(tmp_path).rows()] == ["a"]
+    assert results.read_text().endswith('"metr')  # a reader does not write
+    holder = RunStore(tmp_path)
+    holder.acquire()
+    assert [r.id for r in holder.rows()] == ["a"]
+    assert results.read_text() == '{"id": "a", "metrics": [1.0]}\n'
+    holder.release()
+
+
+def test_a_lock_file_replaced_while_held_is_taken_again(tmp_path):
+    from selfrefine.evaluation.runner import ExampleRow
+
+    store = RunStore(tmp_path)
+    store.acquire()
+    (tmp_path / LOCK).unlink()
+    store.append(ExampleRow(id="a", metrics=[1.0]))  # takes the folder's lock again first
+    with pytest.raises(StorageError, match="another eval"):
+        RunStore(tmp_path).acquire()
+    (tmp_path / LOCK).unlink()
+    other = RunStore(tmp_path)
+    other.acquire()  # got in while the lock file was gone: the first store must not write
+    with pytest.raises(StorageError, match=r"lock was removed or replaced while this eval wrote the folder"):
+        store.append(ExampleRow(id="b", metrics=[1.0]))
+    assert [r.id for r in other.rows()] == ["a"]
+    other.release()
+    store.release()
+
+
+@pytest.mark.timeout(300)
+def test_reading_the_folder_all_through_an_eval_loses_no_row(tmp_path):
+    # the audit's probe: a reader (what `report` does) over and over while an eval writes rows
+    # of about 4 MB; b6c03ab's reader truncated rows being written and lost 1-2 of 40 in 2 of
+    # 3 runs here (the test above shows the same every time)
+    replies = tmp_path / "big.json"
+    replies.write_text(json.dumps({"default": "x" * 1_000_000 + " Score: 9/10"}))
+    cmd = _many_eval(tmp_path, latency=0.0)
+    cmd[cmd.index("--model") + 1] = f"fake:{replies}"
+    writer, reads = _start(cmd), 0
+    try:
+        while writer.poll() is None:
+            if (tmp_path / "run" / "results.jsonl").exists():
+                reads += bool(RunStore(tmp_path / "run").rows() is not None)
+        err = writer.communicate(timeout=60)[1]
+    finally:
+        writer.kill()
+    assert writer.returncode == 0, err
+    assert reads > 0
+    assert sorted(r["result"]["input"] for r in _rows(tmp_path / "run")) == sorted(MANY)

@@ -11,7 +11,7 @@ import pytest
 from selfrefine.backends.fake import FakeBackend
 from selfrefine.evaluation.judge import (
     VERDICT_SCHEMA,
-    JudgeResult,
+    Comparison,
     PairwiseJudge,
     parse_verdict,
     preference_rate,
@@ -117,7 +117,7 @@ def test_async_api_and_sync_guard():
 
 
 def test_preference_rate_shares():
-    results = [JudgeResult(winner=w) for w in ("b", "b", "tie", "a")]
+    results = [Comparison(winner=w) for w in ("b", "b", "tie", "a")]
     assert preference_rate(results).model_dump() == {"win": 0.5, "tie": 0.25, "loss": 0.25, "n": 4}
     assert preference_rate([]).model_dump() == {"win": 0.0, "tie": 0.0, "loss": 0.0, "n": 0}
 

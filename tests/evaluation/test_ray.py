@@ -105,7 +105,7 @@ def test_ray_rows_equal_local_rows(tmp_path):
         "7",
         "--judge",
         "fake",
-        "--judge-option",
+        "--eval-judge-option",
         'reply={"winner": "2"}',
     ]
     local = runner.invoke(cli, args)

@@ -244,7 +244,7 @@ def test_compare_of_one_task_pairs_the_shared_examples(runs, tmp_path):
     store = RunStore(runs[0])
     again = write_run(tmp_path / "again", store.meta().model_copy(update={"name": "again"}), store.rows()[:2])
     text = compare_table(runs[0], again)
-    assert "Warning" not in text and "final B - A on 2 shared examples: +0.000" in text
+    assert "Warning: A is a" not in text and "final B - A on 2 shared examples: +0.000" in text
 
 
 def test_click_commands(runs, tmp_path):

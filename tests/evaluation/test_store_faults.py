@@ -80,6 +80,7 @@ def test_last_row_without_newline_is_repaired_on_open(tmp_path):
     a, b = json.dumps({"id": "a", "metrics": [1.0]}), json.dumps({"id": "b", "metrics": [0.0]})
     (tmp_path / "results.jsonl").write_text(a + "\n" + b)  # crash between the row and its newline
     store = RunStore(tmp_path)
+    store.acquire()  # the lock's holder repairs (issue 39 item 13: a reader never writes)
     assert [r.id for r in store.rows()] == ["a", "b"]
     assert (tmp_path / "results.jsonl").read_text() == a + "\n" + b + "\n"
 

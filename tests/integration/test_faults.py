@@ -32,8 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import require_smollm
-from test_integration_server import Server
+from llama_server import Server
 
 pytestmark = [pytest.mark.integration, pytest.mark.server]
 
@@ -152,14 +151,9 @@ class FaultProxy:
         return Handler
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    require_smollm()
-    # one thread: llama.cpp's threads wait for each other, and on 2 busy cores a second
-    # thread stalls calls for 8-40 s (with one, every call took under ~3 s at load 4)
-    srv = Server(n_threads=1)
-    yield srv
-    srv.stop()
+@pytest.fixture
+def server(llama_server: Server) -> Server:
+    return llama_server  # the session's one server (conftest), on one thread
 
 
 @pytest.fixture

@@ -183,12 +183,12 @@ def test_loading_the_default_model_prints_no_llama_cpp_warnings(capfd):
 
 
 @pytest.mark.timeout(600)
-def test_greedy_feedback_is_the_same_warm_and_cold_on_the_default_model():
+def test_greedy_feedback_is_the_same_warm_and_cold_on_the_default_model(embedded):
     """Issue 21: a grammar-constrained feedback call at temperature 0 gave one answer with the
     prompt's prefix reused and another computed from scratch (5 of 9 calls matched). Reuse now
-    stops at a batch boundary, so the suffix is computed in the same batches as a cold run."""
-    require_embedded()
-    warm = LlamaCppBackend(model="embedded")
+    stops at a batch boundary, so the suffix is computed in the same batches as a cold run.
+    Warm is the session's model (conftest), its caches holding whatever earlier tests left."""
+    warm = embedded
     cold = LlamaCppBackend(model="embedded", prefix_reuse=False)
     inputs = ["kitchen, knife, onion, cut, cry", "dog, frisbee, catch, throw, park", "sun, beach, towel, wave",
               "river, boat, row, bridge"]  # fmt: skip
@@ -202,12 +202,11 @@ def test_greedy_feedback_is_the_same_warm_and_cold_on_the_default_model():
         task = engine.task
         replays = []
         for _, call in feedback:  # the identical request, on a context that reuses nothing
-            request = CompletionRequest(role="feedback", prompt=call.prompt, system=task.system, temperature=0.0,
-                                        max_tokens=task.max_tokens["feedback"], seed=0,
-                                        stop=task.stop_sequences["feedback"], json_schema=task.feedback_schema)  # fmt: skip
+            request = CompletionRequest(role="feedback", prompt=call.prompt, system=task.declared.system, temperature=0.0,
+                                        max_tokens=task.declared.defaults.max_tokens["feedback"], seed=0,
+                                        stop=task.declared.stop_sequences["feedback"], json_schema=task.declared.defaults.feedback_schema)  # fmt: skip
             replays.append((await cold.complete(request)).text)
-        await warm.aclose()
-        await cold.aclose()
+        await cold.aclose()  # warm is the session's: its fixture closes it
         return runs, feedback, replays
 
     runs, feedback, replays = asyncio.run(go())

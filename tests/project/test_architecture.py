@@ -1,5 +1,6 @@
 """The house rules that code review would otherwise have to remember: short functions,
-a small loop module, no import circle between the package's modules, click only in cli/,
+a small loop module, no import circle between the package's modules, no import that a
+"never" rule of the layer map (docs/design/layers.json) forbids, click only in cli/,
 docstrings that name real modules."""
 
 from __future__ import annotations
@@ -7,12 +8,14 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import json
 import re
 from pathlib import Path
 
 from conftest import ROOT
 
 SRC = ROOT / "src" / "selfrefine"
+LAYERS = json.loads((ROOT / "docs" / "design" / "layers.json").read_text())
 
 
 def _function_lengths():
@@ -64,6 +67,103 @@ def test_no_import_circle_between_modules():
     for node in graph:
         if node not in state:
             visit(node, [])
+
+
+# -- the layer map: each "never" rule of docs/design/layers.json, read from the code -------
+
+
+def _module_of(path: Path) -> str:
+    return ".".join(path.relative_to(SRC.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def _absolute(name: str, level: int, package: str) -> str:
+    """``name`` imported ``level`` dots up from ``package`` (0: as written)."""
+    if not level:
+        return name
+    base = package
+    for _ in range(level - 1):
+        base = base.rpartition(".")[0]
+    return f"{base}.{name}" if name else base
+
+
+def _every_import(source: str, module: str, is_package: bool) -> set[str]:
+    """Every package module a module's source imports, wherever it sits (top level, inside a
+    function, under TYPE_CHECKING): ``import x``, ``from x import y`` (and x.y where that is a
+    module: ``from .. import tasks``), and ``importlib.import_module("x")`` / ``__import__("x")``
+    with a literal name."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node.module or "", node.level, package)
+            found.add(base)
+            found.update(n for n in (f"{base}.{alias.name}" for alias in node.names) if _is_module(n))
+        elif isinstance(node, ast.Call) and _names_a_module(node.func) and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                dots = len(first.value) - len(first.value.lstrip("."))
+                found.add(_absolute(first.value.lstrip("."), dots, package))
+    return {name for name in found if name == "selfrefine" or name.startswith("selfrefine.")}
+
+
+def _is_module(name: str) -> bool:
+    where = SRC.parent.joinpath(*name.split("."))
+    return where.is_dir() or where.with_suffix(".py").is_file()
+
+
+def _names_a_module(func: ast.expr) -> bool:
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name in ("import_module", "__import__")
+
+
+def _part_of(module: str) -> str | None:
+    """The layer map's part (CLI, Engine, …) a module or package belongs to, by its folder or file."""
+    where = "src/" + module.replace(".", "/")
+    for part, spec in LAYERS["parts"].items():
+        for place in spec["is"]:
+            if (where + "/").startswith(place) if place.endswith("/") else f"{where}.py" == place:
+                return part
+    return None
+
+
+def _broken_rules(module: str, source: str, is_package: bool = False) -> list[str]:
+    """The "never" rules of the layer map that a module's imports break, one line each."""
+    never = {(low, high): why for low, high, why in LAYERS["never"]}
+    part = _part_of(module)
+    broken = []
+    for name in sorted(_every_import(source, module, is_package)):
+        rule = (part, _part_of(name))
+        if rule in never:
+            broken.append(f"{module} imports {name}: {rule[0]} never imports {rule[1]} ({never[rule]})")
+    return broken
+
+
+def test_every_module_sits_in_one_part_of_the_layer_map():
+    outside = [m for m in map(_module_of, SRC.rglob("*.py")) if _part_of(m) is None]
+    assert outside == ["selfrefine"], outside  # only the package's own __init__, the public API above all parts
+
+
+def test_no_module_breaks_a_never_rule_of_the_layer_map():
+    assert len(LAYERS["never"]) >= 20, "the rules are read from layers.json"
+    broken = [
+        b for p in SRC.rglob("*.py") for b in _broken_rules(_module_of(p), p.read_text(), p.name == "__init__.py")
+    ]
+    assert broken == []
+
+
+def test_the_layer_check_sees_lazy_string_and_relative_imports():
+    # each of these, written in an engine module, would break "Engine never imports Tasks"
+    lazy = "def find(name):\n    from ..tasks import get_task\n    return get_task(name)\n"
+    by_string = "import importlib\n\ndef find():\n    return importlib.import_module('selfrefine.tasks.gsm8k')\n"
+    relative_string = "from importlib import import_module\nM = import_module('..tasks', __package__)\n"
+    package_name = "from .. import tasks\n"
+    for source in (lazy, by_string, relative_string, package_name):
+        [line] = _broken_rules("selfrefine.engine.loop", source)
+        assert "Engine never imports Tasks" in line, source
+    assert _broken_rules("selfrefine.tasks.gsm8k", "from ..engine.task import Task\n") == []  # an allowed arrow
+    assert _broken_rules("selfrefine.core.config", "import selfrefine.cli.commands\n") != []  # a plain import
 
 
 def _imports_click(path: Path) -> bool:

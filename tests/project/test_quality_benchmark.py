@@ -1,17 +1,19 @@
-"""benchmarks/quality.py end to end: the fake model, a tiny dataset of every format, tmp paths."""
+"""benchmarks/quality.py end to end: the fake model, a tiny dataset of every format, tmp paths.
+
+The script's ``main(argv)`` runs in this process, as ``python benchmarks/quality.py ARGS``
+would run it: its three runs (the first, the resume, the report alone) share the imports
+and the loaded toxicity classifier, which three interpreters loaded three times."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 from selfrefine.evaluation.report import run_table
 
-SCRIPT = ROOT / "benchmarks" / "quality.py"
 SIZES = "gsm8k=2,commongen=2,sentiment=2,acronym=2,readability=1,codeopt=1,dialogue=1,toxicity=2,story=1,chat=2"
 
 
@@ -67,13 +69,23 @@ def write_data(folder: Path) -> Path:
     return folder
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out
+@pytest.fixture
+def run(monkeypatch, capsys):
+    """``run(*args)``: the script's main with these arguments, from the repository root;
+    returns what it printed (a failure is its SystemExit, which fails the test)."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # as for a script: its folder first
+    import quality
+
+    def main(*args: str) -> str:
+        capsys.readouterr()
+        quality.main(list(args))
+        return capsys.readouterr().out
+
+    return main
 
 
-def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(tmp_path: Path) -> None:
+def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(tmp_path: Path, run) -> None:
     data, runs, doc = write_data(tmp_path / "data"), tmp_path / "runs", tmp_path / "docs" / "quality.md"
     common = ["--out", str(runs), "--doc", str(doc)]
     common += ["--data-dir", str(data), "--cache", str(tmp_path / "c.sqlite")]
@@ -101,7 +113,7 @@ def test_quality_benchmark_runs_every_task_and_mode_and_reports_the_run_folders(
         (t, m) for t in ("dialogue", "chat") for m in ("hybrid+verified", "hybrid+not-worse", "not-worse+no-history")
     }  # no verifier
     got = {(r["task"], r["mode"]) for r in summary["runs"]}
-    lines = [line.split() for line in first.stdout.splitlines() if line.startswith("[")]  # one line per planned run
+    lines = [line.split() for line in first.splitlines() if line.startswith("[")]  # one line per planned run
     skipped = {(w[1], w[2].rstrip(":")) for w in lines if w[3] == "skipped:"}
     assert len(lines) == len(planned) and len(got) + len(skipped) == len(planned)
     assert got | skipped == planned and got >= {(t, "self") for t, _ in planned}  # hybrid+verified: if select validates

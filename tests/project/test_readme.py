@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, require_embedded
+from conftest import ROOT
 
 from selfrefine import FakeBackend, RunResult, StopReason
 from selfrefine.backends import registry
@@ -49,9 +49,28 @@ def run_block(where: str, code: str) -> dict[str, Any]:
     return namespace
 
 
+def example_of(schema: dict[str, Any], root: dict[str, Any] | None = None) -> Any:
+    """A value of a small JSON Schema (the README's structured-output models): each property
+    at a value of its type ("Lyon", 2, 2.5, true), an array of one item, the first of an enum."""
+    root = root or schema
+    if "$ref" in schema:
+        return example_of(root["$defs"][schema["$ref"].rsplit("/", 1)[1]], root)
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        return {k: example_of(v, root) for k, v in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [example_of(schema.get("items", {}), root)]
+    return {"integer": 2, "number": 2.5, "boolean": True}.get(kind, "Lyon")
+
+
 def fake_reply(request) -> str:
     """A reply that parses for any README task: commongen's JSON critique (the only role
-    with a schema) says nothing is missing; a plain critique scores 9/10; drafts are one line."""
+    with a schema) says nothing is missing; a plain critique scores 9/10; drafts are one line,
+    or under a run's JSON Schema a value of it."""
+    if request.role != "feedback" and request.json_schema is not None:
+        return json.dumps(example_of(request.json_schema))
     if request.role == "feedback":
         if request.json_schema is not None:
             return json.dumps({"missing_concepts": [], "commonsense": "NONE"})
@@ -77,10 +96,10 @@ SERVER = "http://127.0.0.1:8000/v1"  # where the README's serve blocks send thei
 
 
 def test_the_readme_has_its_python_blocks():
-    # the library quick start (sync, then async), the Task example, and the two clients of
-    # `selfrefine serve` (plain, then streamed)
-    assert len(BLOCKS) == 5, [where for where, _ in BLOCKS]
-    assert [SERVER in code for _, code in BLOCKS] == [False, False, False, True, True]
+    # the library quick start (sync, then async), the Task example, the two clients of
+    # `selfrefine serve` (plain, then streamed), and structured output (library, then served)
+    assert len(BLOCKS) == 7, [where for where, _ in BLOCKS]
+    assert [SERVER in code for _, code in BLOCKS] == [False, False, False, True, True, False, True]
 
 
 @pytest.fixture
@@ -126,8 +145,15 @@ def check_block(index: int, namespace: dict[str, Any], out: str) -> None:
         reply = namespace["reply"]
         assert reply.choices[0].message.content and reply.choices[0].message.content in out
         assert reply.selfrefine["stop_reason"] in out and reply.usage.total_tokens > 0
-    else:  # the stream printed the drafts as reasoning, then the output
+    elif index == 4:  # the stream printed the drafts as reasoning, then the output
         assert "Draft 0" in out and "Feedback on draft 0" in out, out
+    elif index == 5:  # structured output: JSON that validates as the model, and the object
+        result = namespace["result"]
+        assert result.parsed is not None, result.iterations[-1].verification
+        assert namespace["City"].model_validate_json(result.output) and "name=" in out
+    else:  # the SDK's parse() against serve: the JSON and the object it made of it
+        message = namespace["message"]
+        assert message.parsed is not None and message.parsed == namespace["Person"].model_validate_json(message.content)
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[where for where, _ in BLOCKS])
@@ -142,8 +168,8 @@ def test_python_block_runs_as_written_on_the_fake_model(index, embedded_is_fake,
 
 @pytest.mark.integration
 @pytest.mark.parametrize("index", range(len(BLOCKS)), ids=[where for where, _ in BLOCKS])
-def test_python_block_runs_as_written_on_the_default_model(index, readme_server, capsys):
-    require_embedded()
+def test_python_block_runs_as_written_on_the_default_model(index, embedded_by_name, readme_server, capsys):
+    # "embedded" is the session's loaded default model (conftest): one load for the five blocks
     where, code = BLOCKS[index]
     namespace = run_block(where, code)
     check_block(index, namespace, capsys.readouterr().out)

@@ -101,7 +101,8 @@ def test_a_judged_loop_summary_renders_its_rows(results, monkeypatch, tmp_path):
     monkeypatch.setattr(results, "DOCS", tmp_path)
     loop = results.judged_loop_section()
     row = next(line for line in loop if line.startswith("| story |"))
-    assert "| best | 8 | 0.500 | 0.600 | +0.100 [-0.050, +0.250] | 3 / 4 / 1 | 300 → 2400 | 2 / 3 / 1 |" in row
+    # one-step, the best of the first drafts (sampling alone), then returned (after the round)
+    assert "| best | 8 | 0.500 | 0.550 | 0.600 | +0.100 [-0.050, +0.250] | 3 / 4 / 1 | 300 → 2400 | 2 / 3 / 1 |" in row
     assert not any("Not yet run" in line for line in loop)
 
 

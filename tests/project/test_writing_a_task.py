@@ -111,7 +111,7 @@ def test_every_block_of_the_page_runs_in_order(tmp_path, monkeypatch, embedded_i
     result = namespace["result"]
     assert len(result.iterations[0].candidates) == 3 and result.output == "Lumo: sunlight for your desk."
     assert out[0] == "Lumo: sunlight for your desk. ok"
-    assert namespace["yaml_task"].stop_contains == ["done"] and not namespace["yaml_task"].has_verifier
+    assert namespace["yaml_task"].declared.stop_contains == ["done"] and not namespace["yaml_task"].has_verifier
     # a function verifier on the YAML task, and a task file's checks, choosing among samples
     assert out[2] == "ok" and namespace["checked"].closed
     assert out[3] == "Lumo: sunlight for your desk. | all checks pass" and namespace["tagline"].has_verifier

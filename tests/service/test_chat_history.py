@@ -39,11 +39,13 @@ def test_a_follow_up_prompt_has_no_think_trace(serve):
             {"role": "assistant", "content": assistant},
             {"role": "user", "content": FOLLOW_UP},
         ]
-        reply = client.chat.completions.create(model="selfrefine/chat", messages=messages)
+        # derivation off: its memo would skip the second follow-up's derivation call and its tokens
+        options = {"selfrefine": {"derive_checks": False}}
+        reply = client.chat.completions.create(model="selfrefine/chat", messages=messages, extra_body=options)
         return reply.usage.prompt_tokens
 
     with_trace = follow_up(shown)  # what `llm -c` sends: the content as it was shown
-    prompts = [r.prompt for r in served.fake.requests[asked:]]
+    prompts = served.fake.prompts()[asked:]  # the first draft's: the conversation as it was sent
     assert prompts and all(FOLLOW_UP in p and ANSWER in p for p in prompts)
     leaked = [p for p in prompts if "<think>" in p or "</think>" in p or "### Draft 0" in p]
     assert not leaked, leaked[0]  # was: the whole trace, in every prompt of the follow-up

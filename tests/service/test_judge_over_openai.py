@@ -88,4 +88,5 @@ def test_the_judge_reads_the_servers_probabilities_or_samples_and_says_so(gives)
         assert follows.method == "sampled" and follows.samples == 5 and follows.score == 1.0
         assert "no token probabilities" in follows.note
         assert all(b["temperature"] == 1.0 for b in judge_bodies if not b.get("top_logprobs"))
-    assert all(c.role in ("generate", "judge") for c in result.calls)
+    # besides the request's checks, derived once, only drafts and the judge's questions
+    assert all(c.role in ("generate", "judge") or c.purpose == "checks" for c in result.calls)

@@ -62,9 +62,27 @@ def test_unknown_option_lists_the_valid_ones(serve, endpoint):
     assert error["param"] == ("selfrefine" if endpoint == "chat" else "options") + ".max_iters"
     message = error["message"]
     assert "max_iters" in message and "valid options:" in message, message
+    assert "(did you mean 'max_iterations'?)" in message.split("valid options:")[0], message
     for valid in ("max_iterations", "select", "history", "feedback_mode", "max_total_tokens"):
         assert valid in message.split("valid options:")[1]
     assert served.fake.requests == []
+
+
+@pytest.mark.parametrize(
+    ("asked", "meant"),
+    [("max_iters", "max_iterations"), ("budget_tokens", "max_total_tokens"), ("budget-seconds", "max_seconds"),
+     ("sample", "samples")],
+)  # fmt: skip
+def test_an_unknown_option_through_the_sdk_is_a_400_that_names_the_one_meant(serve, asked, meant):
+    # the CLI's spellings (max_iters, budget_tokens) name the library's option; other slips the closest one
+    served = serve()
+    with pytest.raises(openai.BadRequestError) as caught:
+        served.client(max_retries=0).chat.completions.create(
+            model=COMMONGEN, messages=user("dog, ball"), extra_body={"selfrefine": {asked: 1}}
+        )
+    error = error_of(caught.value)
+    assert error["message"].startswith(f"unknown option {asked!r} in selfrefine (did you mean {meant!r}?); "), error
+    assert error["param"] == f"selfrefine.{asked}" and served.fake.requests == []
 
 
 def test_unknown_refine_field_lists_the_valid_ones(serve):
@@ -140,7 +158,7 @@ def _stream(client: openai.OpenAI, **kw) -> tuple[str, str]:
 
 def _assert_trace(text: str) -> None:
     assert "### Draft 0 (first answer)\nHere dog and ball meet." in text
-    assert '"missing_concepts": ["park"]' in text
+    assert "missing concepts: park" in text  # the JSON critique read as text (a stream also shows it as written)
     assert "refine draft 0" in text and "stop (feedback)" in text
     assert f"### Draft 1 (refined)\n{FINAL}" in text
 
@@ -234,6 +252,8 @@ def selfrefine_serve(tmp_path: Path) -> Iterator[str]:
 
 def test_llm_shows_the_refinement_with_think(selfrefine_serve, tmp_path):
     pytest.importorskip("llm", reason="simonw's llm is in the test extra")
+    from llm.cli import cli as llm
+
     home = tmp_path / "llm"
     home.mkdir()
     (home / "extra-openai-models.yaml").write_text(
@@ -241,16 +261,17 @@ def test_llm_shows_the_refinement_with_think(selfrefine_serve, tmp_path):
         "  can_stream: true\n",
         encoding="utf-8",
     )
-    env = {**os.environ, "LLM_USER_PATH": str(home), "OPENAI_API_KEY": ""}
-    llm = str(Path(sys.executable).with_name("llm"))
+    env = {"LLM_USER_PATH": str(home), "OPENAI_API_KEY": ""}
 
     def run(*args: str) -> str:
-        done = subprocess.run([llm, *args], env=env, capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
+        # llm's own command line, in this process (its imports once, not per command)
+        done = CliRunner().invoke(llm, list(args), env=env, catch_exceptions=False)
+        assert done.exit_code == 0, done.output
         return done.stdout
 
     for flags in ([], ["--no-stream"]):
         shown = run("-m", "selfrefine-chat", *flags, "Say hello to a dog.")
+        # no checks stated, none shown: the trace opens with the first draft, streamed or not
         assert shown.startswith("<think>\n### Draft 0 (first answer)\nA dog catches a ball in the park."), shown
         assert "### Feedback on draft 0" in shown and "→ stop" in shown
         assert shown.rstrip().endswith("</think>\n\nA dog catches a ball in the park."), shown

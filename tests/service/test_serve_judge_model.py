@@ -31,4 +31,6 @@ def test_a_served_run_records_the_server_s_judge_model(tmp_path):
         served.stop()
     assert reply.status_code == 200, reply.text
     models = RunResult.model_validate(reply.json()).config.models
-    assert models == {"generate": "fake", "feedback": "fake", "refine": "fake", "judge": f"fake:{judge}"}
+    # the judge's model, named without its file on the server (issue 39 item 12)
+    assert models == {"generate": "fake", "feedback": "fake", "refine": "fake", "judge": "fake:<server file>"}
+    assert str(judge) not in reply.text

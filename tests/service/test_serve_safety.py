@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx2
 import openai
@@ -30,6 +30,8 @@ from selfrefine.backends.base import Backend, CompletionRequest
 from selfrefine.backends.fake import FakeBackend
 from selfrefine.backends.roles import RoleBackends
 from selfrefine.cli import cli
+from selfrefine.core.config import upper_bound
+from selfrefine.core.errors import ConfigError
 from selfrefine.service import Caps, ServeSettings, create_app
 from selfrefine.service.connections import server_config
 from selfrefine.service.tracing import Tracing
@@ -402,6 +404,21 @@ def test_samples_over_the_limit_get_the_limit_the_readme_states(serve):
         f"{served.url}/v1/refine", json={"task": "commongen", "input": "a, b", "options": {"samples": 0}}
     )
     assert zero.status_code == 400 and "samples" in zero.json()["error"]["message"]
+
+
+def test_the_servers_samples_limit_is_a_declared_policy_under_the_options_one_cap():
+    # the option states its cap once (RefineConfig); the server's 8 is its own policy, which
+    # may only lower that cap: a server built with more is refused with an error naming it
+    cap = upper_bound("samples")
+    assert cap is not None and Caps.LIMITS["samples"] < cap
+
+    class Generous(Caps):
+        LIMITS: ClassVar[dict[str, float]] = {**Caps.LIMITS, "samples": cap + 1}
+
+    with pytest.raises(ConfigError) as caught:
+        Generous()
+    said = f"the server's limit Caps.LIMITS['samples'] = {cap + 1:g} is over the option's own cap of {cap:g}"
+    assert str(caught.value).startswith(said), caught.value
 
 
 UPSTREAM = "http://10.77.0.9:8000/v1"

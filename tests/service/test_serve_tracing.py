@@ -145,3 +145,28 @@ def test_tracing_is_on_once_an_sdk_provider_is_configured():
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_call_that_sends_the_conversation_shows_its_messages_roles(serve, spans):
+    """Chat's first draft is the user's own conversation: its span lists the messages' roles
+    in order (never their text); a prompt's call has no such attribute."""
+    from selfrefine import FakeBackend
+
+    tracing, exporter = spans
+    fake = FakeBackend(default=lambda r: '{"issues": []}' if r.role == "feedback" else "Lisbon.")
+    client = serve(fake, tracing=tracing).client()
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "A city?"},
+        {"role": "assistant", "content": "Porto."},
+        {"role": "user", "content": "Another one?"},
+    ]
+    client.chat.completions.create(model="selfrefine/chat", messages=messages)
+    calls = {s.name: s for s in finished(exporter, "selfrefine.request /v1/chat/completions") if "call" in s.name}
+    assert list(calls["selfrefine.call generate"].attributes["selfrefine.messages"]) == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert "selfrefine.messages" not in calls["selfrefine.call feedback"].attributes

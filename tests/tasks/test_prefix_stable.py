@@ -16,6 +16,7 @@ import pytest
 from selfrefine import SelfRefine
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.fake import FakeBackend
+from selfrefine.engine.derivation import TEMPLATE
 from selfrefine.tasks import get_task
 
 PROGRAM = "n = int(input())\ntotal = 0\nfor i in range(n):\n    total += i\nprint(total)"
@@ -131,10 +132,17 @@ def test_every_role_starts_with_the_same_few_shot_block_for_every_example(name):
     engine = SelfRefine(task, backend, max_iterations=2)
     for text in INPUTS[name]:
         engine.run(text)
-    for role in ("generate", "feedback", "refine"):
-        head = static_head(task.templates[role].source)
+    # chat's first draft is the user's own conversation, which has no block of ours (issue 38)
+    roles = ("feedback", "refine") if task.conversation(INPUTS[name][0]) else ("generate", "feedback", "refine")
+    for role in roles:
+        head = static_head(task.declared.templates[role].source)
         assert len(head) > 100, f"{name}/{role}: expected a few-shot block first"
         prompts = backend.prompts(role)
         assert len(prompts) >= 2
         for prompt in prompts:
             assert prompt.startswith(head), f"{name}/{role}: the few-shot block is not first"
+    derivations = backend.prompts("feedback", purpose="checks")  # chat: its checks are derived from each request
+    head = static_head(TEMPLATE.source)
+    assert all(p.startswith(head) for p in derivations) and len(derivations) == (
+        len(INPUTS[name]) if name == "chat" else 0
+    )

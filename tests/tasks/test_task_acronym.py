@@ -70,7 +70,7 @@ def test_refine_prompt_extends_the_previous_one_byte_for_byte(task):
 
 
 def test_fewshot_feedback_matches_the_schema(task):
-    source = task.templates["feedback"].source
+    source = task.declared.templates["feedback"].source
     line = next(ln for ln in source.splitlines() if ln.startswith("Ratings: {"))
     example = json.loads(line.removeprefix("Ratings: "))
     assert list(example) == list(FEEDBACK_SCHEMA["properties"]) == list(ASPECTS)
@@ -174,7 +174,7 @@ def test_a_word_in_a_reason_is_not_taken_for_a_label(task):
 
 
 def test_fixed_rounds_end_at_max_iterations(task):
-    assert task.max_iterations == 4
+    assert task.declared.defaults.max_iterations == 4
     backend = FakeBackend({"generate": ["STB"], "feedback": [FULL] * 3, "refine": ["STBR", "STAR"]})
     result = SelfRefine(task, backend, max_iterations=2, retry_base_delay=0.0).run(TITLE)
     assert result.stop_reason is StopReason.MAX_ITERATIONS

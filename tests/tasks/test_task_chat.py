@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from selfrefine import SelfRefine, StopReason
+from selfrefine.backends.base import chat_messages, flat_prompt
 from selfrefine.backends.fake import FakeBackend
 from selfrefine.core.errors import (
     ConfigError,
@@ -115,17 +116,96 @@ def test_input_size_limit(task):
 # --- prompts ----------------------------------------------------------------------------------
 
 
-def test_prompts_show_the_conversation_as_a_transcript(task):
-    plain = task.render("generate", task.prepare_input("Why is the sky blue?"))
-    assert plain.endswith(
-        "Conversation:\nUser: Why is the sky blue?\n\n"
-        "Reply with the Assistant's reply to the last User message.\nAnswer:"
-    )
+def test_critique_and_refinement_show_the_conversation_as_a_transcript(task):
     transcript = "System: Be brief.\n\nUser: Why?"
-    assert f"Conversation:\n{transcript}\n" in task.render("generate", transcript)
     feedback = task.render("feedback", transcript, draft="Because.")
     assert feedback.endswith(f"Conversation:\n{transcript}\nDraft reply: Because.\nFeedback:")
-    assert task.system and "last User message" in task.system
+    assert f"Conversation:\n{transcript}\n" in task.render("refine", transcript, draft="Because.", feedback="- f")
+    assert task.declared.system and "last User message" in task.declared.system
+
+
+def test_the_conversation_parsed_back_into_messages(task):
+    """A prepared input (a plain request, a labelled transcript, JSON messages) is the
+    conversation draft 0 answers: each turn runs from its label to the next line that starts
+    with one, any case, over several lines; empty turns are left out."""
+    assert task.conversation(task.prepare_input("Why is the sky blue?")) == [
+        {"role": "user", "content": "Why is the sky blue?"}
+    ]
+    transcript = "system: Be brief.\nUSER: Hi\nsecond line: still the user\n\nAssistant:\n\nUser:   Tell me a joke. "
+    assert task.conversation(task.prepare_input(transcript)) == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hi\nsecond line: still the user"},
+        {"role": "user", "content": "Tell me a joke."},
+    ]
+    messages = [
+        {"role": "system", "content": "Answer in French."},
+        {"role": "user", "content": "Hi!\nUser: quoted, not a turn"},
+        {"role": "assistant", "content": "Bonjour !"},
+        {"role": "user", "content": "How are you?"},
+    ]
+    # JSON messages become a transcript (conversation_text) and come back as turns; a line of
+    # a message that starts with a role label would start a turn (a transcript cannot tell)
+    back = task.conversation(task.prepare_input(json.dumps(messages)))
+    assert [m["role"] for m in back] == ["system", "user", "user", "assistant", "user"]
+    assert task.conversation(json.dumps(messages)) == messages  # unprepared JSON: as it is
+    # "System:" alone is no transcript: the request as one user message
+    assert task.conversation("System: Linux. How do I list files?") == [
+        {"role": "user", "content": "System: Linux. How do I list files?"}
+    ]
+
+
+def test_draft_0_is_the_models_own_reply_to_the_users_messages():
+    """No transcript wrapper, no task system prompt: the generate request is the user's own
+    messages (system turn kept, history as turns), the prompt its last user message; the
+    critique still shows the transcript under the task's system prompt."""
+    messages = [
+        {"role": "system", "content": "You are a concise travel assistant."},
+        {"role": "user", "content": "I have three days in Lisbon."},
+        {"role": "assistant", "content": "Lovely! What do you enjoy most?"},
+        {"role": "user", "content": "Food. Give me a plan in three lines."},
+    ]
+    fake = FakeBackend({"generate": ["Day 1: Alfama\nDay 2: Belém\nDay 3: LX Factory"]}, default='{"issues": []}')
+    result = SelfRefine("chat", fake, max_iterations=1, record_prompts=True).run(json.dumps(messages))
+    derivation, generate, feedback = fake.requests  # the request's checks are derived first
+    assert derivation.purpose == "checks" and "Food. Give me a plan in three lines." in derivation.prompt
+    assert generate.role == "generate" and generate.system is None
+    assert chat_messages(generate) == messages and generate.prompt == messages[-1]["content"]
+    assert "Conversation:" not in flat_prompt(generate) and "Assistant's reply" not in flat_prompt(generate)
+    assert feedback.system == Chat().declared.system and "Conversation:\nSystem: You are a concise" in feedback.prompt
+    # the record shows the conversation that was sent
+    assert result.calls[1].prompt == flat_prompt(generate) and result.calls[1].prompt.endswith("Assistant:")
+    # one user message alone is sent as that message, no system message added
+    fake = FakeBackend(default="Paris.")
+    SelfRefine("chat", fake, max_iterations=0).run("Capital of France?")
+    assert chat_messages(fake.requests[1]) == [{"role": "user", "content": "Capital of France?"}]
+
+
+def test_samples_of_draft_0_send_the_same_messages_with_their_seeds():
+    replies = {"generate": lambda r: f"answer {r.seed}", "judge": lambda r: "Yes", "feedback": lambda r: "{}"}
+    fake = FakeBackend(default=lambda r: replies[r.role](r))
+    SelfRefine("chat", fake, samples=3, max_iterations=0).run("User: Hi\nAssistant: Hello!\nUser: Why?")
+    gens = [r for r in fake.requests if r.role == "generate"]
+    assert len(gens) == 3 and len({r.seed for r in gens}) == 3
+    assert all(chat_messages(r) == chat_messages(gens[0]) for r in gens)
+    assert [m["role"] for m in chat_messages(gens[0])] == ["user", "assistant", "user"]
+
+
+def test_a_preamble_and_a_repeated_cue_are_not_part_of_the_draft():
+    fake = FakeBackend(
+        {"generate": ['Sure! Here is the limerick about a cat that includes the word "moonlight":\nA cat.']},
+        default='{"issues": []}',
+    )
+    assert SelfRefine("chat", fake, max_iterations=0).run("A limerick about a cat, please.").output == "A cat."
+
+
+def test_an_echo_finding_joins_the_critics_issues(task):
+    from selfrefine.core.records import Verification
+
+    check = Verification(text="The draft repeats the request.", passed=False)
+    none = task.combine(parse(task, '{"issues": []}'), check, input="Q", draft="Q")
+    assert none.done is False and none.text == "- The draft repeats the request."
+    some = task.combine(parse(task, '{"issues": ["Too long."]}'), check, input="Q", draft="Q")
+    assert some.fields["issues"] == ["Too long.", "The draft repeats the request."] and some.source == "hybrid"
 
 
 def test_refine_prompt_shows_drafts_and_feedback_in_order_and_extends_byte_for_byte(task):
@@ -197,14 +277,20 @@ def test_says_done_only_on_a_plain_no_issues(task):
     assert task.says_done('{"issues": ["Wrong') is False
 
 
-def test_no_verifier_and_no_metric_without_checks_but_a_judge(task):
+def test_checked_by_the_requests_own_checks_and_ranked_by_a_judge(task):
     assert not task.has_verifier and task.metric("Q?", "A.") is None
-    assert list(task.judges) == ["follows", "correct"]  # what ranks its drafts (engine/judged.py)
-    SelfRefine(task, FakeBackend(default="x"), select="verified")  # ranked by the judge
+    assert list(task.declared.judges) == ["follows", "correct"]  # what ranks its drafts (engine/judge.py)
+    # the request's checks are derived (engine/derivation.py): they verify chat's drafts, in hybrid mode
+    engine = SelfRefine(task, FakeBackend(default="x"), select="verified")
+    assert engine.settings.checks.derive and engine.settings.verifier_mode == "hybrid"
+    # without them, only the judge ranks
+    SelfRefine(task, FakeBackend(default="x"), select="verified", derive_checks=False)
     with pytest.raises(ConfigError, match="no verifier and its judge is off"):
-        SelfRefine(task, FakeBackend(default="x"), select="verified", judging=False)
+        SelfRefine(task, FakeBackend(default="x"), select="verified", judging=False, derive_checks=False)
     with pytest.raises(ConfigError, match="has no verifier; use verifier_mode 'self'"):
-        SelfRefine(task, FakeBackend(default="x"), verifier_mode="hybrid")  # the judge writes no findings
+        SelfRefine(
+            task, FakeBackend(default="x"), verifier_mode="hybrid", derive_checks=False
+        )  # the judge writes no findings
 
 
 def test_chat_is_built_in_after_the_papers_seven():
@@ -214,7 +300,8 @@ def test_chat_is_built_in_after_the_papers_seven():
         BUILTIN_TASKS
     )
     assert isinstance(get_task("chat"), Chat)
-    assert set(get_task("chat").templates) == {"generate", "feedback", "refine", "refine_nofeedback"}
+    roles = {n for n in get_task("chat").declared.templates if not n.startswith("judge_")}
+    assert roles == {"generate", "feedback", "refine", "refine_nofeedback"}
 
 
 # --- the loop ---------------------------------------------------------------------------------
@@ -236,8 +323,11 @@ def test_loop_refines_until_the_critique_finds_no_issues():
     [refine] = backend.prompts("refine")
     assert "Conversation:\nUser: What is 2 + 2?" in refine
     assert refine.index("2 + 2 = 5.") < refine.index("- Wrong sum: 2 + 2 is 4, not 5.")
-    critiques = [r for r in backend.requests if r.role == "feedback"]
+    critiques = [r for r in backend.requests if r.role == "feedback" and r.purpose is None]
     assert len(critiques) == 2 and all(r.json_schema for r in critiques)
+    # before them, the critic's model derived the request's checks (none: "What is 2 + 2?" states none)
+    [derivation] = [r for r in backend.requests if r.purpose == "checks"]
+    assert "Request: What is 2 + 2?" in derivation.prompt and result.checks == []
 
 
 def test_malformed_critiques_end_as_parse_errors_not_crashes():
@@ -247,7 +337,7 @@ def test_malformed_critiques_end_as_parse_errors_not_crashes():
     fb = result.iterations[0].feedback
     assert fb.parse_error and "cut off" in fb.parse_error and fb.done is False
     # each critique asked 1 + parse_retries times; the last draft's is skipped (select "last" at the cap)
-    assert len(backend.prompts("feedback")) == 1 * 3
+    assert len([r for r in backend.requests if r.role == "feedback" and r.purpose is None]) == 1 * 3
 
 
 # --- the real default model -------------------------------------------------------------------
@@ -266,3 +356,37 @@ def test_chat_on_the_default_embedded_model(embedded):
     # constrained decoding: the critic's reply is the schema's JSON object
     reply = [c for c in result.calls if c.role == "feedback" and c.iteration == 0][-1].response
     assert isinstance(json.loads(reply)["issues"], list), reply
+
+
+@pytest.mark.integration
+def test_draft_0_is_what_the_plain_model_replies(embedded):
+    """One step on chat is exactly what llama-cpp-python's own ``create_chat_completion``
+    gives for the user's messages with the same seed and sampling: no prompt of the task."""
+    from llama_cpp import Llama
+
+    from selfrefine.core.seeds import attempt_seed
+
+    messages = [
+        {"role": "system", "content": "Answer in one short sentence."},
+        {"role": "user", "content": "Name a fruit."},
+        {"role": "assistant", "content": "An apple."},
+        {"role": "user", "content": "Name another one and say what colour it is."},
+    ]
+    result = SelfRefine("chat", embedded, max_iterations=0, max_tokens=40, seed=3).run(json.dumps(messages))
+    [call] = [c for c in result.calls if c.role == "generate"]
+    plain = Llama(
+        model_path=str(embedded.model_path),
+        n_ctx=1024,
+        n_threads=embedded.n_threads,
+        n_batch=embedded.n_batch,
+        n_ubatch=embedded.n_ubatch,
+        verbose=False,
+    )
+    try:
+        out = plain.create_chat_completion(
+            messages=messages, max_tokens=40, temperature=0.7, seed=attempt_seed(3, 1, 0), repeat_penalty=1.0
+        )
+    finally:
+        plain.close()
+    assert call.response == out["choices"][0]["message"]["content"]
+    assert call.prompt_tokens == out["usage"]["prompt_tokens"]

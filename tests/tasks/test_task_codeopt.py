@@ -44,9 +44,9 @@ def test_refine_prompt_grows_byte_for_byte(task):
 
 
 def test_generic_feedback_and_defaults(task):
-    assert "faster" in task.generic_feedback
-    assert task.temperature == {"generate": 0.0, "feedback": 0.0, "refine": 0.0}
-    assert task.stop_contains == ["not slow"]
+    assert "faster" in task.declared.defaults.generic_feedback
+    assert task.declared.defaults.temperature == {"generate": 0.0, "feedback": 0.0, "refine": 0.0}
+    assert task.declared.stop_contains == ["not slow"]
 
 
 # --- feedback -----------------------------------------------------------------------------------

@@ -46,7 +46,7 @@ def test_prompts_render(task):
     assert f"```python\n{UNREADABLE}\n```" in prompt and prompt.endswith("Readable program:")
     fb = task.render("feedback", UNREADABLE, draft="x = 1")
     assert "x = 1" in fb and fb.endswith("Suggestion:")
-    assert "{{" not in task.templates["refine_nofeedback"].render(
+    assert "{{" not in task.declared.templates["refine_nofeedback"].render(
         {"input": "p", "draft": "d", "feedback": "", "history": [], "iteration": 1}
     )
 
@@ -68,7 +68,7 @@ def test_refine_prompt_extends_the_previous_one_byte_for_byte(task):
 
 def test_fewshot_block_is_short(task):
     # the 135M model prefills ~110 tokens/s: keep each template under ~400 tokens (~4 chars each)
-    for role, template in task.templates.items():
+    for role, template in task.declared.templates.items():
         assert len(template.source) < 1600, role
 
 
@@ -103,7 +103,7 @@ def test_malformed_feedback_is_retryable(task, raw, message):
 
 
 def test_fixed_rounds_end_at_max_iterations(task):
-    assert task.max_iterations == 5 and task.temperature["generate"] == 0.0
+    assert task.declared.defaults.max_iterations == 5 and task.declared.defaults.temperature["generate"] == 0.0
     backend = FakeBackend(
         {
             "generate": ["```python\nx = 1\n```"],

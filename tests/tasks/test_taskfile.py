@@ -45,7 +45,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_yaml_task_runs_with_its_stop_rules(tmp_path):
     task = load_task(write(tmp_path, GOOD))
-    assert task.name == "haiku" and task.max_iterations == 2
+    assert task.name == "haiku" and task.declared.defaults.max_iterations == 2
     backend = FakeBackend({"generate": ["h0"], "feedback": ["meh Score: 4", "Score: 9"], "refine": ["h1"]})
     result = SelfRefine(task, backend).run("rain")
     assert result.stop_reason is StopReason.SCORE and result.output == "h1"
@@ -130,3 +130,38 @@ def test_yaml_history_and_select_defaults(tmp_path):
     assert result.config["history"] == "none" and result.output == "h0"
     with pytest.raises(TaskFileError, match="history"):
         load_task(write(tmp_path, GOOD + "history: most\n"))
+
+
+CHECKED = """
+name: blurb
+generate: "Describe {{ input }} for a shop page in under 12 words."
+feedback: "Critique: {{ draft }}"
+refine: "Better: {{ draft }}. Fix: {{ feedback }}"
+derive_checks: true
+checks:
+  - {type: count, unit: words, relation: at most, n: 11}
+  - {type: forbidden_chars, chars: ","}
+"""
+
+
+def test_a_task_file_with_checks_is_measured_by_them_and_can_derive_more(tmp_path):
+    # issue 38: its checks are a list in the instructions vocabulary, its metric is the share
+    # of them passed (so eval reports draft 0 against the returned draft), and derive_checks
+    # turns the instructions its generate prompt states into more checks of the run
+    from conftest import eval_into
+
+    from selfrefine.evaluation.datasets import Example
+
+    task = load_task(write(tmp_path, CHECKED))
+    assert task.metric("mug", "A white mug.") == 1.0
+    assert task.metric("mug", "A white, plain, very large mug that holds all of your morning coffee.") == 0.0
+    under = '{"checks": [{"type": "count", "unit": "words", "relation": "at most", "n": 12}]}'
+    backend = FakeBackend(
+        {"checks": [under], "generate": ["A white, plain mug."], "feedback": ["Drop the commas."],
+         "refine": ["A plain white mug."]},
+    )  # fmt: skip
+    engine = SelfRefine(task, backend, max_iterations=1)
+    summary, rows = eval_into(tmp_path / "run", engine, [Example(id="mug", input="a mug")])
+    assert summary.by_iteration == [0.5, 1.0] and summary.final == 1.0  # draft 0 against the returned
+    assert [c.source for c in rows[0].result.checks] == ["derived"]
+    assert "Describe a mug for a shop page in under 12 words." in backend.prompts("feedback", purpose="checks")[0]

@@ -92,8 +92,10 @@ def test_the_papers_seven_tasks_and_every_builtin_with_a_metric_and_ablation_pro
     for name in BUILTIN_TASKS:
         task = get_task(name)
         assert task.metric_name, name
-        assert {"generate", "feedback", "refine", "refine_nofeedback"} <= set(task.templates), name
-        assert task.generic_feedback and task.generic_feedback != "Improve the answer.", name
+        assert {"generate", "feedback", "refine", "refine_nofeedback"} <= set(task.declared.templates), name
+        assert (
+            task.declared.defaults.generic_feedback and task.declared.defaults.generic_feedback != "Improve the answer."
+        ), name
 
 
 # --- gsm8k ------------------------------------------------------------------------------------
@@ -220,4 +222,4 @@ def test_legacy_default_class_variables_still_apply_with_a_deprecation_warning()
             default_temperature = {"generate": 0.5, "feedback": 0.0, "refine": 0.5}
 
     task = Old("old", generate="g", feedback="f", refine="r")
-    assert task.max_iterations == 7 and task.temperature["refine"] == 0.5
+    assert task.declared.defaults.max_iterations == 7 and task.declared.defaults.temperature["refine"] == 0.5

@@ -1,6 +1,6 @@
 """Model backends behind one async contract (see :mod:`selfrefine.backends.base`)."""
 
-from .base import Backend, CompletionRequest, CompletionResponse, TokenChoices
+from .base import Backend, CompletionRequest, CompletionResponse, TokenChoices, Turn
 from .fake import FakeBackend
 from .probabilities import answer_probabilities
 from .registry import DEFAULT_MODEL, get_backend, schemes
@@ -16,5 +16,6 @@ __all__ = [
     "get_backend",
     "schemes",
     "TokenChoices",
+    "Turn",
     "answer_probabilities",
 ]

@@ -13,20 +13,38 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..core.records import (  # ModelInfo: re-exported, backends return it
     ModelInfo,
     Role,
 )
+from ..core.seeds import reply_seed
+
+
+class Turn(BaseModel):
+    """One message of a conversation a request continues (OpenAI's ``{"role", "content"}``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["system", "user", "assistant"]
+    content: str
 
 
 class CompletionRequest(BaseModel):
+    """One call. Two forms: a prompt (the user turn) under the task's ``system`` message; or
+    a conversation sent as it is, the prompt its last user turn and ``turns`` the messages
+    before it (the conversation's own system turn among them; ``system`` then stays None),
+    which a chat model renders through its own chat template: what the plain model answers."""
+
     role: Role
     prompt: str  # the user turn (chat) or the whole prompt (completion endpoints)
     system: str | None = None
+    # the conversation's messages before the prompt, its last user turn ([]: the prompt
+    # alone, without any system message); None: the prompt form
+    turns: list[Turn] | None = None
     max_tokens: int = 300
     temperature: float = 0.0
     seed: int | None = None
@@ -35,6 +53,15 @@ class CompletionRequest(BaseModel):
     # ask for the k most likely alternatives of each generated token with their log
     # probabilities (OpenAI's top_logprobs); None asks for none
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    # what the call is for besides its role's step ("checks": deriving the request's checks);
+    # a backend answers it as any request (the fake model scripts it apart)
+    purpose: str | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> CompletionRequest:
+        if self.turns is not None and self.system is not None:
+            raise ValueError("a conversation carries its own system turn among its turns: give turns or system")
+        return self
 
 
 class TokenChoices(BaseModel):
@@ -124,20 +151,37 @@ def nth_sample(request: CompletionRequest, i: int) -> CompletionRequest:
     """The request of sample ``i`` of a prompt sent one request per sample: the seed moved on."""
     if i == 0 or request.seed is None:
         return request
-    return request.model_copy(update={"seed": request.seed + i})
+    return request.model_copy(update={"seed": reply_seed(request.seed, i)})
 
 
 def chat_messages(request: CompletionRequest) -> list[dict[str, str]]:
-    """The request as OpenAI-style chat messages: optional system, then the prompt."""
-    messages = []
+    """The request as OpenAI-style chat messages: optional system, then the prompt; a
+    conversation's turns as they are, then the prompt as its last user turn."""
+    messages = [] if request.turns is None else [t.model_dump() for t in request.turns]
     if request.system:
         messages.append({"role": "system", "content": request.system})
     messages.append({"role": "user", "content": request.prompt})
     return messages
 
 
+#: how a conversation's roles read in one text (a completion endpoint's prompt, a record)
+LABELS = {"system": "System", "user": "User", "assistant": "Assistant"}
+
+
 def flat_prompt(request: CompletionRequest) -> str:
-    """The request as one text for completion endpoints; system text comes first."""
+    """The request as one text for completion endpoints; system text comes first. A
+    conversation of several messages is a transcript (``System: …``, ``User: …``,
+    ``Assistant: …`` turns, a blank line apart) ending with the cue ``Assistant:``; a
+    conversation of its prompt alone is the prompt."""
+    if request.turns:
+        lines = [f"{LABELS[m['role']]}: {m['content']}" for m in chat_messages(request)]
+        return "\n\n".join([*lines, f"{LABELS['assistant']}:"])
     if request.system:
         return f"{request.system}\n\n{request.prompt}"
     return request.prompt
+
+
+def shown_prompt(request: CompletionRequest) -> str:
+    """The request's prompt as records show it (``record_prompts``, the fake model's
+    ``prompts``): the prompt; a conversation whole (:func:`flat_prompt`)."""
+    return request.prompt if request.turns is None else flat_prompt(request)

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import sys
 import threading
@@ -45,6 +46,9 @@ from .base import (
 )
 from .prefix_cache import PrefixCache, as_tokens, common_prefix
 from .token_probabilities import TopRecorder
+
+log = logging.getLogger("selfrefine.embedded")
+MAX_GRAMMARS = 64  # JSON schemas whose grammar is kept (each request's schema, on a server)
 
 INSTALL_HINT = (
     "install it with `bash scripts/setup.sh` (see README), or: "
@@ -205,15 +209,28 @@ class LlamaCppBackend(Backend):
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelNotFoundError(f"llama.cpp could not load {self.model_path}: {exc}") from None
 
-    def _grammar(self, schema: dict[str, Any]) -> Any:
+    def _grammar(self, schema: dict[str, Any], llm: Any) -> Any:
+        """The grammar of a JSON schema, built once (the last ``MAX_GRAMMARS`` are kept: a
+        server meets a schema per client). None where llama.cpp cannot decode under it: its
+        converter refuses the schema (``not``, a boolean subschema, ...) or writes a grammar
+        llama.cpp cannot parse (a pattern's ``\\.``; sampling under it would crash): the
+        reply is then decoded free, the loop still validates it, and the log says so once."""
         from llama_cpp import LlamaGrammar
 
         key = json.dumps(schema, sort_keys=True)
         with self._create_lock:
             if key not in self._grammars:
-                # build from the schema as written: llama.cpp keeps property order, and a
-                # sorted dump would make the model write e.g. a "reason" before the scores
-                self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+                try:
+                    # build from the schema as written: llama.cpp keeps property order, and a
+                    # sorted dump would make the model write e.g. a "reason" before the scores
+                    grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+                    _check_grammar(llm, grammar)
+                    self._grammars[key] = grammar
+                except Exception as exc:  # noqa: BLE001 - the converter's own errors: Assertion, Key, Attribute
+                    log.warning("llama.cpp cannot decode under this JSON schema (%s); decoding free", exc)
+                    self._grammars[key] = None
+                while len(self._grammars) > MAX_GRAMMARS:
+                    self._grammars.pop(next(iter(self._grammars)))
             return self._grammars[key]
 
     # -- calls ----------------------------------------------------------------------------
@@ -248,14 +265,14 @@ class LlamaCppBackend(Backend):
                     llm.create_chat_completion,
                     messages=chat_messages(request),
                     stop=request.stop or [],
-                    **self._sampling(request),
+                    **self._sampling(request, llm),
                 )
                 choice = out["choices"][0]
                 return self._response(choice["message"].get("content"), out, choice, cached=None, recorder=recorder)
             tokens, stop = self._prompt_tokens(llm, request)
             cached = self._prepare_context(llm, tokens)
             watch = {} if pieces is None else {"stopping_criteria": pieces.watching(llm, stop)}
-            out = _rejecting(llm.create_completion, prompt=tokens, stop=stop, **watch, **self._sampling(request))
+            out = _rejecting(llm.create_completion, prompt=tokens, stop=stop, **watch, **self._sampling(request, llm))
             self._after_call(llm, tokens)
         choice = out["choices"][0]
         return self._response(choice.get("text"), out, choice, cached=cached, recorder=recorder)
@@ -280,22 +297,25 @@ class LlamaCppBackend(Backend):
             top_logprobs=recorder.steps if recorder is not None and recorder.steps else None,
         )
 
-    def _sampling(self, request: CompletionRequest) -> dict[str, Any]:
+    def _sampling(self, request: CompletionRequest, llm: Any) -> dict[str, Any]:
         kwargs: dict[str, Any] = dict(
             max_tokens=request.max_tokens,
             temperature=request.temperature,
             seed=self.seed if request.seed is None else request.seed,
             repeat_penalty=self.repeat_penalty,
         )
-        if request.json_schema is not None:
-            kwargs["grammar"] = self._grammar(request.json_schema)
+        grammar = self._grammar(request.json_schema, llm) if request.json_schema is not None else None
+        if grammar is not None:
+            kwargs["grammar"] = grammar
         return kwargs
 
     # -- prompts and prefix reuse ---------------------------------------------------------
 
     def _prompt_tokens(self, llm: Any, request: CompletionRequest) -> tuple[list[int], list[str]]:
         """The chat prompt as the model's own GGUF chat template renders it, tokenized the
-        way ``create_chat_completion`` would; plus the stop strings (request + end of turn)."""
+        way ``create_chat_completion`` would (a conversation's own messages as they are: the
+        same tokens, so the same reply, as ``create_chat_completion`` on them); plus the stop
+        strings (request + end of turn). A model without a template gets the flat prompt."""
         formatter = self._formatter(llm)
         if formatter is None:  # a base model without a chat template: plain completion
             return llm.tokenize(flat_prompt(request).encode("utf-8"), add_bos=True, special=False), list(request.stop)
@@ -523,3 +543,15 @@ def _log_errors_only(level: int, text: bytes, user_data: Any) -> None:
     if _log_level == _GGML_LOG_ERROR:
         sys.stderr.write(text.decode("utf-8", "replace"))
         sys.stderr.flush()
+
+
+def _check_grammar(llm: Any, grammar: Any) -> None:
+    """Raise ValueError where llama.cpp cannot parse ``grammar`` (its sampler would be NULL)."""
+    import llama_cpp
+
+    sampler = llama_cpp.llama_sampler_init_grammar(
+        llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8")
+    )
+    if not sampler:
+        raise ValueError("llama.cpp cannot parse the grammar its converter wrote")
+    llama_cpp.llama_sampler_free(sampler)

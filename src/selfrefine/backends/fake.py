@@ -15,8 +15,9 @@ for ``top_logprobs=k`` gets them (each cut to its k likeliest); a reply without 
 request that does not ask, gets ``top_logprobs=None``, as from a server that returns none.
 A reply longer than the request's ``max_tokens`` (counted in words) is cut there and
 finishes with ``"length"``, as a real model's would; others finish with ``"stop"``.
-Every request is recorded in ``self.requests`` with its role, in call order; one that the
-caller cancelled while it waited out its ``latency`` (e.g. a time budget ran out) also in
+Every request is recorded in ``self.requests`` with its role, in call order (a
+conversation's with its ``turns``: table keys are looked up in the whole conversation, and
+every message's words count as prompt tokens); one that the caller cancelled while it waited out its ``latency`` (e.g. a time budget ran out) also in
 ``self.cancelled``.
 """
 
@@ -34,11 +35,14 @@ from pydantic import ValidationError
 
 from ..core.errors import BackendError, ModelNotFoundError
 from ..core.records import MODEL_ROLES
-from .base import Backend, CompletionRequest, CompletionResponse, TextSink, TokenChoices
+from .base import Backend, CompletionRequest, CompletionResponse, TextSink, TokenChoices, shown_prompt
 
 Reply = str | BaseException | Mapping[str, Any]  # a mapping: {"text": ..., "top_logprobs": [...]}
 
 ROLE_KEYS = MODEL_ROLES
+# what the fake model says to a call of a purpose its script does not answer: the
+# derivation of a request's checks finds none (engine/derivation.py)
+PURPOSE_DEFAULTS = {"checks": '{"checks": []}'}
 FILE_KEYS = ("replies", "table", "default", "latency", *ROLE_KEYS)
 SEE_FORMAT = "`selfrefine models` and the README (The fake model) give the format"
 REPLIES_FILE_FORMAT = (
@@ -88,14 +92,22 @@ class FakeBackend(Backend):
         replies, table, default, latency = _check_replies_file(data, f"fake reply file {path}")
         return cls(replies, table=table, default=default, latency=latency, name=f"fake:{path}")
 
-    def prompts(self, role: str | None = None) -> list[str]:
-        """The prompts received so far, optionally only those of one role."""
-        return [r.prompt for r in self.requests if role is None or r.role == role]
+    def prompts(self, role: str | None = None, purpose: str | None = None) -> list[str]:
+        """The prompts received so far (a conversation whole, as a transcript:
+        :func:`~.base.shown_prompt`), optionally only those of one role's own steps (or, with
+        ``purpose``, of the calls made for it: "checks")."""
+        if role is None and purpose is None:
+            return [shown_prompt(r) for r in self.requests]
+        return [shown_prompt(r) for r in self.requests if (role is None or r.role == role) and r.purpose == purpose]
 
     def _next_reply(self, request: CompletionRequest) -> Reply:
+        prompt = shown_prompt(request)
         for key, reply in self.table.items():
-            if key in request.prompt:
+            if key in prompt:
                 return reply
+        if request.purpose is not None:  # scripted under its purpose ("checks"), else none found
+            queue = self._queues.get(request.purpose)
+            return queue.popleft() if queue else PURPOSE_DEFAULTS.get(request.purpose, "")
         for key in (request.role, None):
             queue = self._queues.get(key)
             if queue:
@@ -151,7 +163,9 @@ class FakeBackend(Backend):
         text, finish = cut_at(reply_text(reply), request.max_tokens)
         return CompletionResponse(
             text=text,
-            prompt_tokens=count_tokens(request.system or "") + count_tokens(request.prompt),
+            prompt_tokens=count_tokens(request.system or "")
+            + count_tokens(request.prompt)
+            + sum(count_tokens(t.content) for t in request.turns or ()),
             completion_tokens=count_tokens(text),
             model=self.name,
             finish_reason=finish,

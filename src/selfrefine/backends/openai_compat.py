@@ -9,6 +9,9 @@ first; servers that only know the older ``{"type": "json_object", "schema": ...}
 (``llama_cpp.server``) refuse it (400/422, or a 500 naming response_format), and the
 backend then switches to that form for good.
 
+A conversation (a request's ``turns``) goes as its own chat messages; the completion API
+(``api=completion``) gets it as one transcript ending with ``Assistant:`` (:func:`~.base.flat_prompt`).
+
 Token probabilities: a request with ``top_logprobs=k`` sends ``logprobs=True,
 top_logprobs=k`` (chat) or ``logprobs=k`` (completion endpoint) and maps what comes back
 into :class:`~.base.TokenChoices`. A server that returns none answers with
@@ -309,13 +312,22 @@ class OpenAIBackend(Backend):
             raise TransientBackendError(f"{self.name}: {MALFORMED}: bad logprobs: {str(exc)[:200]}") from exc
 
     def _response_format(self, request: CompletionRequest) -> dict[str, Any] | None:
-        if request.json_schema is None or self.json_format == "off":
+        """The request's JSON schema as the API's ``response_format``: a critic's reply (role
+        feedback) strictly under the task's schema; a draft under the run's, strictly where the
+        schema is in the strict subset (:func:`strict_subset`), and any JSON object as
+        ``json_object``."""
+        schema = request.json_schema
+        if schema is None or self.json_format == "off":
             return None
         if self.json_format == "json_object":
-            return {"type": "json_object", "schema": request.json_schema}
+            return {"type": "json_object", "schema": schema}
+        if request.role == "feedback":
+            return {"type": "json_schema", "json_schema": {"name": "feedback", "schema": schema, "strict": True}}
+        if schema == {"type": "object"}:
+            return {"type": "json_object"}
         return {
             "type": "json_schema",
-            "json_schema": {"name": "feedback", "schema": request.json_schema, "strict": True},
+            "json_schema": {"name": "draft", "schema": schema, "strict": strict_subset(schema)},
         }
 
     def _responses(
@@ -450,6 +462,24 @@ def cached_prompt_tokens(resp: Any) -> int | None:
     if isinstance(timings, dict) and timings.get("cache_n") is not None:
         return int(timings["cache_n"])
     return None
+
+
+def strict_subset(schema: Any) -> bool:
+    """Whether a JSON Schema is in the subset OpenAI's strict mode takes: every object lists
+    all its properties as required and allows no others (a schema outside it is sent with
+    ``strict`` false: a strict server would refuse it; the drafts are validated either way)."""
+    if isinstance(schema, list):
+        return all(strict_subset(item) for item in schema)
+    if not isinstance(schema, dict):
+        return True
+    properties = schema.get("properties", {})
+    if (schema.get("type") == "object" or "properties" in schema) and (
+        schema.get("additionalProperties") is not False
+        or not isinstance(properties, dict)
+        or set(schema.get("required", ())) != set(properties)
+    ):
+        return False
+    return all(strict_subset(v) for k, v in schema.items() if k not in ("enum", "const", "default", "examples"))
 
 
 def _message(exc: Any) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..core.entrypoints import entry_points
 from ..core.errors import ConfigError, ModelNotFoundError
 from .base import Backend
 from .options import FakeOptions, LlamaCppOptions, OpenAIOptions, validate
@@ -127,7 +128,7 @@ BUILTIN: dict[str, Scheme] = {
 
 def plugin_schemes() -> dict[str, Scheme]:
     found: dict[str, Scheme] = {}
-    for ep in importlib.metadata.entry_points(group="selfrefine.backends"):
+    for ep in entry_points("selfrefine.backends").values():
         found[ep.name] = Scheme(ep.name, f"{ep.name}:...", f"plugin ({ep.value})", _Plugin(ep))
     return found
 

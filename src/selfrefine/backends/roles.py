@@ -2,7 +2,7 @@
 
 Roles may share a backend (one model for every role is the usual case): :class:`RoleBackends`
 keeps that sharing, so a backend shared by two roles is one object with one concurrency
-limit. The judge (the closed questions of :mod:`~selfrefine.engine.judging`) is the
+limit. The judge (the closed questions of :mod:`~selfrefine.engine.questions`) is the
 critic's backend unless it is given its own. The engine reads it by role
 (``backends["feedback"]``); a :class:`~selfrefine.engine.spec.BackendPool` produces it from
 an engine spec's models; the server gives one to every engine it builds.
@@ -20,6 +20,12 @@ Wrap = Callable[[Backend], Backend]
 """A backend wrapper (a response cache, a tracer): given each distinct backend once."""
 
 
+# The one rule for a role without a backend of its own: it shares this role's (the critic
+# and the refiner the generator's; the judge, whose closed questions are a critic's, the
+# critic's). Everything that opens or describes a run's backends follows it.
+SHARES: dict[Role, Role] = {"feedback": "generate", "refine": "generate", "judge": "feedback"}
+
+
 @dataclass(frozen=True)
 class RoleBackends(Mapping[Role, Backend]):
     """Each role's backend, indexed by role: ``backends["refine"].name``."""
@@ -27,11 +33,11 @@ class RoleBackends(Mapping[Role, Backend]):
     generate: Backend
     feedback: Backend
     refine: Backend
-    judge: Backend = None  # type: ignore[assignment]  # None: the feedback role's backend
+    judge: Backend = None  # type: ignore[assignment]  # None: shared as SHARES says
 
     def __post_init__(self) -> None:
         if self.judge is None:
-            object.__setattr__(self, "judge", self.feedback)
+            object.__setattr__(self, "judge", getattr(self, SHARES["judge"]))
 
     @classmethod
     def of(
@@ -41,10 +47,12 @@ class RoleBackends(Mapping[Role, Backend]):
         refine: Backend | None = None,
         judge: Backend | None = None,
     ) -> RoleBackends:
-        """``model`` for every role but those given their own backend (``of(b)``: one
-        backend serves every role); the judge is the feedback role's backend unless given."""
-        critic = feedback if feedback is not None else model
-        return cls(model, critic, refine if refine is not None else model, judge if judge is not None else critic)
+        """``model`` generates; a role given no backend of its own shares another's (:data:`SHARES`;
+        ``of(b)``: one backend serves every role)."""
+        given: dict[Role, Backend | None] = {"generate": model, "feedback": feedback, "refine": refine, "judge": judge}
+        for role in MODEL_ROLES:  # in order: the judge's fallback, the critic, is resolved first
+            given[role] = given[role] if given[role] is not None else given[SHARES[role]]
+        return cls(*(given[role] for role in MODEL_ROLES))  # type: ignore[arg-type]
 
     @property
     def model(self) -> Backend:

@@ -21,7 +21,7 @@ from ..backends import catalogue
 from ..backends.catalogue import ModelFallbackWarning
 from ..backends.fake import REPLIES_FILE_FORMAT
 from ..backends.registry import schemes
-from ..core.errors import InputError, SelfRefineError
+from ..core.errors import ConfigError, InputError, SelfRefineError
 from ..core.records import ResultStep, RunResult, StopReason
 from ..engine.loop import SelfRefine
 from ..engine.spec import ModelSpec
@@ -29,7 +29,7 @@ from ..engine.task import PreparedInput, Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
 from .inputs import one_input, read_input
-from .options import EngineFlags, Flags, flag, judge_models, part
+from .options import EngineFlags, Flags, evaluation_judge_model, flag, flags_of, part
 from .tables import keep_whole
 
 
@@ -117,6 +117,7 @@ def run(task: str, input: str | None, **params: Any) -> None:
     text = read_input(input, opts.input_file)
     one_input(the_task, text, opts.input_file, "INPUT" if input not in (None, "-") else "stdin")
     prepared = PreparedInput.of(the_task, text)  # bad input fails before any model loads
+    check_preset(the_task, opts.engine.loop.preset)
     spec = opts.engine.spec(task, record_prompts=opts.record_prompts)
     engine = SelfRefine.from_spec(spec, task=the_task)
     live = sys.stdout.isatty() if opts.live is None else opts.live
@@ -160,7 +161,14 @@ class EvalFlags(Flags):
         "--judge",
         metavar="MODEL",
         help="The evaluation's judge (not the loop's judge role, --judge-model): also compare each "
-        "output with its one-step draft using this model as pairwise judge; its options: --judge-option.",
+        "output with its one-step draft using this model as pairwise judge; its options: --eval-judge-option.",
+    )
+    evaluation_judge_options: tuple[str, ...] = flag(
+        "--eval-judge-option",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Option of --judge's backend only (it gets no -o or --base-url), e.g. --eval-judge-option "
+        "base_url=URL; the loop's --judge-model takes --judge-option.",
     )
     retry_failed: bool = flag(
         "--retry-failed/--no-retry-failed",
@@ -253,11 +261,12 @@ def _eval(task: str, opts: EvalFlags) -> None:
 
     _check_ray_flags(opts)
     the_task = get_task(task)
+    check_preset(the_task, opts.engine.loop.preset)
     examples, source = _eval_examples(the_task, opts.data, opts.limit, opts.tests_path)
     cache = None if opts.no_cache else ResponseCache(opts.cache_path)
-    judge_spec = judge_models(opts.engine.models, opts.evaluation_judge)[1]
+    judge_spec = evaluation_judge_model(opts.evaluation_judge, opts.evaluation_judge_options)
     engine, recipe = _eval_engine(task, the_task, opts, judge_spec, cache)
-    judge = _judge(judge_spec, the_task, opts.engine.loop.seed, cache)
+    judge = _judge(judge_spec, the_task, engine.config.seed, cache)
     concurrency = opts.concurrency or engine.examples_in_flight()
     store = RunStore(opts.out)
     try:  # the run folder's lock, held until the run ends: one writer per folder
@@ -336,6 +345,18 @@ def _judge(spec: ModelSpec | None, the_task: Task, seed: int, cache: Any) -> Any
     )
 
 
+def check_preset(task: Task, preset: str | None) -> None:
+    """--preset best on a task that declares no best configuration: refused in flags (the
+    library's own error names RefineConfig's fields)."""
+    if preset == "best" and task.declared.defaults.best is None:
+        example = flags_of({"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"})
+        raise ConfigError(
+            f"--preset best is a task's measured best configuration, and task {task.name!r} declares none "
+            f"(its settings measured on other tasks would be a guess); give the flags yourself, e.g. {example}, "
+            "or declare them under `best:` in the task file"
+        )
+
+
 def _check_ray_flags(opts: EvalFlags) -> None:
     """--ray-* need --ray, and Ray itself (checked before any model loads)."""
     if opts.ray_address is None:
@@ -371,9 +392,9 @@ def tasks(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table("task", "description", "stop rule", "metric", title="built-in tasks")
+    table = Table("task", "description", "stop rule", "metric", "default loop", "--preset best", title="built-in tasks")
     for row in rows:
-        table.add_row(row["name"], row["description"], row["stop"], row["metric"])
+        table.add_row(row["name"], row["description"], row["stop"], row["metric"], row["default"], row["best"])
     Console().print(table)
     click.echo("Any other task: give the path of a YAML task file (see README).")
 
@@ -468,7 +489,7 @@ def _print_models(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
     for row in rows:
         table.add_row(row["model"], row["description"])
     _print_whole(table)
-    title = "backend options (-o, --feedback-option, --refine-option, --judge-option KEY=VALUE)"
+    title = "backend options (-o, --feedback-option, --refine-option, --judge-option, --eval-judge-option KEY=VALUE)"
     table = Table("model", "option", "type", "default", "description", title=title)
     undeclared = [{"name": "(not declared by the plugin)", "type": "", "default": "", "description": ""}]
     for row in rows:

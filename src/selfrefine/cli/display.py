@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
@@ -12,7 +9,9 @@ from rich.panel import Panel
 from rich.text import Text
 
 from ..core.records import (
+    CallRecord,
     CallStep,
+    ChecksStep,
     DecisionStep,
     DeltaStep,
     DraftStep,
@@ -20,8 +19,9 @@ from ..core.records import (
     ResultStep,
     RunResult,
     Step,
+    StopReason,
 )
-from ..core.wording import plural, score_note, verifier_note
+from ..core.wording import feedback_text, plural, score_note, verifier_note
 from ..engine.incomplete import cut_off
 
 
@@ -52,6 +52,8 @@ class StepPrinter:
             self._feedback(step)
         elif isinstance(step, DecisionStep):
             self._decision(step)
+        elif isinstance(step, ChecksStep):
+            self._checks(step)
         elif isinstance(step, CallStep):
             call = step.call
             self.console.print(
@@ -72,9 +74,7 @@ class StepPrinter:
 
     def _draft(self, step: DraftStep) -> None:
         role = "generate" if step.iteration == 0 else "refine"
-        cost = ""
-        if step.call is not None:
-            cost = f"{step.call.prompt_tokens}+{step.call.completion_tokens} tokens, {step.call.seconds:.1f}s"
+        cost = draft_cost(step)
         title = f"draft {step.iteration} ({role})"
         if len(step.candidates) > 1:
             title += f", best of {len(step.candidates)} samples"
@@ -102,9 +102,21 @@ class StepPrinter:
             notes.append(f"unparsed: {fb.parse_error}")
         title = f"feedback {step.iteration}" + (f" ({fb.source})" if fb.source != "model" else "")
         # typed (JSON) critiques read as their fields; an unparsed one is shown as it came
-        lines = None if fb.parse_error else feedback_lines(fb.text)
-        body = Text("\n".join(lines)) if lines else Text(fb.text)
+        body = Text(feedback_text(fb))
         self.console.print(Panel(body, title=title, subtitle=", ".join(notes), border_style="yellow"))
+
+    def _checks(self, step: ChecksStep) -> None:
+        """The checks every draft must pass besides the task's own, before the first draft."""
+        lines = [f"{c.says}  [{c.source}]" for c in step.checks] or [
+            "none: the request states no instruction code can check"
+        ]
+        if step.note:
+            lines.append(f"({step.note})")
+        cost = ""
+        if step.call is not None:
+            cost = f"{step.call.prompt_tokens}+{step.call.completion_tokens} tokens, {step.call.seconds:.1f}s"
+        title = f"checks of every draft ({len(step.checks)})"
+        self.console.print(Panel(Text("\n".join(lines)), title=title, subtitle=cost, border_style="magenta"))
 
     def _decision(self, step: DecisionStep) -> None:
         if step.stop:
@@ -134,6 +146,10 @@ class StepPrinter:
             f"{plural(u.calls, 'call')}, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, "
             f"{u.seconds:.1f}s in model calls"
         )
+        self.console.print(f"[dim]{escape(calls_by_role(result))}[/dim]")
+        over = overspent(result)
+        if over:
+            self.console.print(f"[yellow]{escape(over)}[/yellow]")
 
 
 class Writing:
@@ -142,7 +158,10 @@ class Writing:
     def __init__(self, console: Console, step: DeltaStep) -> None:
         self.console, self.key, self.text = console, (step.role, step.iteration, step.attempt), ""
         what = f"feedback {step.iteration}" if step.role == "feedback" else f"draft {step.iteration} ({step.role})"
-        self.title = what + (f", attempt {step.attempt}" if step.attempt > 1 else "") + ", writing…"
+        if step.sample is not None:  # one of the step's samples, not a retry
+            self.title = f"{what}, sample {step.sample}, writing…"
+        else:
+            self.title = what + (f", attempt {step.attempt}" if step.attempt > 1 else "") + ", writing…"
         self.view: Live | None = None
         if console.is_terminal:
             self.view = Live(self._panel(), console=console, transient=True, refresh_per_second=10)
@@ -175,7 +194,7 @@ def candidate_lines(step: DraftStep) -> list[Text]:
     lines = []
     for i, cand in enumerate(step.candidates, 1):
         check = cand.verification
-        score = verifier_note(check)
+        score = verifier_note(check, cand.way)
         if cand.call is not None and cut_off(cand.call.finish_reason):
             score += ", cut off"
         mark = "✓ chosen" if cand.chosen else "  lost  "
@@ -185,35 +204,40 @@ def candidate_lines(step: DraftStep) -> list[Text]:
     return lines
 
 
-LONG_ITEM = 40  # list items longer than this get a line each
+def draft_cost(step: DraftStep) -> str:
+    """A draft panel's footer: what its own calls cost (one call, or all the step's samples;
+    critiques and the judge's questions are in the result's line by role)."""
+    calls = [c.call for c in step.candidates if c.call is not None] or ([step.call] if step.call else [])
+    if not calls:
+        return ""
+    prompt, completion = sum(c.prompt_tokens for c in calls), sum(c.completion_tokens for c in calls)
+    seconds = sum(c.seconds for c in calls)
+    what = f"{len(calls)} samples: " if len(calls) > 1 else ""
+    return f"{what}{prompt} prompt + {completion} completion tokens, {seconds:.1f}s"
 
 
-def feedback_lines(text: str) -> list[str] | None:
-    """A JSON-object critique as "field: value" lines (``missing concepts: throw``), or None
-    when the text is not one (free-text critiques are shown as they are)."""
-    try:
-        data = json.loads(text)
-        return _field_lines(data) if isinstance(data, dict) and data else None
-    except (ValueError, RecursionError):  # model text: absurdly deep nesting is shown raw
+def calls_by_role(result: RunResult) -> str:
+    """The run's calls by role, with each role's model: ``by role: generate 4 calls, 1200
+    tokens (embedded); judge 3 calls, 180 tokens (embedded)`` (the judge's model is the one
+    that judged the drafts; the panels' footers are the drafts' own calls)."""
+    roles: dict[str, list[CallRecord]] = {}
+    for call in result.calls:
+        roles.setdefault(call.role, []).append(call)
+    parts = []
+    for role, calls in roles.items():
+        tokens = sum(c.prompt_tokens + c.completion_tokens for c in calls)
+        models = ", ".join(dict.fromkeys(c.model for c in calls if c.model)) or "?"
+        parts.append(f"{role} {plural(len(calls), 'call')}, {tokens} tokens ({models})")
+    return "by role: " + "; ".join(parts) if parts else "no model calls"
+
+
+def overspent(result: RunResult) -> str | None:
+    """Said when a token budget ended the run above it: the budget is checked before each
+    call, so the call in flight when it ran out finished and counts whole."""
+    budget, used = result.config.max_total_tokens, result.usage.total_tokens
+    if result.stop_reason is not StopReason.TOKEN_BUDGET or budget is None or used <= budget:
         return None
-
-
-def _field_lines(data: dict[str, Any]) -> list[str]:
-    lines: list[str] = []
-    for key, value in data.items():
-        label = str(key).replace("_", " ")
-        if isinstance(value, list) and any(len(_value_text(v)) > LONG_ITEM for v in value):
-            lines += [f"{label}:", *(f"  - {_value_text(v)}" for v in value)]
-        else:
-            lines.append(f"{label}: {_value_text(value)}")
-    return lines
-
-
-def _value_text(value: Any) -> str:
-    if isinstance(value, list):
-        return ", ".join(_value_text(v) for v in value) if value else "none"
-    if isinstance(value, dict):
-        if set(value) == {"score", "reason"}:  # a rated aspect, as acronym's critic writes
-            return f"{_value_text(value['score'])} ({_value_text(value['reason'])})"
-        return ", ".join(f"{str(k).replace('_', ' ')} {_value_text(v)}" for k, v in value.items())
-    return str(value)
+    return (
+        f"The token budget was {budget} and the run used {used} ({used / budget:.1f}× the budget): a budget is "
+        "checked before each call, so the call in flight when it ran out finished and counts whole."
+    )

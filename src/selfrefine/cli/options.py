@@ -5,13 +5,14 @@ A record of flags (:class:`Flags`) is a frozen dataclass whose fields are the fl
 field declares its click option with :func:`flag`, and the field's name is the option's
 parameter name, so the option and the value it fills are written once. ``Record.options()``
 puts the options on a command in the fields' order and ``Record.of(params)`` fills the record
-from click's parameters (a parameter without a field is an error). A flag spelled unlike the
-field it sets says so in its own declaration: ``--max-iters`` fills ``max_iterations``,
-``--no-constrain`` sets ``constrained`` to False.
+from click's parameters (a parameter without a field is an error).
 
-The loop flags (:class:`LoopFlags`) are :class:`~selfrefine.core.config.RefineConfig`'s
-fields: a choice flag offers exactly the field's values and takes either spelling
-(``not-worse`` or ``not_worse``), printed one way.
+The loop flags (``LoopFlags``) are built from :class:`~selfrefine.core.config.RefineConfig`,
+where each option declares its flag's spellings and help (``Offer``) beside its type, default
+and bounds: ``--max-iters`` (or ``--max-iterations``) fills ``max_iterations``,
+``--no-constrain`` sets ``constrained`` to False, ``--samples`` takes the field's range, and
+a choice flag offers exactly the field's values and takes either spelling (``not-worse`` or
+``not_worse``), printed one way.
 """
 
 from __future__ import annotations
@@ -19,12 +20,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import Field, dataclass, fields
-from typing import Any, Self, TypeVar
+from types import UnionType
+from typing import Annotated, Any, Self, TypeVar, Union, get_args, get_origin
 
 import click
+import yaml
+from pydantic import TypeAdapter, ValidationError
 
 from ..backends.registry import DEFAULT_MODEL, scheme_of
-from ..core.config import RefineConfig, canonical, checked_ways, choices
+from ..core.config import RefineConfig, canonical, choices, offers
+from ..engine.drafting.registry import strategy_names
 from ..engine.spec import EngineSpec, ModelSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -90,22 +95,65 @@ class Spelling(click.Choice):
         return super().convert(canonical(value), param, ctx)
 
 
-class WayNames(click.ParamType):
-    """``--ways program,steps``: comma-separated names, checked as RefineConfig checks them."""
+class StrategyName(click.Choice):
+    """``--strategy``: the registered strategies (entry-point group ``selfrefine.strategies``),
+    read when the flag is used or shown (a plugin installed later is offered), in either spelling."""
 
-    name = "ways"
+    def __init__(self) -> None:
+        super().__init__([])
+
+    @property  # type: ignore[override]
+    def choices(self) -> list[str]:
+        return list(strategy_names())
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        pass  # click.Choice sets it once; the registry is the list
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return super().convert(canonical(value), param, ctx)
+
+
+class Listed(click.ParamType):
+    """A list option as comma-separated names (``--ways program,steps``), checked by the
+    option's own validators (RefineConfig's, so the CLI refuses what the library refuses)."""
+
+    name = "list"
+
+    def __init__(self, field: str) -> None:
+        self.check = TypeAdapter(RefineConfig.model_fields[field].annotation)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, tuple):
             return value
         try:
-            return checked_ways(tuple(name.strip() for name in str(value).split(",")))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+            return self.check.validate_python(tuple(name.strip() for name in str(value).split(",")))
+        except ValidationError as exc:
+            self.fail(str(exc.errors()[0]["msg"]).removeprefix("Value error, "), param, ctx)
 
 
-def _default(field: str) -> Any:
-    return RefineConfig.model_fields[field].default
+class DataFile(click.ParamType):
+    """An option whose value is data (``--json-schema FILE``, ``--checks FILE``): a JSON or YAML
+    file, read when the flag is given; a file that cannot be read or parsed is a usage error
+    naming it. What the data must be is the option's own check (RefineConfig's)."""
+
+    name = "file"
+    MAX_BYTES = 1_000_000
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            with open(value, "rb") as f:
+                raw = f.read(self.MAX_BYTES + 1)
+        except OSError as exc:
+            self.fail(f"cannot read {value!r}: {exc.strerror or exc}", param, ctx)
+        if len(raw) > self.MAX_BYTES:
+            self.fail(f"{value!r} is over {self.MAX_BYTES:,} bytes", param, ctx)
+        try:
+            return yaml.safe_load(raw.decode("utf-8"))  # JSON is YAML
+        except (UnicodeDecodeError, yaml.YAMLError) as exc:
+            self.fail(f"{value!r} is not JSON or YAML: {' '.join(str(exc).split())}", param, ctx)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,125 +203,88 @@ class ModelFlags(Flags):
         "--judge-option",
         multiple=True,
         metavar="KEY=VALUE",
-        help="Option of the judges' own models only: --judge-model's backend and, in eval, --judge's "
-        "(neither gets -o or --base-url), e.g. --judge-option base_url=URL.",
+        help="Option of --judge-model's backend only (it gets no -o or --base-url), e.g. --judge-option "
+        "base_url=URL; eval's --judge takes --eval-judge-option.",
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class LoopFlags(Flags):
-    """The loop's flags: each fills the RefineConfig field of its name."""
+def _kind(annotation: Any) -> Any:
+    """What an option's value is, without None and pydantic's validators: ``int``, ``bool``,
+    ``list``, ``tuple``, ``Literal``, ..."""
+    if get_origin(annotation) in (Union, UnionType):
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    return get_origin(annotation) or annotation
 
-    max_iterations: int | None = flag(
-        "--max-iters", type=click.IntRange(min=0), help="Maximum refinements (default: task's, else 4)."
-    )
-    history: str | None = flag(
-        "--history",
-        type=Spelling("history"),
-        help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's).",
-    )
-    select: str | None = flag(
-        "--select",
-        type=Spelling("select"),
-        help="Return the last draft, the best-scored one, or the one the task's own verifier "
-        "scores highest (ties: feedback score, then the earlier draft) (default: the task's).",
-    )
-    # unset (None) unless given, so that a --preset can set them; the help shows the default
-    accept: str | None = flag(
-        "--accept",
-        type=Spelling("accept"),
-        show_default=_default("accept"),
-        help="not_worse (or not-worse): reject a refinement the task's verifier scores lower than the "
-        "draft it refined, or that leaves it unchanged, and refine that draft again with the next seed.",
-    )
-    feedback_mode: str | None = flag(
-        "--feedback-mode",
-        type=Spelling("feedback_mode"),
-        show_default=_default("feedback_mode"),
-        help="The paper's ablation: task critic, a fixed generic message, or no feedback.",
-    )
-    verifier_mode: str | None = flag(
-        "--verifier-mode",
-        type=Spelling("verifier_mode"),
-        show_default=_default("verifier_mode"),
-        help="Feedback from the model (self), the task's own checks (verifier), or both (hybrid).",
-    )
-    seed: int = flag("--seed", type=int, default=_default("seed"), show_default=True)
-    temperature: float | None = flag(
-        "--temperature", type=click.FloatRange(min=0), help="Sampling temperature for every role."
-    )
-    max_tokens: int | None = flag("--max-tokens", type=click.IntRange(min=1), help="Completion tokens per call.")
-    score_threshold: float | None = flag(
-        "--score-threshold", type=float, help="Stop once the feedback score reaches this."
-    )
-    stop_contains: tuple[str, ...] = flag(
-        "--stop-contains",
-        multiple=True,
-        help="Stop when the feedback says this phrase: whole words, any case, not negated ('not done' is no stop).",
-    )
-    stop_matches: tuple[str, ...] = flag(
-        "--stop-matches", multiple=True, help="Stop when the feedback matches this regular expression."
-    )
-    max_total_tokens: int | None = flag(
-        "--budget-tokens", type=click.IntRange(min=1), help="Stop after this many tokens in total."
-    )
-    max_seconds: float | None = flag(
-        "--budget-seconds", type=click.FloatRange(min=0, min_open=True), help="Stop after this many seconds."
-    )
-    constrained: bool = flag(
-        "--no-constrain",
-        is_flag=True,
-        flag_value=False,
-        default=True,
-        help="Do not constrain feedback to the task's JSON schema.",
-    )
-    samples: int | None = flag(
-        "--samples",
-        type=click.IntRange(1, 16),
-        show_default=_default("samples"),
-        help="Drafts sampled per step, each checked by the task's verifier: the first draft is the best "
-        "sample, and a round's best refinement replaces its draft only if it scores higher.",
-    )
-    strategy: str | None = flag(
-        "--strategy",
-        type=Spelling("strategy"),
-        show_default=_default("strategy"),
-        help="auto: spend --budget-tokens between samples per step and rounds by what the verifier "
-        "sees (start with 2 samples; stop when it is satisfied; wider after echoes or rejections, "
-        "deeper after an accepted refinement).",
-    )
-    preset: str | None = flag(
-        "--preset",
-        type=Spelling("preset"),
-        help="paper: the paper's loop (the defaults); best: the task's measured best configuration "
-        "(docs/frontier.md). Options given explicitly win.",
-    )
-    final_feedback: bool = flag(
-        "--final-feedback",
-        is_flag=True,
-        help="Critique the last draft even when that cannot change the result (with --select last "
-        "at --max-iters the run otherwise skips that call).",
-    )
-    judging: bool = flag(
-        "--no-judging",
-        is_flag=True,
-        flag_value=False,
-        default=True,
-        help="Do not ask the task's judge (yes/no questions read as probabilities) to rank the drafts "
-        "that its code checks tie; the critic or the earlier draft decides instead.",
-    )
-    ways: tuple[str, ...] | None = flag(
-        "--ways",
-        type=WayNames(),
-        metavar="WAY,...",
-        help="ways to draw an answer task's voted samples from, in turn (default: the task's; gsm8k's ways: program, steps, quantities; default program)",
+
+def _bounded(kind: type, metadata: list[Any]) -> click.ParamType | type:
+    """``int``/``float`` within the option's declared bounds (ge, gt, le, lt), as click types."""
+    ge, gt, le, lt = (next((getattr(m, k) for m in metadata if hasattr(m, k)), None) for k in ("ge", "gt", "le", "lt"))
+    if ge is None and gt is None and le is None and lt is None:
+        return kind
+    if kind is int:
+        return click.IntRange(min=ge if gt is None else gt + 1, max=le if lt is None else lt - 1)
+    return click.FloatRange(
+        min=ge if gt is None else gt, max=le if lt is None else lt, min_open=gt is not None, max_open=lt is not None
     )
 
+
+def loop_flag(name: str, help: str | None = None) -> Any:
+    """The CLI flag of RefineConfig option ``name``, from its declaration (core/config.py
+    ``Offer``): its spellings, its help (or ``help``: serve's caps say what they cap), and a
+    type from the option's own type and bounds. A bool's flag sets the opposite of its
+    default; any other option is unset (None) unless given, so that a --preset can set it,
+    and the help shows the default."""
+    offer, info = offers()[name], RefineConfig.model_fields[name]
+    kind = _kind(info.annotation)
+    attrs: dict[str, Any] = {"help": help or offer.help}
+    if offer.metavar:
+        attrs["metavar"] = offer.metavar
+    if offer.metavar == "FILE":  # the data of a JSON or YAML file
+        attrs["type"] = DataFile()
+    elif kind is bool and "/" in offer.flags[0]:  # --x/--no-x: unset (the task's default) unless given
+        attrs.update(is_flag=True, default=None)
+    elif kind is bool:
+        attrs.update(is_flag=True, flag_value=not info.default, default=info.default)
+    elif kind is list:
+        attrs["multiple"] = True
+    elif name == "strategy":  # any registered strategy (the engine's registry), not a fixed list
+        attrs["type"] = StrategyName()
+    elif choices(name):
+        attrs["type"] = Spelling(name)
+    elif kind is tuple:
+        attrs["type"] = Listed(name)
+    else:
+        attrs["type"] = _bounded(kind, info.metadata)
+    if kind not in (bool, list) and info.default is not None:
+        attrs["show_default"] = str(info.default)
+    return flag(*offer.flags, **attrs)
+
+
+def flags_of(values: Mapping[str, Any]) -> str:
+    """RefineConfig fields and values as the flags that set them: ``--samples 4 --max-iters 1``."""
+    names = {f.name: f.metadata["flag"][0][0] for f in LoopFlags.flags()}
+    return " ".join(f"{names.get(k, '--' + k.replace('_', '-'))} {v}" for k, v in values.items())
+
+
+class _Loop(Flags):
     def config(self, **extra: Any) -> RefineConfig:
         """The RefineConfig these flags set (a bad value is a ConfigError naming the option)."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        values.update(stop_contains=list(self.stop_contains or ()), stop_matches=list(self.stop_matches or ()))
+        values = {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
         return RefineConfig.build(**values, **extra)
+
+
+# The loop's flags: one per RefineConfig option declared with CLI flags (core/config.py
+# ``Offer``), each filling the field of its name, in the declarations' order.
+LoopFlags = dataclasses.make_dataclass(
+    "LoopFlags",
+    [(name, Any, loop_flag(name)) for name, offer in offers().items() if offer.flags],
+    bases=(_Loop,),
+    frozen=True,
+    kw_only=True,
+    namespace={"__module__": __name__, "__doc__": "The loop's flags, each filling the RefineConfig field of its name."},
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -332,29 +343,36 @@ def main_model(model: str, pairs: tuple[str, ...], base_url: str | None) -> Mode
 
 def models_of(flags: ModelFlags, evaluation_judge: str | None = None) -> dict[str, ModelSpec | None]:
     """The model flags as the spec's ModelSpecs (feedback/refine None: --model's; judge None:
-    the feedback role's). ``evaluation_judge``: eval's --judge, which --judge-option also sets."""
+    the feedback role's). ``evaluation_judge``: eval's --judge, which a misplaced --judge-option names."""
     return {
         "model": main_model(flags.model, flags.options, flags.base_url),
         "feedback_model": role_model(
             flags.feedback_model, flags.feedback_options, "--feedback-option", "--feedback-model"
         ),
         "refine_model": role_model(flags.refine_model, flags.refine_options, "--refine-option", "--refine-model"),
-        "judge_model": judge_models(flags, evaluation_judge)[0],
+        "judge_model": judge_model(flags, evaluation_judge),
     }
 
 
-def judge_models(flags: ModelFlags, evaluation_judge: str | None = None) -> tuple[ModelSpec | None, ModelSpec | None]:
-    """The loop's judge role's own model (--judge-model) and eval's judge (--judge), each with
-    the --judge-option options; either None where not given."""
-    pairs = flags.judge_options
-    if pairs and flags.judge_model is None and evaluation_judge is None:
+def judge_model(flags: ModelFlags, evaluation_judge: str | None = None) -> ModelSpec | None:
+    """The loop's judge role's own model (--judge-model, with --judge-option); None where not given."""
+    if flags.judge_options and flags.judge_model is None:
+        eval_judge = "; eval's --judge takes --eval-judge-option" if evaluation_judge is not None else ""
         raise click.UsageError(
-            "--judge-option needs --judge-model (or, in eval, --judge): without one the judge role "
-            "shares the feedback role's backend, which -o or --feedback-option configures"
+            "--judge-option needs --judge-model (it configures the loop's judge role only): without it "
+            f"the judge role shares the feedback role's backend, which -o or --feedback-option configures{eval_judge}"
         )
-    given = [(flags.judge_model, "--judge-model"), (evaluation_judge, "--judge")]
-    loop, evaluation = (role_model(m, pairs if m else (), "--judge-option", f) for m, f in given)
-    return loop, evaluation
+    return role_model(flags.judge_model, flags.judge_options, "--judge-option", "--judge-model")
+
+
+def evaluation_judge_model(judge: str | None, pairs: tuple[str, ...]) -> ModelSpec | None:
+    """eval's --judge, the evaluation's judge, with --eval-judge-option; None where not given."""
+    if pairs and judge is None:
+        raise click.UsageError(
+            "--eval-judge-option needs --judge (it configures the evaluation's judge only); "
+            "the loop's --judge-model takes --judge-option"
+        )
+    return role_model(judge, pairs, "--eval-judge-option", "--judge")
 
 
 def config_of(flags: Mapping[str, Any], **extra: Any) -> RefineConfig:

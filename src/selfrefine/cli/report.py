@@ -9,7 +9,15 @@ from pathlib import Path
 import click
 
 from ..evaluation.report import COST_PLOT, HTML, MARKDOWN, METRIC_PLOT, compare_table, write_report
-from ..evaluation.report_tables import RunReport, delta_text, interval_text, mixed_tasks_warning, number, unique_names
+from ..evaluation.report_tables import (
+    RunReport,
+    delta_text,
+    interval_text,
+    mixed_tasks_warning,
+    number,
+    small_sample_warning,
+    unique_names,
+)
 from ..evaluation.storage import report_error
 
 _RUN = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -19,7 +27,6 @@ _RUN = click.Path(exists=True, file_okay=False, path_type=Path)
 @click.argument("runs", nargs=-1, required=True, type=_RUN)
 @click.option(
     "--out",
-    "-o",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("report"),
     show_default=True,
@@ -32,9 +39,9 @@ def report_command(runs: tuple[Path, ...], out: Path, seed: int) -> None:
         reports = write_report(list(runs), out, seed=seed)
     except OSError as exc:  # a read-only or full --out: one line, not a traceback
         raise report_error(out, exc) from None
-    warning = mixed_tasks_warning(reports)
-    if warning:
-        click.echo(warning, err=True)
+    for warning in (mixed_tasks_warning(reports), small_sample_warning(reports)):
+        if warning:
+            click.echo(warning, err=True)
     click.echo(compare_lines(reports))
     for name in (MARKDOWN, HTML, METRIC_PLOT, COST_PLOT):
         click.echo(f"wrote {out / name}")

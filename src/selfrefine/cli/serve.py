@@ -13,7 +13,7 @@ import click
 from ..core.errors import ConfigError
 from ..engine.spec import BackendPool, ModelSpec
 from ..tasks import get_task
-from .options import Flags, ModelFlags, flag, main_model, models_of, part
+from .options import Flags, ModelFlags, flag, loop_flag, main_model, models_of, part
 
 
 def is_loopback(host: str) -> bool:
@@ -47,7 +47,13 @@ class ServeFlags(Flags):
         show_default=True,
         help="Address to bind; a non-loopback one needs --api-key (or --insecure).",
     )
-    port: int = flag("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+    port: int = flag(
+        "--port",
+        type=click.IntRange(0, 65535),
+        default=8000,
+        show_default=True,
+        help="Port to listen on (0: one the system picks; the startup line says which).",
+    )
     models: ModelFlags = part(ModelFlags)
     api_key: str | None = flag(
         "--api-key",
@@ -93,17 +99,12 @@ class ServeFlags(Flags):
         show_default=True,
         help="Larger request bodies get 413.",
     )
-    max_iterations: int | None = flag(
-        "--max-iters", type=click.IntRange(min=0), help="Cap (and default) on the refinements a request may ask for."
+    # the loop's own flags (their spellings and types), here the server's caps
+    max_iterations: int | None = loop_flag(
+        "max_iterations", help="Cap (and default) on the refinements a request may ask for."
     )
-    max_total_tokens: int | None = flag(
-        "--budget-tokens", type=click.IntRange(min=1), help="Cap (and default) on tokens per request."
-    )
-    max_seconds: float | None = flag(
-        "--budget-seconds",
-        type=click.FloatRange(min=0, min_open=True),
-        help="Cap (and default) on seconds per request.",
-    )
+    max_total_tokens: int | None = loop_flag("max_total_tokens", help="Cap (and default) on tokens per request.")
+    max_seconds: float | None = loop_flag("max_seconds", help="Cap (and default) on seconds per request.")
     task_files: tuple[Path, ...] = flag(
         "--task",
         multiple=True,
@@ -137,6 +138,7 @@ class ServeFlags(Flags):
         type=click.Choice(["critical", "error", "warning", "info", "debug"]),
         default="info",
         show_default=True,
+        help="The server log's level (uvicorn's: each request at info).",
     )
 
 

@@ -4,32 +4,35 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
+from functools import cache
 from typing import Annotated, Any, Literal, TypedDict, get_args
 
+import annotated_types
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
-    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
-    model_serializer,
+    model_validator,
 )
 
 from .errors import ConfigError
+from .later import Later
 from .stoprule import checked_patterns
+from .structured import checked_schema
 
 History = Literal["full", "last", "none"]
 Select = Literal["last", "best", "verified"]
 Accept = Literal["any", "not_worse"]
 FeedbackMode = Literal["actionable", "generic", "none"]
 VerifierMode = Literal["self", "verifier", "hybrid"]
-Strategy = Literal["fixed", "auto"]
 Preset = Literal["paper", "best"]
 
 MAX_WAYS = 8
+UNRECORDED_WHEN_UNSET = ("ways", "checks", "derive_checks", "json_schema")
 _WAY_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 
@@ -55,12 +58,45 @@ def checked_ways(ways: tuple[str, ...]) -> tuple[str, ...]:
     return ways
 
 
+def checked_strategy(name: str) -> str:
+    """A strategy's name as given, once it is a name (which strategies exist is the engine's
+    check: engine/drafting/registry.py, entry-point group ``selfrefine.strategies``)."""
+    if not _WAY_NAME.fullmatch(name):
+        raise ValueError(f"strategy {name!r} is not a name: letters, digits, '_' and '-', at most 32 characters")
+    return name
+
+
+# how a run spends its calls: "fixed" (the default), "auto", or a third party's registered strategy
+Strategy = Annotated[str, AfterValidator(checked_strategy)]
+
+# a JSON Schema the drafts must validate against: checked before any model call (core/structured.py)
+JsonSchema = Annotated[dict[str, Any], BeforeValidator(checked_schema)]
+
 # the task's ways a run's samples are drawn from (the API's request option is built from this
 # type, so it validates the same)
 Ways = Annotated[tuple[str, ...], BeforeValidator(_not_one_string), AfterValidator(checked_ways)]
 
 
-class RefineConfig(BaseModel):
+@dataclass(frozen=True)
+class Offer:
+    """Where a :class:`RefineConfig` option is offered besides the library, declared on its
+    field (``Annotated[type, Offer(...)]``) beside its type, default and bounds.
+
+    flags: the CLI's spellings of its flag, the first shown first and the others aliases (the
+      library's name where the CLI's is shorter: ``--max-iters``, ``--max-iterations``); a bool's
+      flag sets the opposite of its default (``--no-constrain``). Empty: no CLI flag.
+    api: a request to ``selfrefine serve`` may set it.
+    help: what ``--help`` says of the flag.
+    metavar: the flag's name for its value, where the type's own would not say it.
+    """
+
+    flags: tuple[str, ...] = ()
+    api: bool = False
+    help: str | None = None
+    metavar: str | None = None
+
+
+class RefineConfig(Later):
     """Every knob of one run. Defaults follow the paper.
 
     history:
@@ -91,25 +127,115 @@ class RefineConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
+    LATER = UNRECORDED_WHEN_UNSET  # options added after runs were recorded: dumped only when set
 
-    max_iterations: int | None = Field(default=None, ge=0, description="refinements; None: the task's default or 4")
-    history: History | None = None  # None: the task's default (full for most tasks)
-    select: Select | None = None  # None: the task's default (last for most tasks)
-    feedback_mode: FeedbackMode = "actionable"
-    verifier_mode: VerifierMode = "self"
-    accept: Accept = "any"  # not_worse: reject refinements the verifier scores lower
+    # Each option is declared here once: its type, default and bounds (the one cap), and in
+    # ``Offer`` its CLI flag(s) and help and whether a request to the server may set it; the
+    # CLI's loop flags (cli/options.py) and the API's request options (service/schemas.py)
+    # are built from these declarations. ``RunOptions`` below repeats the names and types for
+    # type checkers (tests/engine/test_library_api.py holds the two identical).
+    max_iterations: Annotated[
+        int | None,
+        Offer(("--max-iters", "--max-iterations"), api=True, help="Maximum refinements (default: task's, else 4)."),
+    ] = Field(default=None, ge=0, description="refinements; None: the task's default or 4")
+    # None: the task's default (full for most tasks)
+    history: Annotated[
+        History | None,
+        Offer(
+            ("--history",),
+            api=True,
+            help="What the refiner sees: all earlier drafts+feedback, the previous pair, or none (default: the task's).",
+        ),
+    ] = None
+    # None: the task's default (last for most tasks)
+    select: Annotated[
+        Select | None,
+        Offer(
+            ("--select",),
+            api=True,
+            help="Return the last draft, the best-scored one, or the one the task's own verifier "
+            "scores highest (ties: feedback score, then the earlier draft) (default: the task's).",
+        ),
+    ] = None
+    feedback_mode: Annotated[
+        FeedbackMode,
+        Offer(
+            ("--feedback-mode",),
+            api=True,
+            help="The paper's ablation: task critic, a fixed generic message, or no feedback.",
+        ),
+    ] = "actionable"
+    verifier_mode: Annotated[
+        VerifierMode,
+        Offer(
+            ("--verifier-mode",),
+            api=True,
+            help="Feedback from the model (self), the task's own checks (verifier), or both (hybrid).",
+        ),
+    ] = "self"
+    # not_worse: reject refinements the verifier scores lower
+    accept: Annotated[
+        Accept,
+        Offer(
+            ("--accept",),
+            api=True,
+            help="not_worse (or not-worse): reject a refinement the task's verifier scores lower than the "
+            "draft it refined, or that leaves it unchanged, and refine that draft again with the next seed.",
+        ),
+    ] = "any"
     stop_on_feedback: bool = True  # honour the task's stop signal in the feedback
     # extra stop phrases (whole words, never negated) and patterns (regexes): core/stoprule.py
-    stop_contains: list[str] = Field(default_factory=list)
-    stop_matches: list[str] = Field(default_factory=list)
-    score_threshold: float | None = None  # None: the task's default threshold, if any
+    stop_contains: Annotated[
+        list[str],
+        Offer(
+            ("--stop-contains",),
+            help="Stop when the feedback says this phrase: whole words, any case, not negated ('not done' is no stop).",
+        ),
+    ] = Field(default_factory=list)
+    stop_matches: Annotated[
+        list[str], Offer(("--stop-matches",), help="Stop when the feedback matches this regular expression.")
+    ] = Field(default_factory=list)
+    # None: the task's default threshold, if any
+    score_threshold: Annotated[
+        float | None, Offer(("--score-threshold",), help="Stop once the feedback score reaches this.")
+    ] = None
     stop_on_no_change: bool = True
-    max_total_tokens: int | None = Field(default=None, gt=0)
-    max_seconds: float | None = Field(default=None, gt=0)
-    seed: int | None = 0
-    temperature: float | None = Field(default=None, ge=0)  # overrides the task for all roles
-    max_tokens: int | None = Field(default=None, gt=0)  # overrides the task for all roles
-    constrained: bool = True  # send the task's JSON schema for feedback where supported
+    max_total_tokens: Annotated[
+        int | None,
+        Offer(("--budget-tokens", "--max-total-tokens"), api=True, help="Stop after this many tokens in total."),
+    ] = Field(default=None, gt=0)
+    max_seconds: Annotated[
+        float | None,
+        Offer(("--budget-seconds", "--max-seconds"), api=True, help="Stop after this many seconds."),
+    ] = Field(default=None, gt=0)
+    seed: Annotated[
+        int | None,
+        Offer(
+            ("--seed",),
+            api=True,
+            help="Seed of the model's sampling: the same seed, model and input give the same run; the "
+            "samples of a step and the retries of a rejected refinement take seeds derived from it "
+            "(core/seeds.py).",
+        ),
+    ] = 0
+    # overrides the task for all roles
+    temperature: Annotated[
+        float | None, Offer(("--temperature",), api=True, help="Sampling temperature for every role.")
+    ] = Field(default=None, ge=0)
+    # overrides the task for all roles
+    max_tokens: Annotated[int | None, Offer(("--max-tokens",), api=True, help="Completion tokens per call.")] = Field(
+        default=None, gt=0
+    )
+    # decode under a JSON schema where the backend can: the critic's reply under the task's
+    # feedback schema, and with json_schema the drafts under the run's
+    constrained: Annotated[
+        bool,
+        Offer(
+            ("--no-constrain",),
+            help="Do not constrain replies to a JSON schema (the critic's to the task's feedback schema, the "
+            "drafts to --json-schema's): they are still parsed and checked.",
+        ),
+    ] = True
     parse_retries: int = Field(default=2, ge=0)
     backend_retries: int = Field(default=4, ge=0)
     retry_base_delay: float = Field(default=1.0, ge=0)
@@ -119,45 +245,129 @@ class RefineConfig(BaseModel):
     # (select "last"; select "verified" when no other draft ties with the last on the
     # verifier), and samples tied at the top go to the first instead of the critic; True
     # asks for those critiques anyway
-    final_feedback: bool = False
+    final_feedback: Annotated[
+        bool,
+        Offer(
+            ("--final-feedback",),
+            api=True,
+            help="Critique the last draft even when that cannot change the result (with --select last "
+            "at --max-iters the run otherwise skips that call).",
+        ),
+    ] = False
     # drafts sampled per step: the first draft and each round's refinement are the best of
-    # this many by the task's verifier (1: the paper's loop)
-    samples: int = Field(default=1, ge=1, le=16, description="drafts sampled per step (1: the paper's loop)")
+    # this many by the task's verifier (1: the paper's loop); le=16 is the option's one cap (a
+    # server's smaller one is its policy: service/engines.py Caps)
+    samples: Annotated[
+        int,
+        Offer(
+            ("--samples",),
+            api=True,
+            help="Drafts sampled per step, each checked by the task's verifier: the first draft is the best "
+            "sample, and a round's best refinement replaces its draft only if it scores higher.",
+        ),
+    ] = Field(default=1, ge=1, le=16, description="drafts sampled per step (1: the paper's loop)")
     # auto: spend max_total_tokens between samples per step and rounds by what the verifier
-    # sees (engine/strategy.py has the rule)
-    strategy: Strategy = "fixed"
+    # sees (engine/drafting/auto_rule.py has the rule); or another registered strategy's name
+    strategy: Annotated[
+        Strategy,
+        Offer(
+            ("--strategy",),
+            api=True,
+            help="fixed: the same number of samples every step (--samples; 1: the paper's loop); auto: spend "
+            "--budget-tokens between samples per step and rounds by what the verifier sees (the first draft "
+            "starts with 1 sample, then doubles while the samples score differently; an answer task such as "
+            "gsm8k starts with 2 votes; stop when the verifier is satisfied; wider after echoes or rejections, "
+            "deeper after an accepted refinement; at most 8 drafts a step, or --samples K); or a strategy a "
+            "package registers (selfrefine.strategies).",
+        ),
+    ] = "fixed"
     # where drafts are ranked (several samples, select "verified", accept "not_worse") and the
     # code checks tie them, ask the task's judge (its yes/no questions, read as probabilities:
-    # engine/judged.py); off: ties go to the critic, or to the earlier draft
-    judging: bool = True
+    # engine/judge.py); off: ties go to the critic, or to the earlier draft
+    judging: Annotated[
+        bool,
+        Offer(
+            ("--no-judging",),
+            api=True,
+            help="Do not ask the task's judge (yes/no questions read as probabilities) to rank the drafts "
+            "that its code checks tie; the critic or the earlier draft decides instead.",
+        ),
+    ] = True
     # an answer task's several first drafts (votes: samples > 1, strategy auto) are drawn in
     # turn from these of the task's ways to write one (Task.ways, e.g. gsm8k's program and
     # steps) and voted with weights; None: the task's default ways (gsm8k: its programs); one way: no mixing
-    ways: Ways | None = None
+    ways: Annotated[
+        Ways | None,
+        Offer(
+            ("--ways",),
+            api=True,
+            metavar="WAY,...",
+            help="ways to draw an answer task's voted samples from, in turn (default: the task's; gsm8k's "
+            "ways: program, steps, quantities; default program)",
+        ),
+    ] = None
+    # checks of the drafts besides the task's own, as data (engine/instructions: e.g. {"type":
+    # "count", "unit": "words", "relation": "at most", "n": 50}); with derive_checks they
+    # extend the checks derived from the request, without it they are the run's checks
+    checks: Annotated[
+        list[dict[str, Any]] | None,
+        Offer(
+            ("--checks",),
+            api=True,
+            metavar="FILE",
+            help="A JSON or YAML file with a list of checks every draft must pass (e.g. [{type: count, unit: "
+            'words, relation: at most, n: 50}]; the README\'s "Checks derived from the request" lists the types): they rank and refine '
+            "the drafts like a task's own checks, beside the ones derived from the request.",
+        ),
+    ] = Field(default=None, max_length=32)
+    # before the first draft, the model turns the request's explicit, checkable instructions
+    # into checks (engine/derivation.py); None: the task's default (chat: on)
+    derive_checks: Annotated[
+        bool | None,
+        Offer(
+            ("--derive-checks/--no-derive-checks",),
+            api=True,
+            help="Before the first draft, turn the request's explicit instructions (counts, words, format, "
+            "case, language, ...) into code checks that rank and refine the drafts (default: the task's; "
+            "chat: on).",
+        ),
+    ] = None
+    # structured output: every draft is JSON that validates against this schema (decoded under it
+    # where the backend can, its prompt told the shape), a failing draft is refined with its
+    # errors, a valid one stops the run, and RunResult.parsed is the JSON value (engine/run_checks.py
+    # SchemaCheck); the library's response_model= gives a pydantic type's schema instead
+    json_schema: Annotated[
+        JsonSchema | None,
+        Offer(
+            ("--json-schema",),
+            api=True,
+            metavar="FILE",
+            help="A JSON (or YAML) file with a JSON Schema: every draft must be JSON that validates against it "
+            "(decoded under it where the backend can); validation errors are refined away, a valid draft stops "
+            "the run, and the output's JSON is the result's parsed value.",
+        ),
+    ] = None
     # a named configuration: "paper" is the paper's loop (these defaults); "best" the task's
     # measured best (TaskDefaults.best); options given explicitly win over the preset's
-    preset: Preset | None = None
+    preset: Annotated[
+        Preset | None,
+        Offer(
+            ("--preset",),
+            api=True,
+            help="paper: the paper's loop (the defaults); best: the task's measured best configuration "
+            "(docs/frontier.md). Options given explicitly win.",
+        ),
+    ] = None
 
-    @field_validator(
-        "history", "select", "accept", "feedback_mode", "verifier_mode", "strategy", "preset", mode="before"
-    )
+    @model_validator(mode="before")
     @classmethod
-    def _one_spelling(cls, value: Any) -> Any:
-        return canonical(value)
+    def _one_spelling(cls, values: Any) -> Any:
+        return spelled_once(values)
 
     @field_validator("stop_matches")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
         return checked_patterns(value)
-
-    @model_serializer(mode="wrap")
-    def _unset_ways_unrecorded(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``ways`` unset is left out of the dump, so the record of a run that does not set
-        it is the one it was before the option existed (an eval folder it resumes included)."""
-        values: dict[str, Any] = handler(self)
-        if values.get("ways", ...) is None:
-            del values["ways"]
-        return values
 
     @classmethod
     def build(cls, **values: object) -> RefineConfig:
@@ -175,9 +385,51 @@ class RefineConfig(BaseModel):
 
 def unknown_option(name: str, valid: list[str]) -> str:
     """The error for an option name that does not exist: the closest valid name, and all of them."""
-    close = difflib.get_close_matches(name, valid, n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"unknown option {name!r}{hint}; valid options: {', '.join(valid)}"
+    return f"unknown option {name!r}{did_you_mean(name, valid)}; valid options: {', '.join(valid)}"
+
+
+def did_you_mean(name: str, valid: list[str]) -> str:
+    """`` (did you mean 'max_iterations'?)`` for a name that is not one of ``valid``: the
+    option a CLI spelling of it names (``max_iters``, ``--budget-tokens``), else the closest
+    valid name; empty when none is close."""
+    named = cli_spellings().get(name.strip().lstrip("-").replace("-", "_"))
+    close = [named] if named in valid else difflib.get_close_matches(name, valid, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+@cache
+def offers() -> dict[str, Offer]:
+    """Each RefineConfig option offered outside the library, by name, in declaration order."""
+    found = {}
+    for name, info in RefineConfig.model_fields.items():
+        offer = next((m for m in info.metadata if isinstance(m, Offer)), None)
+        if offer is not None:
+            found[name] = offer
+    return found
+
+
+def upper_bound(name: str) -> float | None:
+    """The one cap of RefineConfig option ``name`` (its ``le``), or None where it has none."""
+    return next((m.le for m in RefineConfig.model_fields[name].metadata if isinstance(m, annotated_types.Le)), None)
+
+
+@cache
+def cli_spellings() -> dict[str, str]:
+    """The option each CLI flag sets, by the flag as a name (``max_iters``: ``max_iterations``)."""
+    return {f.lstrip("-").replace("-", "_"): name for name, offer in offers().items() for f in offer.flags}
+
+
+@cache
+def choice_options() -> frozenset[str]:
+    """The RefineConfig options whose value is one of a few words (``accept``, ``select``, ...)."""
+    return frozenset(name for name in RefineConfig.model_fields if choices(name))
+
+
+def spelled_once(values: Any) -> Any:
+    """Keyword values (a dict) with each choice option's value in its one spelling (``canonical``)."""
+    if not isinstance(values, dict):
+        return values
+    return {k: canonical(v) if k in choice_options() else v for k, v in values.items()}
 
 
 class RunOptions(TypedDict, total=False):
@@ -212,6 +464,9 @@ class RunOptions(TypedDict, total=False):
     strategy: Strategy
     judging: bool
     ways: tuple[str, ...] | list[str] | None
+    checks: list[dict[str, Any]] | None
+    derive_checks: bool | None
+    json_schema: dict[str, Any] | None
     preset: Preset | None
 
 

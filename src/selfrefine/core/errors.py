@@ -79,6 +79,18 @@ class DraftParseError(ParseError):
     """A generated or refined draft is empty or lacks what the task needs."""
 
 
+class RunInterrupted(BaseException):  # noqa: N818 - it carries an interrupt, like KeyboardInterrupt
+    """A task's check raised ``KeyboardInterrupt`` or ``SystemExit`` (Ctrl-C, ``sys.exit()``)
+    in the thread it runs in: the run stops. asyncio passes this on as it does any error
+    (the interrupt itself would break out of the event loop and leave the run's tasks on
+    it), and, not being an ``Exception``, no ``except Exception`` keeps the run going. The
+    sync ``SelfRefine.run()`` raises ``interrupt`` itself once its loop is clear."""
+
+    def __init__(self, message: str, interrupt: BaseException) -> None:
+        super().__init__(message)
+        self.interrupt = interrupt
+
+
 def error_text(exc: BaseException) -> str:
     """How a caught error is recorded in a result or row: its type and message."""
     return f"{type(exc).__name__}: {exc}"

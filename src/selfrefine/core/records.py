@@ -10,14 +10,15 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_serializer
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, FiniteFloat
 
 from .config import RefineConfig
+from .later import Later
 
 Role = Literal["generate", "feedback", "refine", "judge"]
 # the roles with prompts of their own: templates, temperatures, max tokens, stop sequences
 ROLES: tuple[Role, ...] = ("generate", "feedback", "refine")
-# every role a backend plays: the prompt roles and the judge (closed questions, engine/judging.py)
+# every role a backend plays: the prompt roles and the judge (closed questions, engine/questions.py)
 MODEL_ROLES: tuple[Role, ...] = (*ROLES, "judge")
 
 
@@ -31,11 +32,21 @@ class StopReason(str, Enum):
     TOKEN_BUDGET = "token_budget"  # total tokens reached the budget
     TIME_BUDGET = "time_budget"  # wall time reached the budget
     ERROR = "error"  # a backend failed after its retries; finished drafts are kept
-    VERIFIED = "verified"  # strategy auto: the task's verifier is satisfied with the draft
+    # strategy auto: the task's verifier is satisfied with the draft; under a JSON Schema: the
+    # draft validates (and passes the run's checks)
+    VERIFIED = "verified"
+
+    def __str__(self) -> str:  # print(result.stop_reason) and f-strings show "no_change", as --json does
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
 
-class CallRecord(BaseModel):
+class CallRecord(Later):
     """One model call (including failed attempts and retries)."""
+
+    LATER = ("purpose",)
 
     role: Role
     iteration: int
@@ -54,6 +65,9 @@ class CallRecord(BaseModel):
     finish_reason: str | None = None
     prompt: str | None = None  # filled only with RefineConfig.record_prompts
     response: str | None = None
+    # what the call was for besides its role's step: "checks", the derivation of the
+    # request's checks before the first draft (a critic's call: the feedback role's model)
+    purpose: str | None = None
 
 
 class Usage(BaseModel):
@@ -85,8 +99,9 @@ class Feedback(BaseModel):
     """A critique of one draft: the raw text plus whatever the task parsed out of it."""
 
     text: str
-    scores: dict[str, float] = Field(default_factory=dict)  # per-aspect scores
-    total: float | None = None  # drives "best" selection and score thresholds
+    # scores are finite: a "nan" would win every comparison of "best" selection, an "inf" meet any threshold
+    scores: dict[str, FiniteFloat] = Field(default_factory=dict)  # per-aspect scores
+    total: FiniteFloat | None = None  # drives "best" selection and score thresholds
     # the critique says the draft needs no more work (a stop signal for the loop); None when
     # the task cannot tell. Run folders written before the rename stored it as "stop".
     done: bool | None = Field(default=None, validation_alias=AliasChoices("done", "stop"))
@@ -113,36 +128,40 @@ class Judgment(BaseModel):
     note: str = ""  # what else the judgment needs said (a fallback, an order flip)
 
 
-class Verification(BaseModel):
+class Verification(Later):
     """What a task's own checks (code, not the model) found in a draft, and where drafts
     were ranked, what the task's judge (the model's probabilities) said of it."""
 
+    LATER = ("judged", "judgments")
+
     text: str  # findings as plain text for the refiner, e.g. "Missing concepts: ball"
     passed: bool | None = None  # True: the checks found nothing left to fix
-    score: float | None = None  # e.g. concept coverage
+    score: FiniteFloat | None = None  # e.g. concept coverage; finite, as a feedback's scores
     answer: str | None = None  # the answer the check found (gsm8k: solution()'s value), for votes
-    # the task's judge on the draft (engine/judged.py), asked only where drafts are ranked and
+    # the task's judge on the draft (engine/judge.py), asked only where drafts are ranked and
     # the code checks cannot tell them apart: the mean P(yes) over the judged aspects
-    judged: float | None = None
+    judged: FiniteFloat | None = None
     judgments: list[Judgment] = Field(default_factory=list)  # one per aspect, with its probabilities
-
-    @model_serializer(mode="wrap")
-    def _unjudged_as_before(self, handler: Any) -> dict[str, Any]:
-        """An unjudged draft's record as before judges (stored runs and their readers agree)."""
-        data: dict[str, Any] = handler(self)
-        if self.judged is None and not self.judgments:
-            data.pop("judged", None)
-            data.pop("judgments", None)
-        return data
 
 
 Feedback.model_rebuild()
 
 
-class Candidate(BaseModel):
+class RequestCheck(BaseModel):
+    """One check of a run's drafts besides the task's own (``RefineConfig.checks`` or derived
+    from the request: engine/instructions), as the run used it."""
+
+    source: Literal["given", "derived", "schema"]  # schema: the run's JSON Schema (engine/run_checks.py)
+    check: dict[str, Any]  # the check as data: {"type": "count", "unit": "words", ...}
+    says: str  # the instruction in words: "at most 50 words"
+
+
+class Candidate(Later):
     """One of the ``samples`` drafts sampled for one step (``RefineConfig.samples`` > 1):
     its text, the task's check of it and the call that produced it. The chosen one became
     the iteration's draft; the others stay here so a run's record shows what lost."""
+
+    LATER = ("way",)
 
     draft: str
     verification: Verification | None = None
@@ -153,14 +172,6 @@ class Candidate(BaseModel):
     feedback: Feedback | None = None
     # the way it was written, when the task has several (gsm8k: "program" or "steps")
     way: str | None = None
-
-    @model_serializer(mode="wrap")
-    def _one_way_as_before(self, handler: Any) -> dict[str, Any]:
-        """A sample of a task with one way has the record it had before ways."""
-        data: dict[str, Any] = handler(self)
-        if self.way is None:
-            data.pop("way", None)
-        return data
 
 
 class Iteration(BaseModel):
@@ -206,8 +217,10 @@ class RunConfig(RefineConfig):
         return getattr(self, key)
 
 
-class RunResult(BaseModel):
+class RunResult(Later):
     """Everything about one Self-Refine run; serialises to JSON and back."""
+
+    LATER = ("checks", "parsed")
 
     task: str
     input: str
@@ -223,6 +236,15 @@ class RunResult(BaseModel):
     metric: float | None = None  # the task's metric on `output`, when a reference was given
     metric_error: str | None = None  # the metric hook raised on `output` (metric is then None)
     answer_error: str | None = None  # the answer hook raised on `output` (answer is then None)
+    checks: list[RequestCheck] = Field(default_factory=list)  # the run's checks besides the task's own
+    # a run with a JSON Schema (json_schema, response_model): the output's JSON value when it
+    # validates, else None
+    parsed: Any = None
+
+    def _unset(self, name: str) -> bool:
+        if name == "parsed":  # a run with a schema says None (it did not validate); others leave it out
+            return self.config.json_schema is None
+        return super()._unset(name)
 
     @property
     def drafts(self) -> list[str]:
@@ -257,6 +279,17 @@ class DecisionStep(BaseModel):
     detail: str = ""
 
 
+class ChecksStep(BaseModel):
+    """The checks a run's drafts must pass besides the task's own, known before the first
+    draft: the ones given and the ones derived from the request (``call``: the derivation's)."""
+
+    kind: Literal["checks"] = "checks"
+    checks: list[RequestCheck]
+    call: CallRecord | None = None
+    note: str = ""  # what else is worth saying ("the derivation gave no usable check: …")
+    dropped: list[dict[str, Any]] = Field(default_factory=list)  # derived checks the request does not state
+
+
 class CallStep(BaseModel):
     """A call that failed and will be retried (or gave up); successful calls ride on steps."""
 
@@ -275,6 +308,7 @@ class DeltaStep(BaseModel):
     iteration: int
     attempt: int = 1
     text: str
+    sample: int | None = None  # the step's sample it belongs to (1, 2, …), when the step samples several
 
 
 class ResultStep(BaseModel):
@@ -282,4 +316,4 @@ class ResultStep(BaseModel):
     result: RunResult
 
 
-Step = DraftStep | FeedbackStep | DecisionStep | CallStep | DeltaStep | ResultStep
+Step = DraftStep | FeedbackStep | DecisionStep | ChecksStep | CallStep | DeltaStep | ResultStep

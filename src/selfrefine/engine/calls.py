@@ -11,7 +11,6 @@ Robustness rules implemented here:
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
 import threading
 import time
@@ -19,13 +18,14 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..backends.base import Backend, CompletionRequest, CompletionResponse, TextSink
+from ..backends.base import Backend, CompletionRequest, CompletionResponse, TextSink, nth_sample, shown_prompt
 from ..core.errors import BackendError, TransientBackendError
 from ..core.records import CallRecord, Role, StopReason
 from .settings import CallPolicy
 
-#: receives each piece of a streamed reply with its call's role, iteration and attempt
-DeltaSink = Callable[[Role, int, int, str], None]
+#: receives each piece of a streamed reply with its call's role, iteration, attempt and, when
+#: its step samples several drafts, the sample's number (1, 2, …)
+DeltaSink = Callable[[Role, int, int, str, "int | None"], None]
 
 
 class BudgetExceeded(Exception):
@@ -55,10 +55,10 @@ class CallLog:
         calls, self.unreported = self.unreported, []
         return calls
 
-    def next_attempt(self, role: Role, t: int) -> int:
-        """Attempts are numbered per step (role and iteration), across parse and backend
-        retries, so three failed parses read as attempts 1, 2 and 3."""
-        return 1 + sum(c.role == role and c.iteration == t for c in self.calls)
+    def next_attempt(self, role: Role, t: int, purpose: str | None = None) -> int:
+        """Attempts are numbered per step (role, iteration and purpose), across parse and
+        backend retries, so three failed parses read as attempts 1, 2 and 3."""
+        return 1 + sum(c.role == role and c.iteration == t and c.purpose == purpose for c in self.calls)
 
     def failed(self, call: CallRecord, error: str) -> None:
         call.ok, call.error = False, error
@@ -73,16 +73,29 @@ class Caller:
         self.sink: DeltaSink | None = None  # set: calls asked to stream hand it their pieces
 
     async def call(
-        self, role: Role, t: int, request: CompletionRequest, samples: int = 1, *, stream: bool = False
+        self,
+        role: Role,
+        t: int,
+        request: CompletionRequest,
+        samples: int = 1,
+        *,
+        stream: bool = False,
+        purpose: str | None = None,
+        sample: int | None = None,
     ) -> list[tuple[CompletionResponse, CallRecord]]:
         """One logical call (``samples`` replies to the request) with transient-error retries;
-        ``stream``: a single sample's reply goes to the sink piece by piece as it comes."""
+        ``stream``: a single sample's reply goes to the sink piece by piece as it comes;
+        ``purpose``: what the call is for besides its role's step (recorded); ``sample``: the
+        number of the step's (first) sample this call is (its streamed pieces say so). Several
+        samples asked to stream are shown as they come (:meth:`_each_sample`)."""
+        if stream and samples > 1 and self.sink is not None:
+            return await self._each_sample(role, t, request, samples, purpose, sample or 1)
         backend = self.backends[role]
         for attempt in range(1, self.policy.backend_retries + 2):
             self.check_budgets()
-            calls = [self._record(role, t, backend, request) for _ in range(samples)]
+            calls = [self._record(role, t, backend, request, purpose) for _ in range(samples)]
             try:
-                on_text = self._pieces(role, t, calls[0].attempt) if stream and samples == 1 else None
+                on_text = self._pieces(role, t, calls[0].attempt, sample) if stream and samples == 1 else None
                 responses = await self._send(backend, request, calls[0], samples, on_text)
             except (TransientBackendError, BackendError, BudgetExceeded) as exc:
                 self._failed(calls, str(exc))
@@ -97,13 +110,40 @@ class Caller:
             return [self._finished(r, c, share, calls[0].wait_seconds) for r, c in zip(responses, calls)]
         raise AssertionError("unreachable")
 
-    def _pieces(self, role: Role, t: int, attempt: int) -> TextSink | None:
-        return None if self.sink is None else functools.partial(self.sink, role, t, attempt)
+    def _pieces(self, role: Role, t: int, attempt: int, sample: int | None = None) -> TextSink | None:
+        if self.sink is None:
+            return None
+        sink = self.sink
+        return lambda text: sink(role, t, attempt, text, sample)
 
-    def _record(self, role: Role, t: int, backend: Backend, request: CompletionRequest) -> CallRecord:
-        call = CallRecord(role=role, iteration=t, attempt=self.log.next_attempt(role, t), model=backend.name)
+    async def _each_sample(
+        self, role: Role, t: int, request: CompletionRequest, samples: int, purpose: str | None, first: int
+    ) -> list[tuple[CompletionResponse, CallRecord]]:
+        """Several samples of a step shown as they come (the live view, the API's stream): one
+        streamed call per sample, in turn, on a backend that serves one call at a time (the
+        embedded model: no slower than a batch there); on one that serves several, all at
+        once, each sample's text handed to the sink whole as it ends. The requests are the
+        batch's (``nth_sample``: the seed moved on per sample)."""
+        one_at_a_time = self.backends[role].max_concurrency <= 1
+
+        async def one(i: int) -> tuple[CompletionResponse, CallRecord]:
+            part = nth_sample(request, i)
+            [(response, call)] = await self.call(role, t, part, stream=one_at_a_time, purpose=purpose, sample=first + i)
+            if not one_at_a_time and self.sink is not None:
+                self.sink(role, t, call.attempt, response.text, first + i)
+            return response, call
+
+        if one_at_a_time:
+            return [await one(i) for i in range(samples)]
+        return list(await asyncio.gather(*(one(i) for i in range(samples))))
+
+    def _record(
+        self, role: Role, t: int, backend: Backend, request: CompletionRequest, purpose: str | None = None
+    ) -> CallRecord:
+        attempt = self.log.next_attempt(role, t, purpose)
+        call = CallRecord(role=role, iteration=t, attempt=attempt, model=backend.name, purpose=purpose)
         if self.policy.record_prompts:
-            call.prompt = request.prompt
+            call.prompt = shown_prompt(request)  # a conversation whole
         self.log.calls.append(call)  # counted now, so the next record of this step numbers on
         return call
 

@@ -17,7 +17,9 @@ repeat), and a longer draft fails the regex checks instead of being searched.
 
 from __future__ import annotations
 
+import math
 import re
+import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.errors import TaskError
 from ..core.records import Verification
-from ..core.saferegex import MAX_REGEX_CHARS, bounded, shown
+from ..core.saferegex import MAX_REGEX_CHARS, bounded, bounded_together, shown
 from ..core.wording import plural
 
 Verifier = Callable[[str, str], "float | tuple[float, str | Sequence[str]] | Verification"]
@@ -39,12 +41,16 @@ def as_verification(value: Any, who: str) -> Verification:
     """What a verify function returned, as the record the engine keeps; a reply of another
     shape, or a score outside [0, 1], is a TaskError naming the function."""
     if isinstance(value, Verification):
+        for name in ("score", "judged"):  # model_construct skips the record's own check
+            number = getattr(value, name)
+            if number is not None and not (isinstance(number, (int, float)) and math.isfinite(number)):
+                raise TaskError(f"{who} returned a Verification whose {name} is {number!r}; give a finite number")
         return value
     if isinstance(value, tuple) and len(value) == 2:
         score, findings = value
         problems = [findings] if isinstance(findings, str) else findings
         if not isinstance(problems, (list, tuple)) or not all(isinstance(p, str) for p in problems):
-            raise TaskError(f"{who} returned findings {findings!r}; give a string or a list of strings")
+            raise TaskError(f"{who} returned findings {shown_value(findings)}; give a string or a list of strings")
         problems = [p for p in problems if p.strip()]
         score = _score(score, who)
         return Verification(text="; ".join(problems) or "ok", passed=not problems, score=score)
@@ -54,12 +60,12 @@ def as_verification(value: Any, who: str) -> Verification:
     return Verification(text="ok" if score >= 1 else f"score {score:.2f} of 1", passed=score >= 1, score=score)
 
 
+_SHAPES = "a verify function returns a score in [0, 1], a (score, findings) pair or a Verification"
+
+
 def _score(value: Any, who: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise TaskError(
-            f"{who} returned {value!r}; a verify function returns a score in [0, 1], "
-            "a (score, findings) pair or a Verification"
-        )
+        raise TaskError(f"{who} returned {shown_value(value)}; {_SHAPES}")
     return float(value)
 
 
@@ -70,16 +76,71 @@ class FunctionVerifier:
         if not callable(fn):
             raise TaskError(f"verify must be a function (input, draft) -> score, not {type(fn).__name__}")
         self.fn = fn
-        self.who = f"verify function {getattr(fn, '__qualname__', None) or type(fn).__name__}"
+        name = getattr(fn, "__qualname__", None)
+        self.who = f"verify function {_cut(name) if isinstance(name, str) and name else type(fn).__name__}"
 
     def __call__(self, input: str, draft: str) -> Verification:
+        """The function's check of ``draft`` as a Verification; whatever it raises or returns,
+        an error is a TaskError with a message of bounded length."""
         try:
             value = self.fn(input, draft)
         except TaskError:
             raise
+        except ValidationError as exc:  # a record it built, e.g. Verification(score=nan): one line
+            first = exc.errors()[0]
+            where = ".".join(map(str, (exc.title, *first["loc"])))
+            raise TaskError(f"{self.who} raised ValidationError: {where}: {first['msg']}") from None
         except Exception as exc:
-            raise TaskError(f"{self.who} raised {type(exc).__name__}: {exc}") from None
-        return as_verification(value, self.who)
+            raise TaskError(f"{self.who} raised {type(exc).__name__}: {_said(exc)}") from None
+        try:
+            return as_verification(value, self.who)
+        except TaskError:
+            raise
+        except Exception as exc:  # a reply whose own methods fail (__len__, comparisons, ...)
+            raise TaskError(
+                f"{self.who} returned a {type(value).__name__} that cannot be read "
+                f"({type(exc).__name__}: {_said(exc)}); {_SHAPES}"
+            ) from None
+
+
+# a verify function's reply or error in a message: at most this many characters of it
+SHOWN_CHARS = 200
+
+
+class _Shown(reprlib.Repr):
+    """reprlib's short repr; an object whose repr raises is named by its type."""
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        try:
+            return _cut(repr(x))
+        except Exception as exc:  # noqa: BLE001 - any repr may raise; the message must still be written
+            return f"<{type(x).__name__} whose repr() raised {type(exc).__name__}>"
+
+
+_REPR = _Shown()
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = SHOWN_CHARS
+_REPR.maxlevel = 3
+
+
+def shown_value(value: Any) -> str:
+    """``repr(value)`` for an error message, at most ``SHOWN_CHARS`` characters (a long
+    sequence shows its first items); a repr that raises is named by the type instead."""
+    try:
+        return _cut(_REPR.repr(value))
+    except Exception as exc:  # noqa: BLE001 - any repr may raise; the message must still be written
+        return f"<{type(value).__name__} whose repr() raised {type(exc).__name__}>"
+
+
+def _said(exc: BaseException) -> str:
+    """What an exception says, cut to ``SHOWN_CHARS``, even when its ``str()`` raises."""
+    try:
+        return _cut(" ".join(str(exc).split()))
+    except Exception as failed:  # noqa: BLE001 - as for repr: the message must still be written
+        return f"(its message cannot be shown: str() raised {type(failed).__name__})"
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"
 
 
 # --- checks declared as data (a YAML task's ``checks:``) ----------------------------------
@@ -117,6 +178,8 @@ class Checks(BaseModel):
 
     @model_validator(mode="after")
     def _coherent(self) -> Checks:
+        # all the regexes search each draft: together they stay within one pattern's bound
+        bounded_together([*self.must_match, *self.must_not_match], re.MULTILINE, what="check regexes")
         for what in ("words", "lines"):
             low, high = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if low is not None and high is not None and low > high:

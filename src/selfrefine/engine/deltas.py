@@ -25,8 +25,8 @@ async def with_deltas(run: Refinement) -> AsyncIterator[Step]:
     pieces: deque[DeltaStep] = deque()
     wake: asyncio.Future[None] | None = None  # resolved by the next piece
 
-    def sink(role: Role, iteration: int, attempt: int, text: str) -> None:
-        pieces.append(DeltaStep(role=role, iteration=iteration, attempt=attempt, text=text))
+    def sink(role: Role, iteration: int, attempt: int, text: str, sample: int | None = None) -> None:
+        pieces.append(DeltaStep(role=role, iteration=iteration, attempt=attempt, text=text, sample=sample))
         if wake is not None and not wake.done():
             wake.set_result(None)
 

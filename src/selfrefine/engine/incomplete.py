@@ -1,4 +1,5 @@
-"""Drafts that are no answer: a refusal, or a reply cut off at the token limit.
+"""Drafts that are no answer: a refusal, a reply cut off at the token limit, or an echo of
+the request.
 
 A model that answers "I'm sorry, but I cannot …" or stops mid-sentence at ``max_tokens``
 has written no answer, whatever a task's checks find in the text (a refusal uses none of a
@@ -9,7 +10,11 @@ story's required elements, so it misses none). One rule for every task:
   metric is :data:`INCOMPLETE_METRIC`;
 - a refusal is recognised by its wording (:func:`is_refusal`: the reply *opens* with a
   common refusal phrasing) in the built-in tasks' own ``verify`` and ``metric``, which
-  return :func:`refusal_check` and :data:`INCOMPLETE_METRIC` for it.
+  return :func:`refusal_check` and :data:`INCOMPLETE_METRIC` for it;
+- an echo (:func:`echoes`: the draft repeats the request, or nearly) is failed by the engine
+  for every task whose ``TaskDefaults.echo`` is not ``"off"`` (:func:`echo_check`), also
+  where the task has no verifier: its verification then has no score, which ranks below a
+  draft with no verification at all (:mod:`.ranking`), so no judge or critic can prefer it.
 
 :data:`INCOMPLETE_SCORE` is below every built-in verifier's range (the lowest, sentiment's,
 starts at -1), so ``select="verified"`` and ``accept="not_worse"`` never prefer such a
@@ -20,12 +25,16 @@ a failure, as a wrong answer.
 from __future__ import annotations
 
 import re
+from difflib import SequenceMatcher
 
 from ..core.records import Verification
 
 INCOMPLETE_SCORE = -2.0
 INCOMPLETE_METRIC = 0.0
 CUT_OFF = "length"  # the finish reason of a reply stopped by max_tokens
+# a request of fewer words ("Hi", "Good morning") answered in kind is no echo
+MIN_ECHO_WORDS = 3
+ECHO = "The draft repeats the request instead of answering it: write the answer the request asks for."
 
 _CANNOT = r"(?:can ?not|can'?t|won'?t|will not|am unable to|'?m unable to|am not able to|'?m not able to)"
 _DO = (
@@ -94,3 +103,50 @@ def demoted(check: Verification | None, finish_reason: str | None) -> Verificati
     return check.model_copy(
         update={"text": f"{note}\n{check.text}".strip(), "passed": False, "score": INCOMPLETE_SCORE}
     )
+
+
+def words(text: str) -> list[str]:
+    """A text's words, lower-cased, without punctuation ("pour-over" is two, "$29" is "29")."""
+    return re.findall(r"\w+", text.lower())
+
+
+def echo_slack(n: int) -> int:
+    """How many words a near-echo of a request of ``n`` words may add or drop: one in ten
+    (none under ten words, where only a word-for-word repeat is an echo: "dog runs" for the
+    concepts "dog, runs, park" is a poor sentence, not a repeat)."""
+    return n // 10
+
+
+def echoes(draft: str, request: str, rule: str = "near") -> bool:
+    """Whether ``draft`` repeats ``request`` instead of answering it, comparing their
+    :func:`words` (case, punctuation and spacing aside). A request of fewer than
+    :data:`MIN_ECHO_WORDS` words is never echoed. ``rule``:
+
+    - ``"exact"``: the same words in the same order;
+    - ``"near"``: that, or nearly: the words of each that the other lacks, in order
+      (:class:`difflib.SequenceMatcher`'s matching blocks; a changed word counts twice,
+      dropped and added), are at most :func:`echo_slack` of the request's;
+    - ``"off"``: never."""
+    asked, said = words(request), words(draft)
+    if rule == "off" or len(asked) < MIN_ECHO_WORDS:
+        return False
+    if rule == "exact" or said == asked:
+        return said == asked
+    slack = echo_slack(len(asked))
+    if abs(len(said) - len(asked)) > slack:
+        return False
+    kept = sum(block.size for block in SequenceMatcher(None, asked, said, autojunk=False).get_matching_blocks())
+    return (len(asked) - kept) + (len(said) - kept) <= slack
+
+
+def echo_check(check: Verification | None, draft: str, request: str, rule: str) -> Verification | None:
+    """A draft's check (None: the task has none), failed when the draft echoes the request
+    (:func:`echoes` by ``rule``): it does not pass, a scored check scores
+    :data:`INCOMPLETE_SCORE`, and the findings say why. On a task without a verifier the echo
+    gets a verification of its own, with no score (it ranks below every other draft)."""
+    if not echoes(draft, request, rule):
+        return check
+    if check is None:
+        return Verification(text=ECHO, passed=False)
+    score = INCOMPLETE_SCORE if check.score is not None else None
+    return check.model_copy(update={"text": f"{ECHO}\n{check.text}".strip(), "passed": False, "score": score})

@@ -12,18 +12,20 @@ from __future__ import annotations
 import asyncio
 import atexit
 import threading
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from types import TracebackType
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from ..backends.base import Backend
 from ..backends.registry import get_backend
 from ..backends.roles import RoleBackends
 from ..core.config import RefineConfig, RunOptions
-from ..core.errors import ConfigError, EngineClosedError
+from ..core.errors import ConfigError, EngineClosedError, RunInterrupted
 from ..core.records import ResultStep, RunResult, Step
 from .checks import Checks, Verifier
 from .deltas import with_deltas
+from .derivation import Memo
+from .drafting.registry import find_strategy
 from .plugins import find_task
 from .refinement import Refinement
 from .settings import Settings
@@ -32,18 +34,24 @@ from .task import Task, prepared_input
 
 __all__ = ["SelfRefine", "refine"]
 
+T = TypeVar("T")
+
 
 class SelfRefine:
     """One task on one or more backends. Reusable across inputs; close it when done.
 
-    ``model`` serves every role unless ``feedback_model``/``refine_model`` name a different
-    backend for that role (e.g. a cheap critic and a larger refiner); ``judge_model``, the
-    backend of the judge role (the loop's closed yes/no, rating and A-or-B questions,
-    answered from token probabilities), is the feedback role's unless given; ``model`` may also be a
+    ``model`` serves every role unless ``feedback_model``/``refine_model``/``judge_model``
+    name a different backend for that role (e.g. a cheap critic and a larger refiner; the
+    judge answers the loop's closed yes/no, rating and A-or-B questions from token
+    probabilities); a role without its own shares another's as
+    :data:`~selfrefine.backends.roles.SHARES` says (the judge: the critic's); ``model`` may also be a
     :class:`~selfrefine.backends.roles.RoleBackends` that gives each role's. ``wrap`` is given
     each distinct backend once (roles that share a backend share its wrapper). ``verify``: a verifier
     for a task without one, a function ``(input, draft) -> score``, or
-    :class:`~.checks.Checks` or their dict (see :mod:`.checks`). The run options are
+    :class:`~.checks.Checks` or their dict (see :mod:`.checks`). ``response_model``: a
+    pydantic type (a ``BaseModel``, ``list[Item]``, ...) every draft must be the JSON of: its
+    schema is the run's ``json_schema``, pydantic validates the drafts (custom validators
+    included), and ``RunResult.parsed`` is the output's JSON value. The run options are
     :class:`~selfrefine.core.config.RefineConfig`'s fields, as keywords or as ``config``;
     an unknown name is a ConfigError that lists the valid ones.
     """
@@ -59,16 +67,21 @@ class SelfRefine:
         config: RefineConfig | None = None,
         wrap: Wrap | None = None,
         verify: Verifier | Checks | Mapping[str, Any] | None = None,
+        response_model: Any = None,
         **options: Unpack[RunOptions],
     ) -> None:
         self.closed = False
+        self._derived: Memo = {}  # checks derived from each request, across this engine's runs
         self.task = find_task(task)
         if verify is not None:
             self.task = self.task.with_verifier(verify)
         if config is not None and options:
             raise ConfigError("pass either config= or keyword options, not both")
+        self.response_model = response_model  # a pydantic type the drafts validate as (structured output)
         # run option over task default, resolved once (a bad combination fails here)
-        self.settings = Settings.resolve(config or RefineConfig.build(**options), self.task)
+        self.settings = Settings.resolve(
+            config or RefineConfig.build(**options), self.task, find_strategy, response_model
+        )
         self.backends = _role_backends(model, feedback_model, refine_model, judge_model).map(wrap)
 
     @classmethod
@@ -103,11 +116,11 @@ class SelfRefine:
 
     @config.setter
     def config(self, config: RefineConfig) -> None:
-        self.settings = Settings.resolve(config, self.task)
+        self.settings = Settings.resolve(config, self.task, find_strategy, self.response_model)
 
     @property
     def max_iterations(self) -> int:
-        return self.settings.max_iterations
+        return self.settings.stops.max_iterations
 
     @property
     def history(self) -> str:
@@ -126,12 +139,12 @@ class SelfRefine:
         return result
 
     def run(self, input: str, reference: Any = None) -> RunResult:
-        """Sync wrapper around :meth:`arun` (not usable inside a running event loop)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return _thread_runner().run(self.arun(input, reference))
-        raise ConfigError("SelfRefine.run() was called inside an event loop; use `await arun()`")
+        """Sync wrapper around :meth:`arun` (not usable inside a running event loop). An
+        interrupt raised in a check (``KeyboardInterrupt``, ``SystemExit``) reaches the
+        caller as itself, and nothing of the run is left for the next one to meet."""
+        if _loop_running():
+            raise ConfigError("SelfRefine.run() was called inside an event loop; use `await arun()`")
+        return _on_thread_loop(self.arun(input, reference))
 
     async def astream(self, input: str, reference: Any = None, *, deltas: bool = False) -> AsyncIterator[Step]:
         """Run the loop, yielding each draft, feedback and decision as it happens; with
@@ -143,7 +156,8 @@ class SelfRefine:
                 "this SelfRefine engine is closed (its backends are shut); make a new one, "
                 "or use `with SelfRefine(...) as engine:` around the runs"
             )
-        run = Refinement(self.task, self.settings, self.backends, prepared_input(self.task, input), reference)
+        input = prepared_input(self.task, input)
+        run = Refinement(self.task, self.settings, self.backends, input, reference, self._derived)
         steps = with_deltas(run) if deltas else run.stream()
         try:
             async for step in steps:
@@ -160,11 +174,9 @@ class SelfRefine:
 
     def close(self) -> None:
         """Sync :meth:`aclose`, on the loop ``run()`` uses (not inside a running event loop)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return _thread_runner().run(self.aclose())
-        raise ConfigError("SelfRefine.close() was called inside an event loop; use `await aclose()`")
+        if _loop_running():
+            raise ConfigError("SelfRefine.close() was called inside an event loop; use `await aclose()`")
+        return _on_thread_loop(self.aclose())
 
     def __enter__(self) -> SelfRefine:
         return self
@@ -194,10 +206,12 @@ def refine(
     model: Backend | str | None = None,
     *,
     verify: Verifier | Checks | Mapping[str, Any] | None = None,
+    response_model: Any = None,
     **options: Unpack[RunOptions],
 ) -> RunResult:
-    """One-shot sync helper: ``refine("commongen", "dog, ball, park")``."""
-    with SelfRefine(task, model, verify=verify, **options) as engine:
+    """One-shot sync helper: ``refine("commongen", "dog, ball, park")``; ``response_model``:
+    the pydantic type the output must be the JSON of (``result.parsed``)."""
+    with SelfRefine(task, model, verify=verify, response_model=response_model, **options) as engine:
         return engine.run(input)
 
 
@@ -225,3 +239,36 @@ def _thread_runner() -> asyncio.Runner:
         runner = _RUNNERS.runner = asyncio.Runner()
         atexit.register(runner.close)
     return runner
+
+
+def _loop_running() -> bool:
+    """Whether this thread runs an event loop (checked outside an ``except``, so that an
+    error of the run is not shown as raised while handling "no running event loop")."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _on_thread_loop(work: Coroutine[Any, Any, T]) -> T:
+    """``work`` on this thread's loop (:func:`_thread_runner`). However it ends, no task it
+    started is left on the loop (one there would resume, or raise, in the next run), and a
+    check's interrupt (:class:`~selfrefine.core.errors.RunInterrupted`) is raised as itself."""
+    runner = _thread_runner()
+    try:
+        return runner.run(work)
+    except RunInterrupted as exc:
+        raise exc.interrupt from None
+    finally:
+        _clear(runner.get_loop())
+
+
+def _clear(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel the tasks a finished run left on ``loop`` (samples still in flight when another
+    failed, a Ctrl-C's leftovers) and wait for them, their errors retrieved."""
+    left = asyncio.all_tasks(loop)
+    if left:
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
+from ..core.entrypoints import entry_points
 from ..core.errors import TaskError
 from .task import Task
 
@@ -21,7 +22,7 @@ TASK_FILES_GROUP = "selfrefine.task_files"
 
 def task_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
     """Every registered task by name (nothing is imported until one is used)."""
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=TASKS_GROUP)}
+    return entry_points(TASKS_GROUP)
 
 
 def looks_like_path(spec: str) -> bool:
@@ -50,7 +51,7 @@ def find_task(spec: str | Task) -> Task:
 
 
 def _load_file(path: str) -> Task:
-    loaders = {ep.name: ep for ep in importlib.metadata.entry_points(group=TASK_FILES_GROUP)}
+    loaders = entry_points(TASK_FILES_GROUP)
     suffix = Path(path).suffix.lstrip(".").lower()
     loader = loaders.get(suffix) or loaders.get("yaml")  # the YAML loader names what is wrong
     if loader is None:

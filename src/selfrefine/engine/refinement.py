@@ -33,43 +33,41 @@ from ..core.records import (
     StopReason,
     Usage,
 )
-from .budgeted import Budgeted
 from .calls import BudgetExceeded, Caller, CallLog
-from .candidates import Pool
 from .context import RunContext, verifier_feedback
-from .drafting import Drafted, Drafter, OneDraft
+from .derivation import Memo, run_checks
+from .drafting.base import Drafted, Drafter
 from .incomplete import output_metric
-from .judged import judge_iterations, judging
+from .judge import judge_iterations
 from .ranking import score
-from .sampling import BestOfK, Votes
+from .scoreboard import Scoreboard, normal_text
 from .selection import rejection_detail, select_index
 from .settings import Settings
-from .state import RunState, normal_text
-from .stopping import StopRules
+from .state import RunState
+from .stopping import Stop, StopRules
 from .task import Task
-
-
-def drafter_for(settings: Settings) -> Drafter:
-    """The drafting part the settings ask for (a new one per run: parts keep run state)."""
-    if settings.auto:
-        return Budgeted(settings.samples, settings.votes)
-    if settings.samples > 1:
-        return Votes(settings.samples) if settings.votes else BestOfK(settings.samples)
-    return OneDraft()
 
 
 class Refinement:
     """One input's run: its state, its drafting part, and the loop over them."""
 
     def __init__(
-        self, task: Task, settings: Settings, backends: Mapping[Role, Backend], input: str, reference: Any = None
+        self,
+        task: Task,
+        settings: Settings,
+        backends: Mapping[Role, Backend],
+        input: str,
+        reference: Any = None,
+        memo: Memo | None = None,
     ) -> None:
         self.task, self.settings, self.backends = task, settings, backends
-        self.state = RunState(input=input, reference=reference, pool=Pool(votes=settings.votes), log=CallLog())
+        self.memo: Memo = memo if memo is not None else {}  # checks derived per request (the engine's)
+        board = Scoreboard(votes=settings.sampling.votes)
+        self.state = RunState(input=input, reference=reference, board=board, log=CallLog())
         self.caller = Caller(settings.calls, backends, self.state.log)
         self.run = RunContext(task, settings, self.state, self.caller)
-        self.drafter = drafter_for(settings)
-        self.stops = StopRules(self.run)
+        self.drafter: Drafter = settings.sampling.strategy.drafter(settings)  # a new one per run: it keeps run state
+        self.stops = StopRules(self.run, lambda t: self.drafter.before_round(self.run, t))
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -92,11 +90,16 @@ class Refinement:
         yield ResultStep(result=await self.result(stop, error))
 
     async def _steps(self) -> AsyncIterator[Step]:
-        made = await self.drafter.first(self.run, self.task.render("generate", self.state.input))
+        checks = await run_checks(self.run, self.memo)  # before the first draft: drafts are checked by them
+        if checks is not None:
+            yield checks
+        prompt = await self.run.first_prompt()
+        self.state.first_prompt_chars = len(prompt)  # what the auto strategy prices a prompt's tokens by
+        made = await self.drafter.first(self.run, prompt)
         self.state.iterations.append(made.iteration)
         for step in self._drafted(made):
             yield step
-        if self.settings.verify_every_draft:
+        if self.settings.verify_every_draft or not self.task.has_verifier:  # without one: an echo is failed
             await self.run.verify(0)
         while not self.state.stopped:
             async for step in self._round():
@@ -105,7 +108,7 @@ class Refinement:
     async def _round(self) -> AsyncIterator[Step]:
         """Critique the current draft, decide, and refine it until a refinement is accepted."""
         state, t = self.state, self.state.current
-        early = self.stops.before_critique(t) or self.drafter.before_round(self.run, t)
+        early = self.stops.before_round(t)
         if early is not None:
             yield state.decided(early)
             return
@@ -125,15 +128,15 @@ class Refinement:
         state = self.state
         while not state.stopped:
             n = len(state.iterations)
-            made = await self.drafter.refinement(self.run, n, self.run.refine_prompt())
-            if isinstance(made, DecisionStep):
-                yield state.decided(made)
+            made = await self.drafter.refinement(self.run, n, await self.run.refine_prompt())
+            if isinstance(made, Stop):
+                yield state.decided(self.stops.decision(state.current, made))
                 return
             it = made.iteration
             state.iterations.append(it)
-            verdict = await self.drafter.judge(self.run, state.iterations[t], it)  # before it is shown
+            verdict = await self.drafter.accept(self.run, state.iterations[t], it)  # before it is shown
             if verdict.rejected:
-                it.accepted, it.feedback = False, verifier_feedback(it.verification)
+                it.accepted, it.feedback = False, verifier_feedback(self.run.board.of_iteration(n))
             for step in self._drafted(made):
                 yield step
             if not verdict.rejected:
@@ -149,6 +152,7 @@ class Refinement:
 
     def _drafted(self, made: Drafted) -> list[Step]:
         it = made.iteration
+        self.run.board.publish([it])  # the step shows the scores as they stand
         step = DraftStep(
             iteration=it.index, draft=it.draft, call=made.call, candidates=it.candidates, accepted=it.accepted
         )
@@ -157,44 +161,36 @@ class Refinement:
     # -- feedback --------------------------------------------------------------------------
 
     async def _feedback(self, t: int) -> Feedback:
-        """Draft t's feedback (:meth:`_own_feedback`); on an answer task whose samples
-        disagree, with the other answers' drafts, so the refinement weighs the readings."""
-        feedback = await self._own_feedback(t)
-        if not self.settings.votes or feedback.source in ("generic", "none"):
-            return feedback
-        check = self.state.iterations[t].verification
-        rivals = self.state.pool.rivals(check.answer if check is not None else None)
-        return feedback.model_copy(update={"text": f"{feedback.text}\n{rivals}".strip()}) if rivals else feedback
-
-    async def _own_feedback(self, t: int) -> Feedback:
-        """Draft t's feedback per the feedback and verifier modes (a kept sample's critique,
-        made when it broke a tie, is reused)."""
+        """Draft t's feedback per the feedback and verifier modes, as the drafter shows it to
+        the refinement (a critique the drafter already made is reused)."""
         settings, run = self.settings, self.run
         if settings.feedback_mode == "generic":
-            return Feedback(text=self.task.generic_feedback, source="generic")
+            return Feedback(text=self.task.declared.defaults.generic_feedback, source="generic")
         if settings.feedback_mode == "none":
             return Feedback(text="", source="none")
         verifier = settings.verifier_mode
-        check = await run.verify(t) if verifier != "self" else None
+        # a task without a verifier is checked too: its echo of the request fails (incomplete.py)
+        check = await run.verify(t) if verifier != "self" or not self.task.has_verifier else None
         if verifier == "verifier":
-            assert check is not None
-            return Feedback(
-                text=check.text, done=check.passed, total=check.score, source="verifier", verification=check
-            )
-        it = self.state.iterations[t]
-        kept = next((c for c in it.candidates if c.chosen), None)
-        critique = kept.feedback if kept is not None and kept.feedback is not None else await run.critique(t)
-        if check is None:
-            return critique
-        return self.task.combine(critique, check, input=self.state.input, draft=it.draft)
+            if check is None:  # checks of the run's own, and none applies (none was derived)
+                return Feedback(text="no check applies to this draft", done=True, source="verifier")
+            own = Feedback(text=check.text, done=check.passed, total=check.score, source="verifier", verification=check)
+            return self.drafter.feedback(run, t, own)
+        known = self.drafter.known_critique(run, t)
+        critique = known if known is not None else await run.critique(t)
+        if check is not None:
+            it = self.state.iterations[t]
+            critique = self.task.combine(critique, check, input=self.state.input, draft=it.draft)
+        return self.drafter.feedback(run, t, critique)
 
     # -- result ----------------------------------------------------------------------------
 
     async def result(self, stop: StopReason, error: str | None) -> RunResult:
         state = self.state
-        state.pool.rescore(state.iterations)  # the final votes decide among the drafts
-        if self.settings.select == "verified" and judging(self.run):
+        await self.drafter.finish(self.run)
+        if self.settings.select == "verified" and self.settings.judge.on:
             await self._judge_returnable()
+        self.run.board.publish(state.iterations)  # each record receives its final verification
         selected = select_index(state.iterations, self.settings.select)
         output = state.iterations[selected].draft if selected is not None else None
         metric = answer = metric_error = answer_error = None
@@ -218,15 +214,23 @@ class Refinement:
             metric_error=metric_error,
             answer=answer,
             answer_error=answer_error,
+            checks=state.checks.records(),
+            parsed=await self._parsed(output),
         )
+
+    async def _parsed(self, output: str | None) -> Any:
+        """The output's JSON value under the run's schema (None: no schema, or it does not validate)."""
+        schema = self.settings.checks.schema
+        return await asyncio.to_thread(schema.parsed, output) if schema is not None and output is not None else None
 
     async def _judge_returnable(self) -> None:
         """The judge on the returnable drafts the code checks tie at the top (distinct texts),
         so ``select="verified"`` returns the judge's best among them; a failing judge call
         leaves the drafts as ranked so far (the finished run is kept)."""
+        board = self.run.board
         accepted = [it for it in self.state.iterations if it.accepted]
-        top = max(score(it.verification) for it in accepted) if accepted else None
-        tied = [it.index for it in accepted if score(it.verification) == top]
+        top = max(score(board.of_iteration(it.index)) for it in accepted) if accepted else None
+        tied = [it.index for it in accepted if score(board.of_iteration(it.index)) == top]
         if len({normal_text(self.state.iterations[t].draft) for t in tied}) < 2:
             return
         try:

@@ -1,20 +1,41 @@
 """A run's effective settings, resolved once: each run option over the task's default.
 
 The rule "the run's option if given, else the task's default" lives here and nowhere else;
-the loop, the call mechanics and the records read the resolved values, and
-``RunResult.config`` records them.
+the loop, the call mechanics and the records read the resolved values, grouped by what
+reads them (:class:`CallPolicy`, :class:`RequestPolicy`, :class:`SamplingPolicy`,
+:class:`StopPolicy`, :class:`JudgePolicy`), and ``RunResult.config`` records them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..core.config import DEFAULT_MAX_ITERATIONS, RefineConfig
 from ..core.errors import ConfigError
 from ..core.records import ROLES, Role, RunConfig
-from .strategy import START_WIDTH
+from ..core.structured import checked_schema
+from .instructions import Instruction
+from .run_checks import SchemaCheck, given_checks
 from .task import Task
+
+
+class StrategyRules(Protocol):
+    """What resolving the settings asks of the run's strategy (:mod:`.drafting`)."""
+
+    name: str
+
+    def several(self, config: RefineConfig) -> bool:
+        """Whether its steps sample several drafts."""
+        ...
+
+    def check(self, config: RefineConfig, task: Task) -> None:
+        """Raise ConfigError for a combination it cannot run."""
+        ...
+
+
+Strategies = Callable[[str], StrategyRules]  # a strategy by name (drafting.registry.find_strategy)
 
 
 @dataclass(frozen=True)
@@ -41,77 +62,169 @@ class CallPolicy:
 
 
 @dataclass(frozen=True)
+class RequestPolicy:
+    """What each request of a role carries, and how an unparsable reply is asked again."""
+
+    temperature: dict[Role, float]
+    max_tokens: dict[Role, int]
+    stop_sequences: dict[Role, list[str]]
+    seed: int | None
+    parse_retries: int
+    constrained: bool  # the critic's reply decoded under the task's JSON schema
+
+    @classmethod
+    def of(cls, config: RefineConfig, task: Task) -> RequestPolicy:
+        given = config.temperature
+        return cls(
+            temperature={r: given if given is not None else task.declared.defaults.temperature[r] for r in ROLES},
+            max_tokens={r: config.max_tokens or task.declared.defaults.max_tokens[r] for r in ROLES},
+            stop_sequences={r: list(task.declared.stop_sequences[r]) for r in ROLES},
+            seed=config.seed,
+            parse_retries=config.parse_retries,
+            constrained=config.constrained,
+        )
+
+
+@dataclass(frozen=True)
+class SamplingPolicy:
+    """How many drafts a step samples, and how: the strategy and what it was given."""
+
+    strategy: Any  # the run's strategy (drafting.base.Strategy): it makes each run's drafter
+    samples: int  # the samples option
+    several: bool  # the strategy samples several drafts a step
+    votes: bool  # several samples of an answer task: agreement is part of the score
+    temperature: float  # of each of several samples
+    greedy_first: dict[Role, bool]  # a sampled step of this role starts with its greedy draft
+    ways: tuple[str, ...]  # the ways an answer task's first samples are written in turn
+
+    @classmethod
+    def of(cls, config: RefineConfig, task: Task, strategy: StrategyRules) -> SamplingPolicy:
+        several = strategy.several(config)
+        votes = several and task.declared.capabilities.answer
+        defaults = task.declared.defaults
+        return cls(
+            strategy=strategy,
+            samples=config.samples,
+            several=several,
+            votes=votes,
+            temperature=config.temperature if config.temperature is not None else defaults.sampling_temperature,
+            # a role the task drafts greedily (gsm8k) keeps its greedy draft among the
+            # samples, unless the run set a temperature of its own
+            greedy_first={r: defaults.temperature[r] == 0 and config.temperature is None for r in ROLES},
+            ways=_ways(config, task, votes),
+        )
+
+
+@dataclass(frozen=True)
+class StopPolicy:
+    """When the run stops (:mod:`.stopping`), besides the budgets."""
+
+    max_iterations: int
+    on_feedback: bool  # the feedback's own done signal stops
+    contains: list[str]
+    matches: list[str]
+    score_threshold: float | None
+    on_no_change: bool
+    final_feedback: bool  # critique the last draft even when that cannot change the result
+
+    @classmethod
+    def of(cls, config: RefineConfig, task: Task) -> StopPolicy:
+        given, default = config.max_iterations, task.declared.defaults.max_iterations
+        threshold = task.declared.defaults.score_threshold
+        return cls(
+            max_iterations=given if given is not None else default if default is not None else DEFAULT_MAX_ITERATIONS,
+            on_feedback=config.stop_on_feedback,
+            contains=config.stop_contains,
+            matches=config.stop_matches,
+            score_threshold=config.score_threshold if config.score_threshold is not None else threshold,
+            on_no_change=config.stop_on_no_change,
+            final_feedback=config.final_feedback,
+        )
+
+
+@dataclass(frozen=True)
+class JudgePolicy:
+    """Whether the task's judge ranks the drafts its code checks tie (:mod:`.judge`): the one
+    answer to "is the judge on"."""
+
+    on: bool  # judging asked, the task has a judge, and no votes rank the samples (tied votes share one answer)
+    available: bool  # judging asked and the task has a judge (it could rank drafts)
+
+    @classmethod
+    def of(cls, config: RefineConfig, task: Task, votes: bool) -> JudgePolicy:
+        available = config.judging and task.has_judge
+        return cls(on=available and not votes, available=available)
+
+
+@dataclass(frozen=True)
+class ChecksPolicy:
+    """The run's checks besides the task's own (:mod:`.run_checks`): the ones given with it,
+    parsed, and whether more are derived from the request (:mod:`.derivation`) and from
+    which of its texts."""
+
+    given: tuple[Instruction, ...]
+    derive: bool
+    source: str  # "input" (the request itself) or "prompt" (the rendered generate prompt)
+    schema: SchemaCheck | None = None  # the JSON Schema the drafts must validate against
+
+    @classmethod
+    def of(cls, config: RefineConfig, task: Task, response_model: Any = None) -> ChecksPolicy:
+        defaults = task.declared.defaults
+        derive = config.derive_checks if config.derive_checks is not None else defaults.derive_checks
+        schema = SchemaCheck.of(config.json_schema, response_model) if config.json_schema is not None else None
+        return cls(given=given_checks(config.checks), derive=derive, source=defaults.checks_from, schema=schema)
+
+    @property
+    def on(self) -> bool:
+        """Whether the run checks its drafts besides the task's own verifier."""
+        return bool(self.given) or self.derive or self.schema is not None
+
+
+@dataclass(frozen=True)
 class Settings:
     """What one engine's runs read: every value resolved (the run never reads ``config``,
     which is kept, after its preset, for the record)."""
 
     config: RefineConfig
     calls: CallPolicy
-    max_iterations: int
+    requests: RequestPolicy
+    sampling: SamplingPolicy
+    stops: StopPolicy
+    judge: JudgePolicy
+    checks: ChecksPolicy
     history: str
     select: str
-    score_threshold: float | None
-    temperature: dict[Role, float]
-    max_tokens: dict[Role, int]
-    stop_sequences: dict[Role, list[str]]
+    accept: str
     feedback_mode: str
     verifier_mode: str
-    accept: str
-    stop_on_feedback: bool
-    stop_contains: list[str]
-    stop_matches: list[str]
-    stop_on_no_change: bool
-    final_feedback: bool
-    seed: int | None
-    parse_retries: int
-    constrained: bool
-    auto: bool  # strategy "auto": the budget chooses each round's samples
-    samples: int  # samples of a step: the option, or the auto strategy's first width
-    greedy_first: dict[Role, bool]  # a sampled step of this role starts with its greedy draft
-    sample_temperature: float = 0.7  # of each of several samples (samples > 1, strategy auto)
-    votes: bool = False  # several samples of an answer task: agreement is part of the score
-    judging: bool = False  # the task's judge ranks drafts the code checks tie (engine/judged.py)
-    ways: tuple[str, ...] = ()  # the ways an answer task's first samples are written in turn
 
     @classmethod
-    def resolve(cls, config: RefineConfig, task: Task) -> Settings:
-        """Each option over the task's default; a combination the task cannot run is a
-        ConfigError naming the fix."""
-        config = with_preset(config, task)
+    def resolve(cls, config: RefineConfig, task: Task, strategies: Strategies, response_model: Any = None) -> Settings:
+        """Each option over the task's default; a combination the task or the strategy
+        cannot run is a ConfigError naming the fix. ``strategies``: a strategy by name;
+        ``response_model``: a pydantic type the drafts must validate as (its schema becomes
+        ``json_schema``)."""
+        config = with_schema_defaults(with_response_model(with_preset(config, task), response_model))
+        config = with_task_verifier_mode(config, task)
         _check_fits(config, task)
-        _check_sampling(config, task)
-        auto = config.strategy == "auto"
-        several = config.samples > 1 or auto
-        given = config.max_iterations
-        default = task.max_iterations if task.max_iterations is not None else DEFAULT_MAX_ITERATIONS
-        temperature = {r: config.temperature if config.temperature is not None else task.temperature[r] for r in ROLES}
+        strategy = strategies(config.strategy)
+        strategy.check(config, task)
+        sampling = SamplingPolicy.of(config, task, strategy)
         return cls(
             config=config,
             calls=CallPolicy.of(config),
-            max_iterations=given if given is not None else default,
-            history=config.history or task.default_history,
+            requests=RequestPolicy.of(config, task),
+            sampling=sampling,
+            stops=StopPolicy.of(config, task),
+            judge=JudgePolicy.of(config, task, sampling.votes),
+            checks=ChecksPolicy.of(config, task, response_model),
+            history=config.history or task.declared.defaults.history,
             # several samples are chosen by the verifier, and so is the returned draft
-            select=config.select or ("verified" if several else task.default_select),
-            score_threshold=config.score_threshold if config.score_threshold is not None else task.score_threshold,
-            temperature=temperature,
-            max_tokens={r: config.max_tokens or task.max_tokens[r] for r in ROLES},
-            stop_sequences={r: list(task.stop_sequences[r]) for r in ROLES},
-            **_loop_options(config),
-            auto=auto,
-            samples=START_WIDTH if auto else config.samples,
-            # a role the task drafts greedily (gsm8k) keeps its greedy draft among the samples,
-            # unless the run set a temperature of its own
-            greedy_first={r: temperature[r] == 0 and config.temperature is None for r in ROLES},
-            sample_temperature=config.temperature if config.temperature is not None else task.sampling_temperature,
-            votes=several and task.capabilities.answer,
-            judging=config.judging and task.has_judge,
-            ways=_ways(config, task, several and task.capabilities.answer),
+            select=config.select or ("verified" if sampling.several else task.declared.defaults.select),
+            accept=config.accept,
+            feedback_mode=config.feedback_mode,
+            verifier_mode=config.verifier_mode,
         )
-
-    @property
-    def several_samples(self) -> bool:
-        """Several samples per step (samples > 1, or the auto strategy)."""
-        return self.samples > 1 or self.auto
 
     @property
     def critic(self) -> bool:
@@ -120,19 +233,30 @@ class Settings:
 
     @property
     def verify_every_draft(self) -> bool:
-        """Whether each draft is verified as it arrives (selection or acceptance need it)."""
-        return self.select == "verified" or self.accept == "not_worse" or self.several_samples
+        """Whether each draft is verified as it arrives (selection, acceptance or a schema's
+        stop need it)."""
+        return (
+            self.select == "verified"
+            or self.accept == "not_worse"
+            or self.sampling.several
+            or self.checks.schema is not None
+        )
+
+    def draft_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema a draft's reply is decoded under (None: none, or not constrained)."""
+        schema = self.checks.schema
+        return schema.schema if schema is not None and self.requests.constrained else None
 
     @property
     def refine_samples(self) -> bool:
         """Whether the refiner samples (temperature > 0), so a new seed gives a new reply."""
-        return self.temperature["refine"] > 0
+        return self.requests.temperature["refine"] > 0
 
     def recorded(self) -> dict[str, Any]:
         """The options as run: the config with the resolved policies (a run's record, an
         eval folder's meta)."""
         values = self.config.model_dump(mode="json")
-        values.update(max_iterations=self.max_iterations, history=self.history, select=self.select)
+        values.update(max_iterations=self.stops.max_iterations, history=self.history, select=self.select)
         return values
 
     def run_config(self, models: dict[str, str], model_files: dict[str, Any]) -> RunConfig:
@@ -140,33 +264,82 @@ class Settings:
         return RunConfig(**self.recorded(), models=models, model_files=model_files)
 
 
-def _loop_options(config: RefineConfig) -> dict[str, Any]:
-    """The options the loop reads as given (no task default applies to them)."""
-    names = (
-        "feedback_mode verifier_mode accept stop_on_feedback stop_contains stop_matches stop_on_no_change "
-        "final_feedback seed parse_retries constrained"
-    ).split()
-    return {name: getattr(config, name) for name in names}
-
-
 def with_preset(config: RefineConfig, task: Task) -> RefineConfig:
     """The config with its preset's values for the options it does not set itself."""
     if config.preset != "best":
         return config  # "paper" is RefineConfig's own defaults
-    if task.best_preset is None:  # not measured on this task: settings of other tasks would be a guess
+    best = task.declared.defaults.best
+    if best is None:  # not measured on this task: settings of other tasks would be a guess
         raise ConfigError(
             f"preset 'best' is a task's measured best configuration, and task {task.name!r} declares none; "
             "give the options yourself (e.g. samples=4, max_iterations=1, verifier_mode='hybrid'), or declare "
             "them as the task's best (TaskDefaults best=, a task file's best:)"
         )
-    values = task.best_preset if ranks(config, task) else {}
+    values = best if ranks(config, task) else {}
     update = {k: v for k, v in values.items() if k not in config.model_fields_set}
     return RefineConfig.build(**{**config.model_dump(exclude_unset=True), **update})
 
 
 def ranks(config: RefineConfig, task: Task) -> bool:
-    """Whether the run can rank drafts: by the task's code checks, or by its judge."""
-    return task.has_verifier or (task.has_judge and config.judging)
+    """Whether the run can rank drafts: by code checks (the task's, or the run's own), or by
+    the task's judge."""
+    return verifies(config, task) or (task.has_judge and config.judging)
+
+
+def verifies(config: RefineConfig, task: Task) -> bool:
+    """Whether code checks the run's drafts: the task's verifier, or checks given with the run
+    or derived from its request."""
+    return task.has_verifier or ChecksPolicy.of(config, task).on
+
+
+def with_task_verifier_mode(config: RefineConfig, task: Task) -> RefineConfig:
+    """The config with the task's verifier mode where the run sets none and code checks its
+    drafts (chat: "hybrid", so the failed checks are named beside the critic's issues); under a
+    JSON Schema, a task without one gets "verifier": the schema's errors are the feedback."""
+    mode = task.declared.defaults.verifier_mode
+    if mode is None and config.json_schema is not None:
+        mode = "verifier"
+    if mode is None or "verifier_mode" in config.model_fields_set or not verifies(config, task):
+        return config
+    return config.model_copy(update={"verifier_mode": mode})
+
+
+def with_schema_defaults(config: RefineConfig) -> RefineConfig:
+    """Under a JSON Schema, what the run does not set itself: ``select`` "verified" (the best
+    draft by the schema is returned), ``accept`` "not_worse" (a refinement that scores lower,
+    or a sampled one that repeats its draft, is refined again with a new seed instead of being
+    kept, or of ending the run as "no change" while the draft is still invalid) and ``history``
+    "none" (the errors say what to fix; a small model shown its earlier drafts, the rejected
+    echoes too, copies them: docs/structured.md)."""
+    if config.json_schema is None:
+        return config
+    unset = {"select": "verified", "accept": "not_worse", "history": "none"}
+    return config.model_copy(update={k: v for k, v in unset.items() if k not in config.model_fields_set})
+
+
+def with_response_model(config: RefineConfig, response_model: Any) -> RefineConfig:
+    """The config with ``response_model``'s JSON Schema as its ``json_schema`` (recorded so),
+    once the type has one; a different schema given beside it is a ConfigError."""
+    if response_model is None:
+        return config
+    schema = model_schema(response_model)
+    if config.json_schema is not None and config.json_schema != schema:
+        raise ConfigError("give response_model or json_schema, not both: the model's schema is the run's schema")
+    return config.model_copy(update={"json_schema": schema})
+
+
+def model_schema(response_model: Any) -> dict[str, Any]:
+    """The JSON Schema of a pydantic type (a BaseModel, a dataclass, ``list[Item]``, ...)."""
+    from pydantic import PydanticUserError, TypeAdapter
+
+    try:
+        schema = TypeAdapter(response_model).json_schema()
+    except (PydanticUserError, TypeError, ValueError) as exc:
+        raise ConfigError(f"response_model {response_model!r} has no JSON Schema: {exc}") from None
+    try:
+        return checked_schema(schema)
+    except ValueError as exc:
+        raise ConfigError(f"response_model {response_model!r}: {exc}") from None
 
 
 def _ways(config: RefineConfig, task: Task, votes: bool) -> tuple[str, ...]:
@@ -174,10 +347,12 @@ def _ways(config: RefineConfig, task: Task, votes: bool) -> tuple[str, ...]:
     unless it names fewer); none without votes."""
     given = config.ways
     if given is None:
-        return tuple(task.ways if task.default_ways is None else task.default_ways) if votes else ()
-    unknown = [w for w in given if w not in task.ways]
+        declared = task.declared
+        return tuple(declared.ways if declared.default_ways is None else declared.default_ways) if votes else ()
+    ways = task.declared.ways
+    unknown = [w for w in given if w not in ways]
     if unknown:
-        has = f"its ways are {', '.join(task.ways)}" if task.ways else "it writes its drafts one way"
+        has = f"its ways are {', '.join(ways)}" if ways else "it writes its drafts one way"
         raise ConfigError(f"task {task.name!r} has no way {unknown[0]!r}: {has} (ways, --ways)")
     if not votes and len(given) > 1:
         raise ConfigError(
@@ -188,12 +363,15 @@ def _ways(config: RefineConfig, task: Task, votes: bool) -> tuple[str, ...]:
 
 def _check_fits(config: RefineConfig, task: Task) -> None:
     name = task.name
-    if config.verifier_mode != "self" and not task.has_verifier:
-        raise ConfigError(f"task {name!r} has no verifier; use verifier_mode 'self' or a task that checks itself")
+    if config.verifier_mode != "self" and not verifies(config, task):
+        raise ConfigError(
+            f"task {name!r} has no verifier; use verifier_mode 'self', a task that checks itself, or checks "
+            "(checks, derive_checks)"
+        )
     if ranks(config, task):
         return
-    lacks = _lacks(config, task)
-    if (config.select or task.default_select) == "verified":
+    lacks = lacks_ranking(config, task)
+    if (config.select or task.declared.defaults.select) == "verified":
         raise ConfigError(
             f"task {name!r} {lacks}, so select 'verified' cannot rank its drafts; "
             "use select 'last' or 'best', or a task that checks itself"
@@ -205,28 +383,23 @@ def _check_fits(config: RefineConfig, task: Task) -> None:
         )
 
 
-def _lacks(config: RefineConfig, task: Task) -> str:
+def lacks_ranking(config: RefineConfig, task: Task) -> str:
     """What a task that cannot rank drafts lacks, as the error says it."""
     if task.has_judge and not config.judging:
         return "has no verifier and its judge is off (judging false, --no-judging)"
     return "has no verifier and no judge"
 
 
-def _check_sampling(config: RefineConfig, task: Task) -> None:
-    """Several samples need a verifier to choose among them and a temperature above 0; the
-    auto strategy needs a token budget to spend."""
-    if config.samples == 1 and config.strategy == "fixed":
-        return
-    what = f"samples {config.samples}" if config.strategy == "fixed" else "strategy auto"
+def check_sampling(what: str, config: RefineConfig, task: Task) -> None:
+    """What several samples a step need (``what`` names the option that asks for them): a
+    verifier or a judge to choose among them, and a temperature above 0."""
     if not ranks(config, task):
         raise ConfigError(
             f"{what} needs a task with a verifier or a judge to choose among samples; "
-            f"task {task.name!r} {_lacks(config, task)} (use samples 1)"
+            f"task {task.name!r} {lacks_ranking(config, task)} (use samples 1)"
         )
     if config.temperature == 0:
         raise ConfigError(
             f"{what} needs sampling, and temperature 0 makes every sample the same draft; "
             "leave the temperature unset (the task's sampling temperature) or set one above 0"
         )
-    if config.strategy == "auto" and config.max_total_tokens is None:
-        raise ConfigError("strategy auto spends a token budget: give one (--budget-tokens N, max_total_tokens)")

@@ -64,9 +64,8 @@ class ModelSpec(BaseModel):
 
 
 class EngineSpec(BaseModel):
-    """Everything an engine is made of. ``feedback_model``/``refine_model`` None: that role
-    shares ``model``'s backend; ``judge_model`` None: the judge (the loop's closed questions)
-    shares the feedback role's."""
+    """Everything an engine is made of. A role's model None: the role shares another's backend
+    (:data:`~selfrefine.backends.roles.SHARES`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -104,9 +103,8 @@ class BackendPool:
         refine_model: ModelSpec | None = None,
         judge_model: ModelSpec | None = None,
     ) -> RoleBackends:
-        """Each role's backend (``feedback_model``/``refine_model`` None: ``model``'s;
-        ``judge_model`` None: the feedback role's), as :class:`EngineSpec` names them; a spec
-        already open is shared, not opened again."""
+        """Each role's backend, as :class:`EngineSpec` names them (None: shared per
+        :data:`~selfrefine.backends.roles.SHARES`); a spec already open is shared, not opened again."""
         main = self.get(model)  # opened first, as the roles come
         own = [self.get(spec) if spec is not None else None for spec in (feedback_model, refine_model, judge_model)]
         return RoleBackends.of(main, *own)

@@ -1,6 +1,7 @@
-"""One run's state, as one explicit record: the drafts, what the prompts show, the pool of
-samples and the call log. The loop (:mod:`.refinement`) and its drafting parts
-(:mod:`.drafting`) read and write it; nothing else of a run is kept anywhere.
+"""One run's state, as one explicit record: the drafts, what the prompts show, the scores
+and the call log. The loop (:mod:`.refinement`) writes the drafts and what the prompts
+show; the scores are the scoreboard's (:mod:`.scoreboard`), which the drafting parts
+(:mod:`.drafting`) and the stop rules read; nothing else of a run is kept anywhere.
 """
 
 from __future__ import annotations
@@ -8,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.records import DecisionStep, Iteration, Judgment
+from ..core.records import DecisionStep, Iteration
 from .calls import CallLog
-from .candidates import Pool
+from .run_checks import RunChecks
+from .scoreboard import Scoreboard
 
 
 @dataclass
@@ -19,16 +21,16 @@ class RunState:
 
     input: str
     reference: Any
-    pool: Pool  # every sample, when a step samples several
+    board: Scoreboard  # every draft's check and judgment, every sample's vote
+    checks: RunChecks = field(default_factory=RunChecks)  # the run's checks besides the task's own
     log: CallLog = field(default_factory=CallLog)
     iterations: list[Iteration] = field(default_factory=list)
     current: int = 0  # index of the draft the next refinement starts from
     # the (draft, feedback) pairs the prompts show before the current draft, in the order
     # they were shown: earlier current drafts and rejected refinements (prefix-stable)
     transcript: list[int] = field(default_factory=list)
-    verified: set[int] = field(default_factory=set)  # drafts whose verify() already ran
-    judged: dict[str, list[Judgment]] = field(default_factory=dict)  # the judge's verdicts by text
     stopped: bool = False
+    first_prompt_chars: int = 0  # the length of the generate prompt (the auto strategy's token price per char)
 
     def parent(self) -> Iteration:
         """The draft the next refinement starts from."""
@@ -65,12 +67,3 @@ class RunState:
         shown = transcript if policy == "full" else transcript[-1:]
         earlier = [self.iterations[i] for i in shown]
         return [{"draft": it.draft, "feedback": it.feedback.text if it.feedback else ""} for it in earlier]
-
-
-def normal_text(text: str) -> str:
-    """A draft's text with its whitespace normalised: drafts that differ only there are one."""
-    return " ".join(text.split())
-
-
-def same_text(a: str, b: str) -> bool:
-    return normal_text(a) == normal_text(b)

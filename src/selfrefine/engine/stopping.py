@@ -4,21 +4,39 @@ After each critique the run stops on the feedback's own signal (its done flag, a
 phrase or pattern, a score at the threshold), at the refinement cap, or when a budget is
 spent; a rejected refinement's findings stop nothing, only the cap and the budgets apply.
 A critique that can change neither the returned draft nor when the run stops is not asked
-for. Every stop is a :class:`~selfrefine.core.records.DecisionStep` with its reason.
+for. The run's drafter contributes its own stops as :class:`Stop` values (the auto
+strategy: the verifier is satisfied, the budget pays for no round), which become the run's
+decisions here. Every stop is a :class:`~selfrefine.core.records.DecisionStep` with its reason.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ..core.records import DecisionStep, Feedback, StopReason
 from ..core.stoprule import stop_hit
 from .context import RunContext
 
 
-class StopRules:
-    """The stop rules of one run, read from its settings, state and budgets."""
+@dataclass(frozen=True)
+class Stop:
+    """A stop a part of the run asks for: its reason, and why in words."""
 
-    def __init__(self, run: RunContext) -> None:
+    reason: StopReason
+    detail: str
+
+
+Contributed = Callable[[int], "Stop | None"]  # the drafter's stop before draft t's round
+
+
+class StopRules:
+    """The stop rules of one run, read from its settings, state, scores and budgets, with
+    the stops its drafter contributes (``contributed``)."""
+
+    def __init__(self, run: RunContext, contributed: Contributed | None = None) -> None:
         self.run = run
+        self.contributed = contributed or (lambda t: None)
 
     def after(self, t: int, feedback: Feedback | None) -> DecisionStep:
         """Stop or refine after draft t. ``feedback`` None: t is a rejected refinement, whose
@@ -26,7 +44,7 @@ class StopRules:
         run = self.run
         reason = self._asked_by(feedback) if feedback is not None else None
         if reason is None and run.at_cap(len(run.state.iterations) - 1):
-            reason = (StopReason.MAX_ITERATIONS, f"reached {run.settings.max_iterations} refinement(s)")
+            reason = (StopReason.MAX_ITERATIONS, f"reached {run.settings.stops.max_iterations} refinement(s)")
         reason = reason or run.caller.budget_spent()
         if reason is not None:
             return DecisionStep(iteration=t, stop=True, reason=reason[0], detail=reason[1])
@@ -34,24 +52,51 @@ class StopRules:
 
     def _asked_by(self, feedback: Feedback) -> tuple[StopReason, str] | None:
         """The stop the feedback itself asks for: its done signal, a stop phrase, a score."""
-        settings = self.run.settings
-        if settings.stop_on_feedback and feedback.done:
+        stops = self.run.settings.stops
+        if stops.on_feedback and feedback.done:
             return StopReason.FEEDBACK, "the feedback says the draft is done"
-        hit = stop_hit(feedback.text, settings.stop_contains, settings.stop_matches)
+        hit = stop_hit(feedback.text, stops.contains, stops.matches)
         if hit is not None:
             return StopReason.FEEDBACK, f"the feedback {hit}"
-        threshold = settings.score_threshold
+        threshold = stops.score_threshold
         if threshold is not None and feedback.total is not None and feedback.total >= threshold:
             return StopReason.SCORE, f"score {feedback.total:g} >= {threshold:g}"
         return None
 
-    def before_critique(self, t: int) -> DecisionStep | None:
+    def before_round(self, t: int) -> DecisionStep | None:
+        """The stop before draft t is critiqued: under a JSON Schema, draft t validates (and
+        passes the run's other checks); at the cap when that critique is wasted; or the one the
+        drafter contributes."""
+        valid = self._validates(t)
+        if valid is not None:
+            return valid
+        wasted = self._before_critique(t)
+        if wasted is not None:
+            return wasted
+        stop = self.contributed(t)
+        return self.decision(t, stop) if stop is not None else None
+
+    def _validates(self, t: int) -> DecisionStep | None:
+        """The stop of a run with a JSON Schema once its draft t passes its code checks: the
+        schema (and the run's other checks, the task's verifier) is what the run asked for."""
+        run = self.run
+        if run.settings.checks.schema is None:
+            return None
+        check = run.board.of_iteration(t)
+        if check is None or not check.passed:
+            return None
+        detail = f"draft {t} validates against the schema" + (
+            " and passes every check" if run.state.checks.all or run.task.has_verifier else ""
+        )
+        return DecisionStep(iteration=t, stop=True, reason=StopReason.VERIFIED, detail=detail)
+
+    def _before_critique(self, t: int) -> DecisionStep | None:
         """The stop at the cap without the critique of draft t, when that critique is wasted."""
         if not self._critique_wasted():
             return None
         detail = (
-            f"reached {self.run.settings.max_iterations} refinement(s); the last draft's critique is skipped "
-            "(it cannot change the result; final_feedback asks for it)"
+            f"reached {self.run.settings.stops.max_iterations} refinement(s); the last draft's critique is "
+            "skipped (it cannot change the result; final_feedback asks for it)"
         )
         return DecisionStep(iteration=t, stop=True, reason=StopReason.MAX_ITERATIONS, detail=detail)
 
@@ -63,21 +108,27 @@ class StopRules:
         critic's score breaks that tie; a gsm8k best-of-5 paid ~250 tokens for nothing)."""
         run, settings = self.run, self.run.settings
         at_cap = run.at_cap(len(run.state.iterations) - 1)
-        if not at_cap or settings.feedback_mode != "actionable" or settings.final_feedback:
+        if not at_cap or settings.feedback_mode != "actionable" or settings.stops.final_feedback:
             return False
         select = settings.select
-        if select == "verified" and settings.judging:
-            return True  # drafts the verifier ties go to the judge, not the critic
+        if select == "verified" and settings.judge.available:
+            return True  # drafts the verifier ties go to the judge (or, voted, share an answer), not the critic
         return select == "last" or (select == "verified" and not self._tied_on_verifier(run.state.current))
 
     def _tied_on_verifier(self, t: int) -> bool:
         """Whether another returnable draft has draft t's verifier score."""
-        iterations = self.run.state.iterations
-        mine = iterations[t].verification
+        run = self.run
+        mine = run.board.of_iteration(t)
         return mine is None or any(
-            it.index != t and it.accepted and it.verification is not None and it.verification.score == mine.score
-            for it in iterations
-        )
+            it.index != t and it.accepted and (other := run.board.of_iteration(it.index)) is not None
+            and other.score == mine.score
+            for it in run.state.iterations
+        )  # fmt: skip
+
+    @staticmethod
+    def decision(t: int, stop: Stop) -> DecisionStep:
+        """A contributed stop as the run's decision on draft t."""
+        return DecisionStep(iteration=t, stop=True, reason=stop.reason, detail=stop.detail)
 
     @staticmethod
     def no_change(n: int) -> DecisionStep:

@@ -1,8 +1,10 @@
-"""The task abstraction: three prompt templates, a feedback parser, a stop rule, a metric.
+"""The task abstraction: what a task declares (prompts, judge questions, ways, defaults,
+checks: :mod:`.declaration`, compiled once) and the hooks that make its behaviour (prepare an
+input, parse a reply, check a draft, derive an answer, measure an output).
 
-A task is data plus a few small hooks. Built-in tasks are thin subclasses whose templates
-are packaged files (``selfrefine/tasks/prompts/<name>/<role>.j2``); a user's task is the
-same class built from strings, in Python or from a YAML file (:mod:`selfrefine.tasks.taskfile`)::
+Built-in tasks are thin subclasses whose templates are packaged files
+(``selfrefine/tasks/prompts/<name>/<role>.j2``); a user's task is the same class built from
+strings, in Python or from a YAML file (:mod:`selfrefine.tasks.taskfile`)::
 
     task = Task(
         name="haiku",
@@ -19,21 +21,41 @@ same class built from strings, in Python or from a YAML file (:mod:`selfrefine.t
 from __future__ import annotations
 
 import copy
-import re
+import math
 import warnings
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
-
-from ..core.config import RefineConfig
 from ..core.errors import DraftParseError, FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
-from ..core.stoprule import checked_patterns, compile_pattern, stop_hit
-from .checks import Checks, FunctionVerifier, Verifier
-from .templates import BASE_VARIABLES, Template, packaged_template
+from ..core.saferegex import MAX_REGEX_CHARS
+from ..core.stoprule import stop_hit
+from .checks import Checks, Verifier
+from .declaration import (
+    REQUIRED_ROLES,
+    TEMPLATE_ROLES,
+    Capabilities,
+    Declaration,
+    Sources,
+    TaskDefaults,
+    compile_score,
+    merged,
+)
 
-TEMPLATE_ROLES = ("generate", "feedback", "refine", "refine_nofeedback")
+__all__ = [
+    "JUDGED_BEST",
+    "LOOP_BEST",
+    "REQUIRED_ROLES",
+    "SYSTEM_RULES",
+    "TEMPLATE_ROLES",
+    "Capabilities",
+    "PreparedInput",
+    "Task",
+    "TaskDefaults",
+    "compile_score",
+    "prepared_input",
+    "system_message",
+]
 
 # What every built-in task's system message tells a chat model after saying who it is
 SYSTEM_RULES = (
@@ -47,98 +69,12 @@ def system_message(who: str) -> str:
     return f"You are {who}. {SYSTEM_RULES}"
 
 
-REQUIRED_ROLES = ("generate", "feedback", "refine")
-
 # the loop --preset best runs on a task that declares it: several samples chosen by the
 # verifier, one round of refinement on hybrid feedback (measured on commongen and acronym,
 # docs/frontier.md)
 LOOP_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"}
-# the same on a task without code checks, whose judge ranks the samples (engine/judged.py)
+# the same on a task without code checks, whose judge ranks the samples (engine/judge.py)
 JUDGED_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1}
-
-
-def compile_score(pattern: str | re.Pattern[str] | None) -> re.Pattern[str] | None:
-    """Compile a score regex whose first group is the number; errors name the problem."""
-    if pattern is None or isinstance(pattern, re.Pattern):
-        return pattern
-    try:
-        rx = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
-    except re.error as exc:
-        raise TaskError(f"score regex {pattern!r} is invalid: {exc}") from None
-    if rx.groups < 1:
-        raise TaskError(f"score regex {pattern!r} needs a group around the number, e.g. 'Score: (\\d+)'")
-    return rx
-
-
-class TaskDefaults(BaseModel):
-    """A task's defaults, in one typed record: the run's options override them (and the
-    constructor's keyword arguments do, for one task object)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    system: str | None = None
-    generic_feedback: str = "Improve the answer."
-    temperature: dict[str, float] = Field(default_factory=lambda: dict.fromkeys(REQUIRED_ROLES, 0.0))
-    # the temperature of each of several samples (RefineConfig.samples > 1), also for a task
-    # whose single sample is greedy (gsm8k): K greedy samples would be one sample K times
-    sampling_temperature: float = Field(default=0.7, gt=0)
-    max_tokens: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(REQUIRED_ROLES, 300))
-    feedback_schema: dict[str, Any] | None = None
-    # text at which the engine stops generating, per role (cuts rambling on completion APIs)
-    stop_sequences: dict[str, list[str]] = Field(default_factory=dict)
-    # stop phrases (whole words, never negated) and stop patterns (regexes): core/stoprule.py
-    stop_contains: list[str] = Field(default_factory=list)
-    stop_matches: list[str] = Field(default_factory=list)
-    score: str | None = None
-    score_threshold: float | None = None
-    max_iterations: int | None = None
-    history: Literal["full", "last", "none"] = "full"  # the paper's per-task choices differ
-    select: Literal["last", "best", "verified"] = "last"
-    # what preset "best" sets (options given explicitly win), the configuration measured
-    # best on this task (e.g. LOOP_BEST; {}: the paper's loop); None: none was measured, and
-    # preset "best" is refused rather than run with settings measured on other tasks
-    best: dict[str, Any] | None = None
-
-    @field_validator("temperature", "max_tokens", mode="before")
-    @classmethod
-    def _all_roles(cls, value: Any, info: ValidationInfo) -> Any:
-        """One number for every role, or a {role: number} mapping (other roles: the default)."""
-        if isinstance(value, (int, float)):
-            return dict.fromkeys(REQUIRED_ROLES, value)
-        if isinstance(value, Mapping):
-            return _per_role(cls.model_fields[info.field_name].get_default(call_default_factory=True), value)
-        return value
-
-    @field_validator("stop_matches")
-    @classmethod
-    def _patterns(cls, value: list[str]) -> list[str]:
-        return checked_patterns(value)
-
-    @field_validator("best")
-    @classmethod
-    def _run_options(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        unknown = sorted(set(value or ()) - set(RefineConfig.model_fields) - {"preset"})
-        if unknown:
-            raise ValueError(
-                f"unknown run option(s) {', '.join(unknown)}; valid: {', '.join(RefineConfig.model_fields)}"
-            )
-        return value
-
-    def with_(self, **values: Any) -> TaskDefaults:
-        """These defaults with some replaced (a subclass of a task adjusting its parent's)."""
-        return self.model_copy(update=values)
-
-
-class Capabilities(BaseModel):
-    """What a task can do besides the three prompts, declared by the task (a subclass that
-    overrides ``verify`` or ``answer`` without declaring it is refused at class creation)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    verifier: bool = False  # verify() checks a draft without the reference
-    answer: bool = False  # answer() derives the final answer from an output (votes need it)
-    runs_code: bool = False  # executes model-written programs (serve offers it only when allowed)
-    judge_only: bool = False  # no metric of its own: quality is measured by a pairwise judge
 
 
 class Task:
@@ -164,7 +100,7 @@ class Task:
     default_ways: ClassVar[tuple[str, ...] | None] = None  # what votes draw from unless asked (None: all)
     defaults: ClassVar[TaskDefaults] = TaskDefaults()
     capabilities: ClassVar[Capabilities] = Capabilities()
-    _verifier: Verifier | None = None  # given as verify= (a function or checks), not by overriding
+    declared: Declaration  # what it declares, compiled once (__init__)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -180,7 +116,7 @@ class Task:
                 DeprecationWarning,
                 stacklevel=2,
             )
-            cls.defaults = _merged(cls.defaults, legacy)
+            cls.defaults = merged(cls.defaults, legacy)
         for hook in ("verify", "answer"):
             overridden = getattr(cls, hook) is not getattr(Task, hook)
             if overridden and not getattr(cls.capabilities, "verifier" if hook == "verify" else "answer"):
@@ -206,95 +142,17 @@ class Task:
         """Templates as strings (a built-in's come from its packaged files), a verifier
         without subclassing (``verify``: a function, or :class:`~.checks.Checks` or their dict, see
         :mod:`.checks`), the judge's yes/no questions (``judge``: one template, or
-        ``{aspect: template}``; :mod:`.judged`), then any field of :class:`TaskDefaults` to
-        override (``score``, ``stop_contains``, ``temperature`` as one value or per role, ...)."""
+        ``{aspect: template}``; :mod:`.judge`), then any field of :class:`TaskDefaults` to
+        override (``score``, ``stop_contains``, ``temperature`` as one value or per role, ...).
+        Everything is compiled here, once (:class:`~.declaration.Declaration`): ``declared``."""
         self.name = name or type(self).name
         if not self.name:
             raise TaskError("a task needs a name")
         self.description = description if description is not None else type(self).description
-        self._apply(_merged(type(self).defaults, defaults))
         given = dict(generate=generate, feedback=feedback, refine=refine, refine_nofeedback=refine_nofeedback)
-        self.templates = self._compile_templates(given)
-        self.judges = self._compile_judges(judge)
-        self.way_templates = self._compile_ways()
+        self.declared = Declaration.of(Sources.of(type(self), self.name), given, judge, defaults)
         if verify is not None:
-            self._set_verifier(verify)
-
-    def _apply(self, d: TaskDefaults) -> None:
-        """The task's effective defaults as attributes the engine reads."""
-        self.system, self.generic_feedback = d.system, d.generic_feedback
-        self.score_pattern = compile_score(d.score)
-        self.stop_contains = [s for s in d.stop_contains if s.strip()]
-        self.stop_matches = [compile_pattern(p) for p in d.stop_matches]
-        self.score_threshold, self.max_iterations = d.score_threshold, d.max_iterations
-        self.temperature, self.max_tokens = dict(d.temperature), dict(d.max_tokens)
-        self.sampling_temperature = d.sampling_temperature
-        self.feedback_schema = d.feedback_schema
-        self.stop_sequences = {role: list(d.stop_sequences.get(role, ())) for role in REQUIRED_ROLES}
-        self.default_history, self.default_select = d.history, d.select
-        self.best_preset = dict(d.best) if d.best is not None else None
-
-    def _compile_templates(self, given: Mapping[str, str | None]) -> dict[str, Template]:
-        allowed = BASE_VARIABLES | self.extra_variables
-        out: dict[str, Template] = {}
-        for role in TEMPLATE_ROLES:
-            source = given.get(role)
-            if source is None and self.prompt_dir:
-                source = packaged_template(self.prompt_dir, role)
-            if source is None:
-                if role in REQUIRED_ROLES:
-                    raise TaskError(f"task {self.name!r} has no {role!r} template")
-                continue
-            out[role] = Template(f"{self.name}/{role}", source, allowed)
-        return out
-
-    def _compile_judges(self, given: str | Mapping[str, str] | None) -> dict[str, Template]:
-        """The judge's questions by aspect: given (one template is the aspect "judge"), or the
-        built-in's packaged ``judge_<aspect>.j2``."""
-        if given is None:
-            sources = {a: packaged_template(self.prompt_dir or "", f"judge_{a}") for a in self.judge_aspects}
-        else:
-            sources = {"judge": given} if isinstance(given, str) else dict(given)
-        out: dict[str, Template] = {}
-        for aspect, source in sources.items():
-            if not isinstance(aspect, str) or not aspect.strip() or not isinstance(source, str) or not source.strip():
-                raise TaskError(f"task {self.name!r}: judge {aspect!r} needs a name and a yes/no question template")
-            out[aspect] = Template(f"{self.name}/judge {aspect}", source, BASE_VARIABLES | self.extra_variables)
-        return out
-
-    def _compile_ways(self) -> dict[str, Template]:
-        """The first-draft templates of the ways after the first (packaged ``generate_<way>.j2``)."""
-        out: dict[str, Template] = {}
-        for way in self.ways[1:]:
-            source = packaged_template(self.prompt_dir or "", f"generate_{way}")
-            if source is None:
-                raise TaskError(f"task {self.name!r} declares way {way!r} but has no generate_{way}.j2 template")
-            out[way] = Template(f"{self.name}/generate {way}", source, BASE_VARIABLES | self.extra_variables)
-        return out
-
-    def render_way(self, way: str, input: str) -> str:
-        """The first-draft prompt of one of the task's ``ways`` (the first: ``generate``'s)."""
-        if not self.ways or way == self.ways[0]:
-            return self.render("generate", input)
-        if way not in self.way_templates:
-            raise TaskError(f"task {self.name!r} has no way {way!r}; its ways: {', '.join(self.ways) or 'none'}")
-        context = {"draft": "", "feedback": "", "history": [], "iteration": 0, **self.context(input), "input": input}
-        return self.way_templates[way].render(context).strip()
-
-    def parse_way(self, way: str | None, text: str) -> str:
-        """A first draft written one of the task's ``ways``, as a draft (default: ``parse_draft``)."""
-        return self.parse_draft(text)
-
-    @property
-    def has_judge(self) -> bool:
-        """Whether the task's judge can rank drafts (it has at least one question)."""
-        return bool(self.judges)
-
-    def render_judge(self, aspect: str, input: str, draft: str) -> str:
-        """The judge's question on one aspect of ``draft``: a yes/no question."""
-        context = {"draft": draft, "feedback": "", "history": [], "iteration": 0, **self.context(input)}
-        context["input"] = input
-        return self.judges[aspect].render(context).strip()
+            self.declared = self._verified(verify)
 
     # --- hooks ----------------------------------------------------------------------------
 
@@ -313,6 +171,13 @@ class Task:
         """Extra template variables derived from the input (see ``extra_variables``)."""
         return {}
 
+    def conversation(self, input: str) -> list[dict[str, str]] | None:
+        """The conversation the first draft answers as it is, as chat messages
+        (``{"role", "content"}``, the last a user message): sent through the model's own chat
+        template with no prompt of the task around it, so draft 0 is what the plain model
+        replies (chat). None (the default): draft 0 answers the ``generate`` template's prompt."""
+        return None
+
     def parse_draft(self, text: str) -> str:
         """Turn raw generator/refiner output into a draft; raise DraftParseError if unusable."""
         draft = text.strip()
@@ -320,28 +185,38 @@ class Task:
             raise DraftParseError("the model returned an empty draft")
         return draft
 
+    def parse_way(self, way: str | None, text: str) -> str:
+        """A first draft written one of the task's ``ways``, as a draft (default: ``parse_draft``)."""
+        return self.parse_draft(text)
+
     def parse_feedback(self, text: str, *, input: str, draft: str) -> Feedback:
         """Parse raw feedback; raise FeedbackParseError to have that one call retried."""
         raw = text.strip()
         if not raw:
             raise FeedbackParseError("the model returned empty feedback")
         total = None
-        if self.score_pattern is not None:
-            match = self.score_pattern.search(raw)
+        pattern = self.declared.score_pattern
+        if pattern is not None:
+            start = max(0, len(raw) - MAX_REGEX_CHARS)  # a bounded search: the score ends a critique
+            match = pattern.search(raw, start)
             if match is None:
-                raise FeedbackParseError(f"no score matching {self.score_pattern.pattern!r} in the feedback")
+                where = f" (its last {MAX_REGEX_CHARS:,} characters)" if start else ""
+                raise FeedbackParseError(f"no score matching {pattern.pattern!r} in the feedback{where}")
             try:
                 total = float(match.group(1))
             except (TypeError, ValueError):
                 raise FeedbackParseError(f"score {match.group(1)!r} is not a number") from None
+            if not math.isfinite(total):  # "nan" would win every comparison, "inf" meet any threshold
+                raise FeedbackParseError(f"score {match.group(1)!r} is not a finite number")
         return Feedback(text=raw, total=total, done=self.says_done(raw))
 
     def says_done(self, text: str) -> bool | None:
         """True/False when the task has stop phrases or patterns, None when it has none.
         A phrase counts as whole words and not when negated ("not done"): core/stoprule.py."""
-        if not self.stop_contains and not self.stop_matches:
+        contains, matches = self.declared.stop_contains, self.declared.stop_matches
+        if not contains and not matches:
             return None
-        return stop_hit(text, self.stop_contains, self.stop_matches) is not None
+        return stop_hit(text, contains, matches) is not None
 
     def metric(self, input: str, output: str, reference: Any = None) -> float | None:
         """The task's quality measure of an output (None: the task has no metric)."""
@@ -354,25 +229,22 @@ class Task:
         or checks); it drives ``verifier_mode`` ``verifier`` and ``hybrid``, ``select``
         ``verified``, ``accept`` ``not_worse`` and ``samples``. It never sees the reference
         answer: feedback must not leak the label. None: this task has no verifier."""
-        return self._verifier(input, draft) if self._verifier is not None else None
+        verifier = self.declared.verifier
+        return verifier(input, draft) if verifier is not None else None
 
     def with_verifier(self, verify: Verifier | Checks | Mapping[str, Any]) -> Task:
         """A copy of this task checked by ``verify`` (``SelfRefine(task, verify=fn)``)."""
         task = copy.copy(self)
-        task._set_verifier(verify)
+        task.declared = task._verified(verify)
         return task
 
-    def _set_verifier(self, verify: Verifier | Checks | Mapping[str, Any]) -> None:
+    def _verified(self, verify: Verifier | Checks | Mapping[str, Any]) -> Declaration:
         if type(self).capabilities.verifier:
             raise TaskError(
                 f"task {self.name!r} has its own verifier ({type(self).__name__}.verify); "
                 "verify= is for a task without one"
             )
-        if isinstance(verify, Mapping):  # checks as a task file writes them
-            verify = Checks.parse(verify)
-        self._verifier = verify if isinstance(verify, Checks) else FunctionVerifier(verify)
-        # this object's capabilities (the class's stay as declared)
-        self.capabilities = type(self).capabilities.model_copy(update={"verifier": True})  # type: ignore[misc]
+        return self.declared.with_verifier(verify)
 
     def combine(self, critique: Feedback, check: Verification, *, input: str, draft: str) -> Feedback:
         """Hybrid feedback: the model's critique plus the tool findings; the draft is done
@@ -387,21 +259,29 @@ class Task:
             }
         )
 
-    @property
-    def has_verifier(self) -> bool:
-        return self.capabilities.verifier
-
     def answer(self, output: str) -> str | None:
         """The final answer derived from an output, when it differs from the output itself
         (e.g. the value returned by running a program). None: the output is the answer."""
         return None
 
+    @property
+    def has_verifier(self) -> bool:
+        return self.declared.capabilities.verifier
+
+    @property
+    def has_judge(self) -> bool:
+        """Whether the task's judge can rank drafts (it has at least one question)."""
+        return bool(self.declared.judges)
+
     # --- rendering ------------------------------------------------------------------------
 
-    def render(self, role: str, input: str, **variables: Any) -> str:
-        template = self.templates.get(role)
-        if template is None:
-            raise TaskError(f"task {self.name!r} has no {role!r} template")
+    def render(self, template: str, input: str, **variables: Any) -> str:
+        """The prompt of one of the task's templates (:class:`~.declaration.Declaration`):
+        a loop role (``generate``, ``feedback``, ``refine``, ``refine_nofeedback``), a judge
+        question (``judge_<aspect>``) or a way's first draft (``generate_<way>``)."""
+        found = self.declared.templates.get(template)
+        if found is None:
+            raise TaskError(f"task {self.name!r} has no {template!r} template")
         context = {"draft": "", "feedback": "", "history": [], "iteration": 0}
         context.update(self.context(input))
         context.update(variables)
@@ -409,63 +289,22 @@ class Task:
         # No trailing newline: the prompt ends on the cue the answer follows ("Rewrite:"),
         # so iteration t's refine prompt is a byte prefix of iteration t+1's, where that
         # cue is followed by the next draft. Prefix caches (llama.cpp, servers) rely on it.
-        return template.render(context).strip()
+        return found.render(context).strip()
 
     def summary(self) -> dict[str, str]:
+        """The task in words: what it does, when it stops, how it is measured, the loop it runs
+        by default and what ``--preset best`` runs (the configuration measured best on it)."""
         return {
             "name": self.name,
             "description": self.description,
-            "stop": self.stop_description or self._stop_text(),
+            "stop": self.stop_description or self.declared.stop_text(),
             "metric": self.metric_name or "-",
+            "default": self.declared.default_text(),
+            "best": self.declared.best_text(),
         }
-
-    def _stop_text(self) -> str:
-        parts = []
-        if self.stop_contains:
-            parts.append("feedback says " + " / ".join(repr(s) for s in self.stop_contains) + " (not negated)")
-        if self.stop_matches:
-            parts.append("feedback matches " + " / ".join(repr(p.pattern) for p in self.stop_matches))
-        if self.score_threshold is not None:
-            parts.append(f"score >= {self.score_threshold:g}")
-        return "; ".join(parts) or "fixed rounds"
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
-
-
-def _merged(base: TaskDefaults, given: dict[str, Any]) -> TaskDefaults:
-    """``base`` with the constructor's overrides; per-role fields take one value for all roles."""
-    unknown = sorted(set(given) - set(TaskDefaults.model_fields))
-    if unknown:
-        raise TaskError(f"unknown task option(s) {', '.join(unknown)}; valid: {', '.join(TaskDefaults.model_fields)}")
-    values = {k: v for k, v in given.items() if v is not None}
-    for key in ("temperature", "max_tokens"):
-        if key in values:
-            values[key] = _per_role(getattr(base, key), values[key])
-    if "stop_sequences" in values:
-        values["stop_sequences"] = {r: list(v) for r, v in _per_role({}, values["stop_sequences"]).items()}
-    if isinstance(values.get("score"), re.Pattern):
-        values["score"] = values["score"].pattern
-    compile_score(values.get("score"))  # a bad regex is a TaskError naming it
-    try:
-        return TaskDefaults.model_validate({**base.model_dump(), **values})
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        msg = first["msg"].removeprefix("Value error, ")
-        raise TaskError(f"task option {'.'.join(map(str, first['loc']))}: {msg}") from None
-
-
-def _per_role(defaults: Mapping[str, Any], given: Any) -> dict[str, Any]:
-    """Per-role values from one value for all roles, or a {role: value} mapping."""
-    out = dict(defaults)
-    if isinstance(given, Mapping):
-        unknown = set(given) - set(REQUIRED_ROLES)
-        if unknown:
-            raise TaskError(f"unknown role(s) {sorted(unknown)}; roles are generate, feedback, refine")
-        out.update(given)
-    elif given is not None:
-        out = {role: given for role in REQUIRED_ROLES}
-    return out
 
 
 class PreparedInput(str):

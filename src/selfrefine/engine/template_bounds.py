@@ -23,10 +23,11 @@ A render over a bound raises :class:`BoundsError` (a Jinja ``SecurityError``), w
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import time
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import wraps
@@ -65,9 +66,11 @@ class Budget:
     output: int = MAX_OUTPUT
     deadline: float = field(default_factory=lambda: time.monotonic() + MAX_SECONDS)
 
-    def charge(self, ops: int) -> None:
+    def charge(self, ops: int, what: str = "") -> None:
         self.ops -= ops
         if self.ops < 0:
+            if what and ops > MAX_OPS // 4:  # one piece of work did it: name it
+                raise BoundsError(f"{what} is more work than a render may do ({ops:,} operations; {MAX_OPS:,} in all)")
             raise BoundsError(f"it runs more than {MAX_OPS:,} operations (loops, calls, filters)")
         if time.monotonic() > self.deadline:
             raise BoundsError(f"it takes more than {MAX_SECONDS:g} s")
@@ -153,6 +156,10 @@ def measure(value: Any, limit: int = MAX_CHARS) -> tuple[int, int]:
         depth = max(depth, level)
         kids = _children(item)
         size += 2 + 2 * len(kids)
+        if size > limit:  # over already: no need to queue a million items to say so
+            break
+        if visited + len(todo) + len(kids) > MAX_PARTS:
+            raise BoundsError(f"a value holds more than {MAX_PARTS:,} values")
         todo.extend((kid, level + 1) for kid in kids)
     budget().charge(visited)
     return size, depth
@@ -293,7 +300,14 @@ def _filter_indent(a: dict[str, Any]) -> int:
 
 
 def _filter_wordwrap(a: dict[str, Any]) -> int:
-    _int_arg(a.get("width", 0), "a width")
+    width, s = a.get("width", 79), a.get("s")
+    _int_arg(width, "a width")
+    if isinstance(s, str) and isinstance(width, int):
+        # textwrap's work: its chunks, and a long word cut line by line copies what is left
+        # of it each time (quadratic: ('a' * 999999)|wordwrap(1) took 18-45 s)
+        wide, longest = max(width, 1), max(map(len, s.split()), default=0)
+        work = len(s) // 2 + len(s) // wide + longest * len(s) // (wide * COPIES_PER_OP)
+        budget().charge(work, f"wordwrap of {len(s):,} characters at width {width}")
     wrap = a.get("wrapstring")
     return _size(a.get("s")) * (1 + (_size(wrap) if wrap is not None else 1))
 
@@ -351,6 +365,43 @@ FILTER_SIZES: dict[str, Callable[[dict[str, Any]], int]] = {
 }
 
 
+# Filters that loop over their value's characters or items in Python: their work, charged
+# before they run (one operation is about 3 µs, as a loop iteration), so that one filter
+# call cannot run far past the render's bounds, and the deadline between operations holds
+TEXT_WORK = {"urlize": 2.0, "title": 1 / 6, "wordcount": 1 / 10, "urlencode": 1 / 5}  # operations per character
+ITERATING = frozenset(  # not first, last, random, reverse: they take one item, or reverse in C
+    "map select reject selectattr rejectattr unique list sort groupby dictsort batch slice min max items xmlattr "
+    "urlencode".split()
+)
+ITEMS_PER_OP = 2
+COPIES_PER_OP = 7_000  # characters copied (memmove) in the time of one operation
+_CONTEXTS = (jinja2.Environment, Context, jinja2.nodes.EvalContext)
+
+
+def charge_work(name: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Charge what filter ``name`` will do with its value (the first argument after the
+    environment or context); an iterator it would read is counted as it is read."""
+    at = next((i for i, value in enumerate(args) if not isinstance(value, _CONTEXTS)), None)
+    if at is None:
+        return args
+    value = args[at]
+    if isinstance(value, str) and name in TEXT_WORK:
+        budget().charge(math.ceil(len(value) * TEXT_WORK[name]), f"{name} of {len(value):,} characters")
+    elif name in ITERATING and isinstance(value, Sized):
+        budget().charge(len(value) // ITEMS_PER_OP, f"{name} of {len(value):,} items")
+    elif name in ITERATING and isinstance(value, Iterable):
+        return (*args[:at], _counted(value), *args[at + 1 :])
+    return args
+
+
+def _counted(items: Iterable[Any]) -> Iterator[Any]:
+    b = budget()
+    for n, item in enumerate(items, 1):
+        if n % ITEMS_PER_OP == 0:
+            b.charge(1)
+        yield item
+
+
 def bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     """``func`` (a filter or test) that charges its arguments, refuses a result over the
     bounds before building it, and checks the one it built."""
@@ -368,8 +419,9 @@ def bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
         b = budget()
         b.charge(LOOP_COST)
         for value in (*args, *kwargs.values()):
-            if not isinstance(value, (jinja2.Environment, Context, jinja2.nodes.EvalContext)):
+            if not isinstance(value, _CONTEXTS):
                 checked(value, f"the input of {name}")
+        args = charge_work(name, args)
         if size_of is not None and signature is not None:
             bound = signature.bind(*args[hidden:], **kwargs)
             estimate = size_of(bound.arguments)
@@ -387,6 +439,7 @@ def bounded_lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100)
         _int_arg(value, f"lipsum's {what}", MAX_COUNT)
     if n * max > MAX_COUNT:
         raise BoundsError(f"lipsum(n={n}, max={max}) would write up to {n * max:,} words (the limit is {MAX_COUNT:,})")
+    budget().charge(n * max // ITEMS_PER_OP, "lipsum")  # a word at a time, in Python
     return generate_lorem_ipsum(n, html, min, max)
 
 

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import statistics
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from .. import __version__
@@ -27,6 +18,7 @@ from ..engine.loop import SelfRefine
 from ..engine.task import Task
 from .datasets import Example
 from .judge import PairwiseJudge
+from .progress import Plan, RowProgress, progress_bar
 from .response_cache import CachedBackend, ResponseCache
 from .runner import EvalSummary, ExampleRow, evaluate_rows, summarize
 from .runstore import RunMeta, RunStore
@@ -78,64 +70,6 @@ RowSink = Callable[[ExampleRow], None]
 Runner = Callable[[Sequence[Example], RowSink], Awaitable[Any]]
 
 
-class RowProgress:
-    """Writes each finished row durably, then counts it: the progress bar on a terminal, one
-    line per example in logs. The same for every runner, local or Ray."""
-
-    def __init__(self, store: RunStore, progress: Progress, task: str, total: int, done: int) -> None:
-        self.store = store
-        self.progress = progress
-        self.console = progress.console
-        self.total = total
-        self.count = done
-        self.finals: list[float] = []
-        self.tokens = 0
-        self.bar = progress.add_task(task, total=total, completed=done, stats="")
-
-    def __call__(self, row: ExampleRow) -> None:
-        self.store.append(row)  # durable first, counted second
-        self.count += 1
-        if row.result is not None:
-            self.tokens += row.result.usage.total_tokens
-            if row.result.selected is not None and row.metrics and row.metrics[row.result.selected] is not None:
-                self.finals.append(row.metrics[row.result.selected])
-        metric = f"metric {statistics.fmean(self.finals):.3f}" if self.finals else "metric -"
-        self.progress.update(self.bar, advance=1, stats=f"{metric}  tokens {self.tokens:,}")
-        if not self.console.is_terminal:  # logs get one line per example instead of a bar
-            self.console.print(
-                escape(
-                    f"[{self.count}/{self.total}] {row.id}: {row_outcome(row)}; "
-                    f"running {metric}, tokens {self.tokens:,}"
-                )
-            )
-
-
-def row_outcome(row: ExampleRow) -> str:
-    """The stop reason or error of a row, with its hook errors, for a log line."""
-    what = row.error or (row.result.stop_reason.value if row.result else "")
-    what += "".join(
-        f"; {kind} error: {err}" for kind, err in (("judge", row.judge_error), ("answer", row.answer_error)) if err
-    )
-    if row.metric_failed:
-        what += f"; metric error: {next(e for e in row.metric_errors if e)}"
-    return what
-
-
-def progress_bar(console: Console) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[stats]}"),
-        console=console,
-        transient=False,
-        disable=not console.is_terminal,
-    )
-
-
 async def run_eval(
     engine: SelfRefine,
     examples: Sequence[Example],
@@ -163,12 +97,13 @@ async def run_eval(
         again = f" ({retried} failed ones again)" if retried else ""
         console.print(escape(f"resuming: {len(examples) - len(todo)} finished rows kept, {len(todo)} to run{again}"))
     with progress_bar(console) as progress:
-        on_row = RowProgress(store, progress, engine.task.name, len(examples), len(done))
+        plan = Plan(engine.max_iterations, critic=engine.settings.critic)
+        on_row = RowProgress(store, progress, engine.task.name, len(examples), len(done), plan)
         try:
             if runner is not None:
                 await runner(todo, on_row)
             else:
-                await evaluate_rows(engine, todo, concurrency=concurrency, on_row=on_row, judge=judge)
+                await evaluate_rows(engine, todo, concurrency=concurrency, on_row=on_row, judge=judge, watch=on_row)
         finally:
             await engine.aclose()
             if judge is not None:

@@ -55,7 +55,7 @@ _OUTPUT_N = re.compile(r"\boutput\s*\(?\s*([12ab])\s*\)?", re.I)
 _BARE = re.compile(r"^\W*([12]|tie)\W*$", re.I)
 
 
-class JudgeResult(BaseModel):
+class Comparison(BaseModel):
     """One comparison: the winner after both orders, and what each order said."""
 
     winner: Winner
@@ -116,13 +116,13 @@ class PairwiseJudge:
     def prompt(self, input: str, first: str, second: str) -> str:
         return _PROMPT.format(criteria=self.criteria, input=input.strip(), first=first.strip(), second=second.strip())
 
-    async def acompare(self, input: str, a: str, b: str) -> JudgeResult:
+    async def acompare(self, input: str, a: str, b: str) -> Comparison:
         """Ask in both orders (which first: seeded coin); 'a'/'b' only if both orders agree."""
         # the coin is seeded by the comparison itself, so results do not depend on the
         # order in which concurrent examples happen to reach the judge
         coin = random.Random(f"{self.seed}\x00{input}\x00{a}\x00{b}").random()
         orders = ["ab", "ba"] if coin < 0.5 else ["ba", "ab"]
-        result = JudgeResult(winner="tie", orders=orders)
+        result = Comparison(winner="tie", orders=orders)
         for order in orders:  # sequential: keeps scripted and cached backends deterministic
             first, second = (a, b) if order == "ab" else (b, a)
             response = await self.backend.complete(
@@ -151,7 +151,7 @@ class PairwiseJudge:
             result.winner = result.preferred[0]
         return result
 
-    def compare(self, input: str, a: str, b: str) -> JudgeResult:
+    def compare(self, input: str, a: str, b: str) -> Comparison:
         """Sync wrapper around :meth:`acompare` (not usable inside a running event loop)."""
         try:
             asyncio.get_running_loop()
@@ -183,7 +183,7 @@ class Preference(BaseModel):
         return f"win {self.win:.2f} / tie {self.tie:.2f} / loss {self.loss:.2f} (n={self.n})"
 
 
-def preference_rate(results: Iterable[JudgeResult]) -> Preference:
+def preference_rate(results: Iterable[Comparison]) -> Preference:
     """Pass the one-step output as ``a`` and the Self-Refine output as ``b``: ``win`` is then
     the paper's "Self-Refine preferred" rate."""
     winners = [r.winner for r in results]

@@ -178,7 +178,7 @@ def _build_judge(recipe: EngineRecipe, engine: SelfRefine, wrap: Any) -> Pairwis
     backend = recipe.judge.build()
     return PairwiseJudge(
         wrap(backend) if wrap is not None else backend,
-        seed=int(engine.settings.seed or 0),
+        seed=int(engine.settings.requests.seed or 0),
         criteria=engine.task.judge_criteria or DEFAULT_CRITERIA,
     )
 

@@ -31,6 +31,8 @@ from ..core.wording import judge_note
 from ..engine.incomplete import cut_off
 from ..engine.selection import select_index
 from .report_tables import (
+    LEGEND,
+    SMALL_N,
     Cost,
     RunReport,
     delta_text,
@@ -39,6 +41,7 @@ from .report_tables import (
     interval_text,
     markdown,
     number,
+    small_sample_warning,
     unique_names,
 )
 from .runner import ExampleRow, summarize
@@ -228,7 +231,7 @@ def trajectory(row: ExampleRow) -> dict[str, Any]:
                 "feedback_error": it.feedback.parse_error if it.feedback else None,
                 "cut_off": cut_off(it.finish_reason),  # stopped at the token limit
                 "rejected": not it.accepted,  # a refinement accept="not_worse" turned down
-                # the task's judge, where it ranked this draft (engine/judged.py)
+                # the task's judge, where it ranked this draft (engine/judge.py)
                 "judge": judge_note(it.verification)
                 if it.verification and it.verification.judged is not None
                 else None,
@@ -382,4 +385,12 @@ def compare_table(folder_a: str | Path, folder_b: str | Path, *, seed: int = 0) 
         )
     if paired is not None:
         console.print(f"final B - A on {paired.n} shared examples: {delta_text(paired)} {interval_text(paired)}")
+    warning = small_sample_warning([ra, rb])
+    if warning is None and paired is not None and paired.n < SMALL_N:
+        warning = f"Warning: B - A rests on {paired.n} shared examples, fewer than {SMALL_N}: its interval is not to be trusted."
+    if warning:
+        console.print(warning)
+    console.print("How to read it:")
+    for line in LEGEND:
+        console.print(f"  - {line}")
     return buffer.getvalue()

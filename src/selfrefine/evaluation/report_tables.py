@@ -123,6 +123,44 @@ def mixed_tasks_warning(reports: Sequence[RunReport]) -> str | None:
     )
 
 
+SMALL_N = 10  # below this many examples, a 95% bootstrap interval is not to be read as one
+
+
+def small_sample_warning(reports: Sequence[RunReport]) -> str | None:
+    """A warning when a run's Δ rests on fewer than SMALL_N examples: a bootstrap over n
+    examples can only reshuffle those n, so its "95%" interval is far too narrow to trust
+    (over 2 examples the resampled means take 3 values)."""
+    small = [
+        f"{name} (n = {r.delta.n})"
+        for name, r in zip(unique_names(reports), reports)
+        if r.delta and r.delta.n < SMALL_N
+    ]
+    if not small:
+        return None
+    return (
+        f"Warning: too few examples for the intervals to mean much: {', '.join(small)}. A bootstrap "
+        f"interval over fewer than {SMALL_N} examples only reshuffles those few, so it is much "
+        "narrower than the truth; read these Δs as anecdotes and run more examples (--limit)."
+    )
+
+
+LEGEND = (
+    "y0, y1, …: the mean metric of the output after 0, 1, … refinements (y0 is the one-step "
+    "draft, the baseline: Base; an example that stopped earlier keeps its last draft).",
+    "Final (+Self-Refine): the mean metric of the returned outputs, per the run's --select.",
+    "Best-selected: what --select best would have returned, the draft the critic scored "
+    "highest; it can be below Final when the critic's scores disagree with the metric, or when "
+    "the draft that scored best by the metric was never critiqued (the last one, without "
+    "--final-feedback).",
+    "Cumulative: the share of examples solved (metric 1) at any iteration, for pass/fail "
+    "metrics only: '-' means the metric is not pass/fail, so there is no solve rate; "
+    "0.000 means no example was solved.",
+    "Δ: the paired mean of (returned output − draft 0) over examples; 95% CI: a percentile "
+    "bootstrap over examples (2000 resamples, seeded). Failed examples (no result, or stopped "
+    "by an error) are left out of every mean, Δ and interval.",
+)
+
+
 def tables(reports: Sequence[RunReport]) -> list[Table]:
     names = unique_names(reports)
     out = [_main_table(names, reports), _iteration_table(names, reports), _cost_table(names, reports),
@@ -297,21 +335,22 @@ def markdown(reports: Sequence[RunReport]) -> str:
         ]
         parts += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in rows]
         parts.append("")
-    parts.append(
-        "Δ is the paired mean of (returned output − draft 0) over examples; the interval is a "
-        "95% percentile bootstrap over examples (2000 resamples, seeded). Failed examples (no "
-        "result, or stopped by an error) are left out of every mean, Δ and interval."
-    )
+    small = small_sample_warning(reports)
+    if small:
+        parts += [f"> **{small}**", ""]
+    parts += ["## How to read these tables", "", *(f"- {line}" for line in LEGEND)]
     return "\n".join(parts) + "\n"
 
 
 def html_tables(reports: Sequence[RunReport]) -> str:
-    warning = mixed_tasks_warning(reports)
-    parts = [f'<p class="warning"><strong>{html.escape(warning)}</strong></p>'] if warning else []
+    warnings = [w for w in (mixed_tasks_warning(reports), small_sample_warning(reports)) if w]
+    parts = [f'<p class="warning"><strong>{html.escape(w)}</strong></p>' for w in warnings]
     for title, header, rows in tables(reports):
         head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
         parts.append(
             f"<h2>{html.escape(title)}</h2>\n<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
         )
+    legend = "".join(f"<li>{html.escape(line)}</li>" for line in LEGEND)
+    parts.append(f'<h2>How to read these tables</h2>\n<ul class="legend">{legend}</ul>')
     return "\n".join(parts)

@@ -1,8 +1,9 @@
 """A response cache in SQLite, keyed by the full request, shared across runs.
 
 The key hashes the backend's identity (model and endpoint) and every field of the request
-(role, prompt, system, max_tokens, temperature, seed, stop, json_schema, top_logprobs where
-asked: a request without it keeps the key it had before the field existed), so a re-run or a
+(role, prompt, system, a conversation's turns, max_tokens, temperature, seed, stop,
+json_schema, top_logprobs; turns and top_logprobs only where given: a request without them
+keeps the key it had before those fields existed), so a re-run or a
 report of the same configuration costs no model calls, while any change of prompt or
 sampling misses. Failures are never cached. WAL mode lets several processes share a file.
 An entry that no longer parses is deleted and answered as a miss (``dropped`` counts them);
@@ -56,9 +57,10 @@ class ResponseCache:
 
     @staticmethod
     def key(identity: str, request: CompletionRequest) -> str:
-        unasked = {"top_logprobs"} if request.top_logprobs is None else None  # keys stay as they were
+        # fields added later are left out where not given, so the keys stay as they were
+        unasked = {name for name in ("top_logprobs", "purpose", "turns") if getattr(request, name) is None}
         payload = json.dumps(
-            {"model": identity, "request": request.model_dump(mode="json", exclude=unasked)}, sort_keys=True
+            {"model": identity, "request": request.model_dump(mode="json", exclude=unasked or None)}, sort_keys=True
         )
         return hashlib.sha256(payload.encode()).hexdigest()
 

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from ..core.errors import StorageError, error_text
-from ..core.records import RunResult, StopReason
+from ..core.records import ResultStep, RunResult, Step, StopReason
 from ..engine.incomplete import output_metric
 from ..engine.loop import SelfRefine
 from .datasets import Example
-from .judge import JudgeResult, PairwiseJudge, Preference, preference_rate
+from .judge import Comparison, PairwiseJudge, Preference, preference_rate
 from .stats import mean_known
 
 
@@ -34,7 +34,7 @@ class ExampleRow(BaseModel):
     # metric_errors[t]: why metrics[t] is None when the metric hook raised on draft t
     # (empty in rows written before errors were recorded, and when no hook raised)
     metric_errors: list[str | None] = Field(default_factory=list)
-    judge: JudgeResult | None = None  # returned output ('b') vs the one-step draft 0 ('a')
+    judge: Comparison | None = None  # returned output ('b') vs the one-step draft 0 ('a')
     judge_error: str | None = None  # the judge call failed (bad key, dead server): no verdict
     answer_error: str | None = None  # the task's answer hook raised on the returned output
 
@@ -112,17 +112,19 @@ async def evaluate_rows(
     concurrency: int = 4,
     on_row: Callable[[ExampleRow], Any] | None = None,
     judge: PairwiseJudge | None = None,
+    watch: Watcher | None = None,
 ) -> list[ExampleRow]:
     """Run every example (at most ``concurrency`` at once); rows come back in input order.
 
     With a ``judge``, each returned output is compared with the one-step draft 0 (the
-    paper's preference metric); identical texts are a tie without a judge call."""
+    paper's preference metric); identical texts are a tie without a judge call. ``watch``
+    hears each example start and each of its steps as it happens (the eval's progress)."""
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def one(example: Example) -> ExampleRow:
         async with gate:
             try:
-                result = await engine.arun(example.input, example.reference)
+                result = await _run(engine, example, watch)
             except StorageError:
                 raise  # a full disk or damaged cache fails every example alike: stop, say why
             except Exception as exc:  # bad input etc.: record it and go on
@@ -155,14 +157,36 @@ async def evaluate_rows(
         raise
 
 
-async def _judge(judge: PairwiseJudge, result: RunResult) -> tuple[JudgeResult | None, str | None]:
+class Watcher(Protocol):
+    """What follows the examples as they run (:class:`~.progress.RowProgress`)."""
+
+    def started(self, example: Example) -> None: ...
+
+    def step(self, example: Example, step: Step) -> None: ...
+
+
+async def _run(engine: SelfRefine, example: Example, watch: Watcher | None) -> RunResult:
+    """One example's run; ``watch`` hears it start and sees each step."""
+    if watch is None:
+        return await engine.arun(example.input, example.reference)
+    watch.started(example)
+    result = None
+    async for step in engine.astream(example.input, example.reference):
+        watch.step(example, step)
+        if isinstance(step, ResultStep):
+            result = step.result
+    assert result is not None
+    return result
+
+
+async def _judge(judge: PairwiseJudge, result: RunResult) -> tuple[Comparison | None, str | None]:
     """(verdict, None), (None, error) when the judge call failed, or (None, None) when there
     is nothing to judge (no returned output)."""
     if result.output is None or not result.iterations:
         return None, None
     base = result.iterations[0].draft
     if base.strip() == result.output.strip():
-        return JudgeResult(winner="tie"), None
+        return Comparison(winner="tie"), None
     try:
         return await judge.acompare(result.input, base, result.output), None
     except Exception as exc:  # a judge failure must not lose the finished example

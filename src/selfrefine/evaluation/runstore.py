@@ -14,6 +14,11 @@ crash is dropped on the next open, and a whole last row that lost its newline ge
 finished ids. A folder that cannot be written (read-only, full disk) is a StorageError.
 One eval writes a folder at a time: a second one is refused before any model call, naming
 the holder; the kernel drops the lock when its holder dies, so a killed eval never blocks.
+The lock belongs to the file, so before each write the holder checks that ``lock`` is still
+the file it locked: one deleted or replaced mid-run (which would let a second eval in) is
+taken again, or, when another eval has taken it, this one stops before writing. Only the
+holder repairs a torn last line; a reader (``report`` during an eval) skips it, since it
+may be a row the writer is still writing.
 
 A failed example (no result, or a run stopped by an error) is retried by a rerun: its new
 row is appended and supersedes the old one, which stays in the file. ``rows()`` returns
@@ -29,6 +34,7 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +48,7 @@ RESULTS = "results.jsonl"
 META = "meta.json"
 SUMMARY = "summary.json"
 LOCK = "lock"
+LOCK_TRIES = 5  # a lock file replaced this many times in a row between open and flock: give up
 
 
 class RunMeta(BaseModel):
@@ -111,22 +118,51 @@ class RunStore:
         is killed, so a stale lock file never blocks a resume."""
         if self._held is not None:
             return
+        self._held = self._locked(
+            lambda holder: (
+                f"{self.folder} is being written by another eval ({holder}); wait for it to finish, "
+                "or give another --out"
+            )
+        )
+        _write_holder(self._held)
+
+    def _locked(self, refused: Callable[[str], str]) -> int:
+        """A descriptor of the folder's lock file, locked by this process; a StorageError
+        with ``refused(holder)`` when another holds it. A file deleted or replaced between
+        its opening and its locking is not the folder's lock: the one now there is tried."""
         path = self.folder / LOCK
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise run_folder_error(path, exc) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = _holder(fd)
+        for _ in range(LOCK_TRIES):
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise run_folder_error(path, exc) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                holder = _holder(fd)
+                os.close(fd)
+                if isinstance(exc, BlockingIOError):
+                    raise StorageError(refused(holder)) from None
+                raise run_folder_error(path, exc) from None
+            if _is_file_at(fd, path):
+                return fd
             os.close(fd)
-            if isinstance(exc, BlockingIOError):
-                raise StorageError(
-                    f"{self.folder} is being written by another eval ({holder}); wait for it to finish, "
-                    "or give another --out"
-                ) from None
-            raise run_folder_error(path, exc) from None
+        raise StorageError(f"{path} keeps being replaced while it is locked; check what else writes {self.folder}")
+
+    def _check_lock(self) -> None:
+        """Before a write: the lock held is still the folder's ``lock`` file. One deleted or
+        replaced since (by hand, by a cleaner) would let a second eval in: it is taken
+        again, or, when another eval holds the new one, this eval stops here."""
+        if self._held is None or _is_file_at(self._held, self.folder / LOCK):
+            return
+        fd = self._locked(
+            lambda holder: (
+                f"{self.folder / LOCK} was removed or replaced while this eval wrote the folder, and "
+                f"another eval holds it now ({holder}); this one stops so that one eval writes the folder "
+                "(finished rows are kept)"
+            )
+        )
+        os.close(self._held)
         self._held = fd
         _write_holder(fd)
 
@@ -149,8 +185,15 @@ class RunStore:
         return list(latest.values())
 
     def all_rows(self) -> list[ExampleRow]:
-        """Every line of results.jsonl, superseded rows too; a last line cut short by a crash
-        is dropped from the file, and a whole last row without its newline gets it."""
+        """Every line of results.jsonl, superseded rows too. A last line cut short (by a
+        crash, or a row being written now) is skipped; the lock's holder also drops it from
+        the file, and ends a whole last row without its newline (a reader never writes: what
+        it saw cut short may be the holder's row, finished since)."""
+        if self._held is not None:
+            self._check_lock()
+        return self._read(repair=self._held is not None)
+
+    def _read(self, repair: bool) -> list[ExampleRow]:
         path = self.folder / RESULTS
         if not path.exists():
             return []
@@ -158,7 +201,8 @@ class RunStore:
             rows, good_bytes, newline = _read_rows(path)
         except OSError as exc:
             raise run_folder_read_error(path, exc) from None
-        _repair_tail(path, good_bytes, newline)
+        if repair:
+            _repair_tail(path, good_bytes, newline)
         return rows
 
     def finished_ids(self) -> set[str]:
@@ -173,8 +217,9 @@ class RunStore:
         line = (row.model_dump_json() + "\n").encode()  # the row and its newline in one write
         path = self.folder / RESULTS
         with self._lock:
-            if self._torn:  # examples in flight may still finish after an append failed:
-                self.all_rows()  # drop what it left of its row, or this row would join that line
+            self._check_lock()
+            if self._torn or not _ends_whole(path):  # a failed append (examples in flight may still
+                self._read(repair=True)  # finish after it) or a crash: this row must not join its line
             try:
                 with path.open("ab") as fh:
                     fh.write(line)
@@ -188,6 +233,8 @@ class RunStore:
     def write_summary(self, summary: EvalSummary, extra: dict[str, Any] | None = None) -> None:
         data = summary.model_dump(mode="json")
         data.update(extra or {})
+        with self._lock:
+            self._check_lock()
         _atomic_write(self.folder / SUMMARY, json.dumps(data, indent=2))
 
 
@@ -223,6 +270,27 @@ def _repair_tail(path: Path, good_bytes: int, newline: bool) -> None:
                 os.fsync(fh.fileno())
     except OSError:
         pass
+
+
+def _ends_whole(path: Path) -> bool:
+    """Whether results.jsonl is absent, empty or ends with a newline (a row may follow)."""
+    try:
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            return size == 0 or os.pread(fh.fileno(), 1, size - 1) == b"\n"
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return True  # the append that follows meets the same error and names it
+
+
+def _is_file_at(fd: int, path: Path) -> bool:
+    """Whether the open file ``fd`` is the one ``path`` names now (not deleted, not replaced)."""
+    try:
+        held, there = os.fstat(fd), os.stat(path)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _write_holder(fd: int) -> None:

@@ -9,7 +9,13 @@ creates its namespaces:
 - **memory**: cgroup v2 ``memory.max`` (and ``memory.swap.max`` 0) where the caller's v2
   group delegates the memory controller; otherwise the v1 memory hierarchy's
   ``memory.limit_in_bytes`` (and ``memory.memsw.limit_in_bytes``). Over the cap the
-  kernel's OOM killer kills a process of the group, never one outside it.
+  kernel's OOM killer kills a process of the group, never one outside it. The cap counts
+  kernel memory (pipe and socket buffers, the kernel's records of files, sockets and
+  processes) in v2 always, and in v1 where kernel-memory accounting is on (Linux >= 4.6
+  charges it to ``memory.usage_in_bytes`` too, unless booted with ``cgroup.memory=nokmem``):
+  :attr:`Cgroups.kernel_memory` says which, seen in the caller's own group's
+  ``memory.kmem.usage_in_bytes``. ``memory.kmem.limit_in_bytes`` is not written: it adds
+  nothing to that cap, and from Linux 5.16 writing it has no effect.
 - **CPU time**: v2 ``cpu.stat`` ``usage_usec`` (every v2 group has it), else v1
   ``cpuacct.usage``. It counts every process of the group, including ones the program
   never waits for or that ignore ``SIGCHLD`` (whose time ``getrusage`` loses).
@@ -41,9 +47,12 @@ class Cgroups:
     memory: tuple[str, str] | None = None  # ("v2" | "v1", the caller's group directory)
     cpu: tuple[str, str] | None = None
     problems: tuple[str, ...] = ()
+    kernel_memory: bool = False  # the memory cap counts kernel memory (pipe and socket buffers)
 
     def describe(self) -> str:
         mem = f"memory cap: cgroup {self.memory[0]}" if self.memory else "memory cap per process only"
+        if self.memory:
+            mem += " with kernel memory" if self.kernel_memory else " without kernel memory"
         cpu = f"CPU time: cgroup {self.cpu[0]}" if self.cpu else "CPU time: getrusage"
         return f"{mem}; {cpu}"
 
@@ -107,7 +116,19 @@ def cgroups() -> Cgroups:
     problems = [] if memory else ["no memory cgroup the sandbox can create (v2 memory controller or v1 memory)"]
     if not cpu:
         problems.append("no cgroup for CPU time (v2 cpu.stat or v1 cpuacct)")
-    return Cgroups(memory=memory, cpu=cpu, problems=tuple(problems))
+    kernel = memory is not None and (memory[0] == "v2" or _counts_kernel_memory(memory[1]))
+    if memory and not kernel:
+        problems.append("the v1 memory cap does not count kernel memory (booted with cgroup.memory=nokmem?)")
+    return Cgroups(memory=memory, cpu=cpu, problems=tuple(problems), kernel_memory=kernel)
+
+
+def _counts_kernel_memory(group: str) -> bool:
+    """v1: whether kernel memory is charged, i.e. the caller's own group (which holds this
+    process, its open files and its page tables) shows some."""
+    try:
+        return int(_read(os.path.join(group, "memory.kmem.usage_in_bytes")).split()[0]) > 0
+    except (IndexError, ValueError):
+        return False
 
 
 def _usable(parent: str, control: str) -> bool:

@@ -14,6 +14,12 @@
 - **Mounts**: a mount namespace made in the same ``unshare``, probed by mounting a tmpfs in
   it; :mod:`.launcher` uses it for the working directory's size-limited tmpfs, a private
   ``/dev/shm`` and to hide package directories.
+- **IPC**: an IPC namespace made in the same ``unshare``: the program's System V shared
+  memory segments, message queues and semaphores (and POSIX message queues) are its own and
+  go with its last process; it sees none of the machine's, and no run sees another's. Where
+  the kernel refuses one, the seccomp filter refuses those system calls instead
+  (:mod:`.isolation`); where there is neither, :func:`require_confinement` refuses to run
+  model code unless ``SELFREFINE_SANDBOX_FILES=allow``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from dataclasses import dataclass
 
 from ..core.errors import SandboxUnavailableError
 from . import landlock
-from .isolation import CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, _preexec, _probe, _unshare_fn, opted_out
+from .isolation import CLONE_NEWIPC, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER, _preexec, _probe, _unshare_fn, opted_out
 
 FILES_ENV = "SELFREFINE_SANDBOX_FILES"
 # A mount namespace serves only where a tmpfs can be mounted in it (the launcher's disk cap)
@@ -43,10 +49,12 @@ class Confinement:
     landlock_abi: int = 0  # 0: no Landlock
     pid_flags: int = 0  # the unshare() flags that give the program its own PID namespace
     problems: tuple[str, ...] = ()
+    ipc_flags: int = 0  # the unshare() flags that give it its own IPC namespace (0: none)
 
     def describe(self) -> str:
         files = f"Landlock ABI {self.landlock_abi}" if self.landlock_abi else "no file-system barrier"
-        return f"{files}; " + ("PID namespace" if self.pid_flags else "process group only")
+        ipc = "IPC namespace" if self.ipc_flags else "no IPC namespace"
+        return f"{files}; " + ("PID namespace" if self.pid_flags else "process group only") + f"; {ipc}"
 
 
 @functools.lru_cache(maxsize=1)
@@ -65,12 +73,38 @@ def confinement() -> Confinement:
                 break
     if not pid_flags:
         problems.append("no PID namespace: unshare(CLONE_NEWUSER|CLONE_NEWPID) and unshare(CLONE_NEWPID) were refused")
-    return Confinement(landlock_abi=abi, pid_flags=pid_flags, problems=tuple(problems))
+    ipc_flags = _probe_ipc(pid_flags)
+    if not ipc_flags:
+        problems.append("no IPC namespace: unshare(CLONE_NEWIPC) was refused")
+    return Confinement(landlock_abi=abi, pid_flags=pid_flags, problems=tuple(problems), ipc_flags=ipc_flags)
 
 
-def require_confinement(found: Confinement) -> None:
-    """Refuse to run model code that could read the server's files, unless opted out."""
-    if opted_out(FILES_ENV) or found.landlock_abi:
+def _probe_ipc(pid_flags: int) -> int:
+    """The flags that add an IPC namespace to the run's ``unshare`` (0 where refused)."""
+    if _unshare_fn() is None:
+        return 0
+    # with the user namespace the PID namespace already needs, or one of its own, or as root
+    tries = ((pid_flags & CLONE_NEWUSER) | CLONE_NEWIPC, CLONE_NEWUSER | CLONE_NEWIPC, CLONE_NEWIPC)
+    for flags in dict.fromkeys(tries):
+        if _probe(_preexec(flags, None), "pass") == 0:
+            return flags
+    return 0
+
+
+def require_confinement(found: Confinement, ipc_filter: bool = False) -> None:
+    """Refuse to run model code that could read the server's files, or share System V IPC
+    objects with the machine (no IPC namespace, and no seccomp filter, ``ipc_filter``, to
+    refuse those calls), unless opted out."""
+    if opted_out(FILES_ENV):
+        return
+    if not (found.ipc_flags or ipc_filter):
+        raise SandboxUnavailableError(
+            "refusing to run model-written code: nothing here can keep it from the machine's System V shared "
+            "memory, message queues and semaphores (no IPC namespace: unshare(CLONE_NEWIPC) was refused; no "
+            "seccomp filter). Fix one of: allow unprivileged user namespaces or install libseccomp and "
+            f"`pip install pyseccomp`, as for the network; or set {FILES_ENV}=allow."
+        )
+    if found.landlock_abi:
         return
     why = "; ".join(p for p in found.problems if "Landlock" in p) or "Landlock is unavailable"
     raise SandboxUnavailableError(

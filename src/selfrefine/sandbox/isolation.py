@@ -21,6 +21,11 @@ Two kernel mechanisms, both inherited by every process the program forks or exec
     through another process of the same user, e.g. take the caller's open connection to
     the model server.
 
+  - where the run gets no IPC namespace of its own (:mod:`.confine`), the System V IPC calls
+    (``shmget``/``shmat``/``msgget``/``semget`` and the rest, :data:`IPC_SYSCALLS`) and the
+    POSIX message queue calls: the machine's IPC objects outlive a run, so a program could
+    leave a segment behind, read another's, or pass state from one run to the next.
+
   libseccomp, not a hand-written BPF program, checks the architecture and the x32 ABI
   (a 32-bit system call from a 64-bit program is killed) and sets ``no_new_privs``.
 
@@ -44,6 +49,7 @@ CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
 NAMESPACE_FLAGS = {"user-namespace": CLONE_NEWUSER | CLONE_NEWNET, "namespace": CLONE_NEWNET}
 DENIED_SYSCALLS = (
     "socket",
@@ -53,6 +59,29 @@ DENIED_SYSCALLS = (
     "ptrace",
     "process_vm_writev",
     "pidfd_getfd",
+)
+# refused where the run has no IPC namespace of its own ("ipc": the multiplexer of 32-bit
+# architectures; libseccomp ignores a name the native architecture does not have)
+IPC_SYSCALLS = (
+    "shmget",
+    "shmat",
+    "shmdt",
+    "shmctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "ipc",
+    "mq_open",
+    "mq_unlink",
+    "mq_timedsend",
+    "mq_timedreceive",
+    "mq_notify",
+    "mq_getsetattr",
 )
 ENV_VAR = "SELFREFINE_SANDBOX_NETWORK"
 
@@ -122,18 +151,20 @@ def require_isolation(isolation: Isolation) -> None:
     )
 
 
-def child_setup(isolation: Isolation, extra_flags: int = 0):
+def child_setup(isolation: Isolation, extra_flags: int = 0, deny_ipc: bool = False):
     """The part of ``preexec_fn`` that isolates the child; raising there fails the Popen.
 
-    ``extra_flags``: more namespaces to create in the same ``unshare`` (the PID namespace of
-    :mod:`.confine`). The filter is built here, in the parent, so the child only loads it."""
+    ``extra_flags``: more namespaces to create in the same ``unshare`` (the PID and IPC
+    namespaces of :mod:`.confine`). ``deny_ipc``: the filter also refuses :data:`IPC_SYSCALLS`
+    (where the run has no IPC namespace), loaded even if ``isolation`` asks for no network
+    filter. The filter is built here, in the parent, so the child only loads it."""
     flags = (NAMESPACE_FLAGS[isolation.namespace] if isolation.namespace else 0) | extra_flags
     if flags and _unshare_fn() is None:
         raise SandboxUnavailableError("network namespaces were requested but unshare() is not available")
     load = None
-    if isolation.seccomp:
+    if isolation.seccomp or deny_ipc:
         try:
-            load = _seccomp_filter().load
+            load = _seccomp_filter(isolation.seccomp, deny_ipc).load
         except (ImportError, RuntimeError, OSError) as exc:
             raise SandboxUnavailableError(f"the seccomp filter cannot be built: {exc}") from exc
     return _preexec(flags, load)
@@ -179,13 +210,15 @@ def _unshare_fn():
         return None
 
 
-@functools.lru_cache(maxsize=1)
-def _seccomp_filter():
-    """The filter (see the module docstring); raises ImportError/RuntimeError/OSError."""
+@functools.lru_cache(maxsize=4)
+def _seccomp_filter(network: bool = True, ipc: bool = False):
+    """The filter (see the module docstring): ``network`` refuses :data:`DENIED_SYSCALLS`,
+    ``ipc`` :data:`IPC_SYSCALLS`; raises ImportError/RuntimeError/OSError."""
     import pyseccomp  # raises RuntimeError where libseccomp itself is missing
 
     flt = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
-    for name in DENIED_SYSCALLS:  # OSError(EINVAL) for a name this libseccomp does not know
+    names = (DENIED_SYSCALLS if network else ()) + (IPC_SYSCALLS if ipc else ())
+    for name in names:  # OSError(EINVAL) for a name this libseccomp does not know
         flt.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
     return flt
 

@@ -16,8 +16,11 @@ In order, before any model-written code runs, it
    caller subtracts it from what it reads itself once every process of the run is gone,
    and the program never holds a descriptor through which it could report a time;
 6. applies the Landlock ruleset, with rules for the new mounts added first;
-7. runs ``main.py`` as ``__main__`` under its real file name, so tracebacks show its lines;
-   a measured program that ends normally then exits without the interpreter's teardown.
+7. runs ``main.py`` in a fresh module that it makes ``sys.modules["__main__"]``, under its
+   real file name, so tracebacks show its lines; ``import __main__`` finds the program's
+   own names, not the launcher's. A program that ends normally then exits without the
+   interpreter's teardown, timed or not: a program must not be able to tell a timed run
+   from another (a timed run's output is compared too, :mod:`.timing`).
 """
 
 from __future__ import annotations
@@ -135,29 +138,33 @@ if _pidns:
     _confine_processes()
 if _disk:
     _private_mounts(_rules, _shm, _work, _disk, _path, _source, _hide)
-del _source
+_spent_so_far = _spent(_cpu).encode()  # read in every run, written only to a measure pipe
 if _fd >= 0:
-    os.write(_fd, _spent(_cpu).encode())
+    os.write(_fd, _spent_so_far)
     os.close(_fd)
 if _rules >= 0:
     _err = _landlock(_rules)
     if _err:
         _fail("landlock_restrict_self", _err)
-_measured = _fd >= 0
-del _fd
-exec(_code, {"__name__": "__main__", "__file__": _path, "__builtins__": __builtins__})
-if _measured:
-    # Skip the interpreter's teardown, a few ms of CPU that would be added to every measured
-    # program; what a program can see of a normal exit still happens.
-    if "threading" in sys.modules:
-        sys.modules["threading"]._shutdown()
-    import atexit
-    atexit._run_exitfuncs()
-    for _stream in (sys.stdout, sys.stderr):
-        try:
-            _stream.flush()
-        except Exception:
-            pass
-    os._exit(0)
+# Nothing that tells a timed run from another stays behind: the program runs in a module
+# of its own as __main__ (not this one, whose names it could read), and every run ends the
+# same way below.
+_main = type(sys)("__main__")
+_main.__file__, _main.__builtins__, _main.__cached__ = _path, __builtins__, None
+sys.modules["__main__"] = _main
+del _fd, _rules, _pidns, _shm, _work, _disk, _cpu, _hide, _source, _spent_so_far, _fh, _path
+exec(_code, _main.__dict__)
+# Skip the interpreter's teardown, a few ms of CPU that would be added to every measured
+# program; what a program can see of a normal exit still happens.
+if "threading" in sys.modules:
+    sys.modules["threading"]._shutdown()
+import atexit
+atexit._run_exitfuncs()
+for _stream in (sys.stdout, sys.stderr):
+    try:
+        _stream.flush()
+    except Exception:
+        pass
+os._exit(0)
 """
 )

@@ -9,10 +9,12 @@ so a program printing forever cannot fill the caller's memory) and no network:
    namespace and/or a seccomp filter (:mod:`selfrefine.sandbox.isolation`); where neither works,
    :func:`run_python` refuses with :class:`SandboxUnavailableError` unless
    ``SELFREFINE_SANDBOX_NETWORK=allow``;
-2. the program sees only its own files and processes (:mod:`selfrefine.sandbox.confine`): a
-   Landlock ruleset lets it read the standard library and system libraries and write only
-   its temporary directory, and it runs as init of its own PID namespace, so nothing it
-   starts outlives it; :func:`run_python` refuses where Landlock is missing unless
+2. the program sees only its own files, processes and System V IPC objects
+   (:mod:`selfrefine.sandbox.confine`): a Landlock ruleset lets it read the standard library
+   and system libraries and write only its temporary directory, it runs as init of its own
+   PID namespace, so nothing it starts outlives it, and in an IPC namespace of its own (or,
+   where the kernel refuses one, with the IPC calls refused by the seccomp filter);
+   :func:`run_python` refuses where Landlock, or both IPC barriers, are missing unless
    ``SELFREFINE_SANDBOX_FILES=allow``;
 3. in every case a small launcher replaces ``socket.socket``, ``_socket.socket`` and the
    connection helpers with a function raising ``PermissionError`` before the program runs
@@ -25,7 +27,10 @@ It never runs in the caller's process. Each run also gets a control group of its
 that reaches each of them; with a mount namespace its working directory is a size-limited
 tmpfs (:mod:`.launcher`), and the folder on the caller's disk is removed without recursion
 (:mod:`.cleanup`). Where no cgroup can be made, RLIMIT_NPROC limits the number of processes
-and ``measure`` falls back to ``getrusage`` of the launcher.
+and ``measure`` falls back to ``getrusage`` of the launcher. RLIMIT_NOFILE bounds what one
+process can hold in pipe and socket buffers (kernel memory, which a v1 memory cap without
+kernel-memory accounting does not count): :data:`DESCRIPTORS`, or :data:`FALLBACK_DESCRIPTORS`
+where the cap does not count kernel memory.
 """
 
 from __future__ import annotations
@@ -54,6 +59,9 @@ MARKER = "__SELFREFINE_RESULT__"
 DISK_MB = 64  # the working directory's size (a tmpfs), where a mount namespace can be made
 FILE_MB = 16  # the largest file the program may write (RLIMIT_FSIZE), everywhere
 FALLBACK_PROCESSES = 16  # RLIMIT_NPROC where no memory cgroup caps all processes together
+# RLIMIT_NOFILE: the descriptors of one process, and so the pipes and socket pairs whose kernel
+# buffers it can hold; fewer where the memory cap does not count kernel memory
+DESCRIPTORS, FALLBACK_DESCRIPTORS = 256, 64
 log = logging.getLogger(__name__)
 
 
@@ -77,14 +85,18 @@ class _Limits:
     max_output: int
 
 
-def _limits(limits: _Limits, isolation: Isolation, pid_flags: int, group: RunGroup | None):
-    isolate = child_setup(isolation, pid_flags)
+def _limits(limits: _Limits, isolation: Isolation, confined: Confinement, group: RunGroup | None):
+    flags = confined.pid_flags | confined.ipc_flags
+    # no IPC namespace: the seccomp filter refuses the IPC calls (where this machine has one)
+    isolate = child_setup(isolation, flags, deny_ipc=not confined.ipc_flags and network_isolation().seccomp)
     join = group.joiner() if group else None
     cpu_seconds = max(1, int(limits.timeout) + 1)
     # without a memory cap for all processes together: fewer processes, counted in the
     # sandbox's own user namespace (elsewhere RLIMIT_NPROC counts all of the user's processes)
-    own_user = isolation.namespace == "user-namespace" or bool(pid_flags & CLONE_NEWUSER)
-    few = FALLBACK_PROCESSES if own_user and not (group and "memory" in group.dirs) else None
+    own_user = isolation.namespace == "user-namespace" or bool(flags & CLONE_NEWUSER)
+    capped = bool(group and "memory" in group.dirs)
+    few = FALLBACK_PROCESSES if own_user and not capped else None
+    files = DESCRIPTORS if capped and cgroups().kernel_memory else FALLBACK_DESCRIPTORS
 
     def apply() -> None:  # pragma: no cover - runs in the child
         import resource
@@ -98,6 +110,7 @@ def _limits(limits: _Limits, isolation: Isolation, pid_flags: int, group: RunGro
         size = FILE_MB * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
         if few is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (few, few))
 
@@ -128,7 +141,7 @@ def run_python(
     isolation = network_isolation() if isolation is None else isolation
     require_isolation(isolation)
     confined = confinement()
-    require_confinement(confined)
+    require_confinement(confined, ipc_filter=network_isolation().seccomp)
     script = code
     if call:
         script += f"\n\nif __name__ == '__main__':\n    print({MARKER!r} + repr({call}()))\n"
@@ -285,7 +298,7 @@ def _start(
         env=env,
         pass_fds=tuple(f for f in fds if f >= 0),
         start_new_session=True,  # its own process group: a timeout kills its children too
-        preexec_fn=_limits(limits, isolation, pid_flags, group),
+        preexec_fn=_limits(limits, isolation, confined, group),
     )
 
 

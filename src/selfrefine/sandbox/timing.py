@@ -25,12 +25,13 @@ needed to reach p < 0.05 (n = 4 → 0.014), so ``repeats`` must be at least 4.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .process import SandboxResult, run_python
 
 MIN_REPEATS = 4
+MAX_OUTPUT = 1 << 22  # what a timed run may print: as much as a checked run (tasks/codeopt.py)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class TimingResult:
     alpha: float
     per_input: list[InputTiming] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # a run failed: no valid comparison
+    wrong_output: bool = False  # the new program printed something else than expected in a timed run
 
     @property
     def faster(self) -> bool:
@@ -75,7 +77,11 @@ class TimingResult:
 
 def time_once(code: str, stdin: str, *, timeout: float = 10.0, memory_mb: int = 512) -> SandboxResult:
     """One measured run (``result.seconds``: CPU time of the program and its processes)."""
-    return run_python(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, measure=True, max_output=1 << 20)
+    return run_python(code, stdin=stdin, timeout=timeout, memory_mb=memory_mb, measure=True, max_output=MAX_OUTPUT)
+
+
+def _same_tokens(expected: str, got: str) -> bool:
+    return expected.split() == got.split()
 
 
 def compare_programs(
@@ -89,25 +95,38 @@ def compare_programs(
     timeout: float = 10.0,
     memory_mb: int = 512,
     warmup: bool = True,
+    expected: Sequence[str | None] | None = None,
+    same: Callable[[str, str], bool] = _same_tokens,
 ) -> TimingResult:
-    """Time ``old`` and ``new`` interleaved on every input ``repeats`` times and test B < A."""
+    """Time ``old`` and ``new`` interleaved on every input ``repeats`` times and test B < A.
+
+    ``expected``: per input, what ``new`` must print (``same(expected, stdout)``) in every
+    timed run, warm-up included; a run that prints anything else fails the comparison, so
+    a program that behaves differently when timed cannot be timed as faster."""
     if repeats < MIN_REPEATS:
         raise ValueError(f"repeats must be >= {MIN_REPEATS} for the test to reach p < 0.05; got {repeats}")
     if not inputs:
         raise ValueError("timing needs at least one input")
     per = [InputTiming(i, [], []) for i in range(len(inputs))]
     errors: list[str] = []
-    if warmup:  # the first run pays for cold disk caches of the interpreter; discard it
-        for code in (old, new):
-            time_once(code, inputs[0], timeout=timeout, memory_mb=memory_mb)
+    want = list(expected) if expected is not None else [None] * len(inputs)
+    if len(want) != len(inputs):
+        raise ValueError(f"expected has {len(want)} outputs for {len(inputs)} inputs")
+    limits = {"timeout": timeout, "memory_mb": memory_mb}
+    if warmup:  # the first run pays for cold disk caches of the interpreter; its time is discarded
+        for code, label in ((old, "old"), (new, "new")):
+            _, error, wrong = _timed(code, label, 0, inputs[0], want[0], same, limits)
+            if wrong:
+                return _failed(per, threshold, alpha, [error or ""], wrong_output=True)
     for _ in range(repeats):
-        for timing, stdin in zip(per, inputs):
+        for timing in per:
             for code, bucket, label in ((old, timing.old, "old"), (new, timing.new, "new")):
-                result = time_once(code, stdin, timeout=timeout, memory_mb=memory_mb)
-                if not result.ok or result.seconds is None:
-                    errors.append(f"{label} program on input {timing.index + 1}: {result.error or 'no timing'}")
-                    return _failed(per, threshold, alpha, errors)
-                bucket.append(result.seconds)
+                i = timing.index
+                seconds, error, wrong = _timed(code, label, i, inputs[i], want[i], same, limits)
+                if error or seconds is None:
+                    errors.append(error or f"{label} program on input {i + 1}: no timing")
+                    return _failed(per, threshold, alpha, errors, wrong_output=wrong)
+                bucket.append(seconds)
     old_times = [sum(t.old[r] for t in per) for r in range(repeats)]
     new_times = [sum(t.new[r] for t in per) for r in range(repeats)]
     return TimingResult(
@@ -119,6 +138,16 @@ def compare_programs(
         alpha=alpha,
         per_input=per,
     )
+
+
+def _timed(code: str, label: str, index: int, stdin: str, want: str | None, same, limits: dict):
+    """One timed run: (seconds, what went wrong, whether ``new`` printed other than ``want``)."""
+    result = time_once(code, stdin, **limits)
+    if not result.ok or result.seconds is None:
+        return None, f"{label} program on input {index + 1}: {result.error or 'no timing'}", False
+    if label == "new" and want is not None and not same(want, result.stdout):
+        return None, f"new program on input {index + 1}: printed something else in a timed run", True
+    return result.seconds, None, False
 
 
 def significance(old_times: Sequence[float], new_times: Sequence[float], threshold: float = 1.05) -> float:
@@ -139,5 +168,7 @@ def _ratio(old: float, new: float) -> float:
     return old / new
 
 
-def _failed(per: list[InputTiming], threshold: float, alpha: float, errors: list[str]) -> TimingResult:
-    return TimingResult([], [], 0.0, 1.0, threshold, alpha, per, errors)
+def _failed(
+    per: list[InputTiming], threshold: float, alpha: float, errors: list[str], wrong_output: bool = False
+) -> TimingResult:
+    return TimingResult([], [], 0.0, 1.0, threshold, alpha, per, errors, wrong_output)

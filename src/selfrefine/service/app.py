@@ -31,6 +31,7 @@ from ..tasks import BUILTIN_TASKS, get_task
 from ..tasks.chat import ChatMessage, conversation_text
 from .engines import Admission, Caps, EnginePool, QueueFullError, Reservation
 from .guards import BearerAuth, BodyLimit, HostCheck
+from .public import BrokenTaskError, public_message, public_steps
 from .reasoning import ReasoningFormat
 from .refusals import refuse_unsupported
 from .runs import (
@@ -56,7 +57,7 @@ from .schemas import (
     RefineRequest,
 )
 from .tracing import Tracing, end
-from .upstream import UPSTREAM_SEPARATOR, Upstream, UpstreamModelError, public_message, public_steps, split_model_id
+from .upstream import UPSTREAM_SEPARATOR, Upstream, UpstreamModelError, split_model_id
 from .validation import describe
 
 MAX_BODY_BYTES = 1_000_000
@@ -120,6 +121,8 @@ def as_api_error(exc: Exception) -> ApiError:
         return ApiError(400, str(exc), code="invalid_input")
     if isinstance(exc, BackendError):  # the upstream's address stays in the server log
         return ApiError(502, public_message(str(exc)), "backend_error", "backend_failed")
+    if isinstance(exc, BrokenTaskError):  # the operator's task failed: the server's fault
+        return ApiError(500, str(exc), "server_error", "task_failed")
     if isinstance(exc, SelfRefineError):  # config and task errors: the request asked for it
         return ApiError(400, str(exc), code="invalid_option")
     return ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error", "internal_error")
@@ -208,6 +211,13 @@ def chat_input(task: str, messages: list[ChatMessageIn]) -> str:
     return users[-1].text()
 
 
+def reply_format(body: ChatCompletionRequest, default: ReasoningFormat, structured: bool) -> ReasoningFormat:
+    """Where the reply puts the trace: the request's choice, else the server's; under a JSON
+    Schema (``response_format``) never inside the content ("think"), which must be the JSON alone."""
+    chosen = body.reasoning_format or default
+    return "reasoning_content" if structured and chosen == "think" else chosen
+
+
 def create_app(settings: ServeSettings) -> FastAPI:
     service = Service(settings)
 
@@ -276,7 +286,8 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         engine.task.prepare_input(text)  # too long or empty: 400 before a slot is taken
         span = service.tracing.request("/v1/chat/completions", model=body.model, stream=body.stream)
         reservation = _reserve(service, span)
-        completion = Completion(body.model, body.reasoning_format or service.settings.reasoning_format)
+        structured = engine.settings.checks.schema is not None
+        completion = Completion(body.model, reply_format(body, service.settings.reasoning_format, structured))
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             events = _guarded(
@@ -329,7 +340,8 @@ async def _run(
 
     async def run() -> Any:
         async with service.admission.slot(reservation):
-            return await collect(public_steps(service.tracing.steps(engine.astream(text), engine.task.name, span)))
+            steps = service.tracing.steps(engine.astream(text), engine.task.name, span)
+            return await collect(public_steps(steps, engine.task.name))
 
     try:  # the wait for a slot is watched too: a client gone from the queue frees its place
         return await cancel_on_disconnect(request, run)
@@ -357,7 +369,8 @@ async def _guarded(
     error = None
     try:
         async with service.admission.slot(reservation):
-            steps = public_steps(service.tracing.steps(engine.astream(text, deltas=deltas), engine.task.name, span))
+            traced = service.tracing.steps(engine.astream(text, deltas=deltas), engine.task.name, span)
+            steps = public_steps(traced, engine.task.name)
             async for event in render(until_disconnected(request, steps)):
                 yield event
     except ClientGone as exc:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..backends.roles import RoleBackends, Wrap
-from ..core.config import RefineConfig
+from ..core.config import RefineConfig, upper_bound
 from ..core.errors import ConfigError, SelfRefineError
 from ..engine.loop import SelfRefine
 from ..engine.spec import EngineSpec
@@ -44,13 +44,18 @@ class Caps:
         "max_total_tokens": 200_000,
         "max_seconds": 600.0,
         "max_tokens": 8192,
-        "samples": 8,  # each sample is a model call per step
+        # the server's policy, under the option's own cap (RefineConfig.samples): each sample is
+        # a model call per step; asking more gets this many (README: "8 samples per step")
+        "samples": 8,
     }
     MAX_TEMPERATURE: ClassVar[float] = 2.0  # OpenAI's range; a request above it is refused
 
     max_iterations: int | None = None
     max_total_tokens: int | None = None
     max_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        checked_limits(self.LIMITS)
 
     def apply(self, options: LoopOptions) -> LoopOptions:
         """The request's options with each budget at most the server's; unset ones get the
@@ -67,6 +72,18 @@ class Caps:
             elif cap is not None:
                 update[name] = cap
         return options.model_copy(update=update)
+
+
+def checked_limits(limits: dict[str, float]) -> None:
+    """A ConfigError naming the policy where one of ``limits`` is over its option's own cap (a
+    server's policy may only lower one)."""
+    for name, limit in limits.items():
+        cap = upper_bound(name)
+        if cap is not None and limit > cap:
+            raise ConfigError(
+                f"the server's limit Caps.LIMITS[{name!r}] = {limit:g} is over the option's own cap of {cap:g} "
+                "(RefineConfig): a server's policy may only lower it"
+            )
 
 
 @dataclass

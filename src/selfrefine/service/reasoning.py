@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Literal, get_args
 
-from ..core.records import DecisionStep, DraftStep, FeedbackStep, RunResult, Step
+from ..core.records import ChecksStep, DecisionStep, DraftStep, FeedbackStep, RunResult, Step
 
 ReasoningFormat = Literal["reasoning_content", "think", "none"]
 REASONING_FORMATS: tuple[str, ...] = get_args(ReasoningFormat)
@@ -25,6 +25,8 @@ def replay(result: RunResult, decisions: list[DecisionStep]) -> Iterator[Step]:
     by_iteration: dict[int, list[DecisionStep]] = {}
     for decision in decisions:
         by_iteration.setdefault(decision.iteration, []).append(decision)
+    if result.checks:
+        yield ChecksStep(checks=result.checks)
     for it in result.iterations:
         yield DraftStep(iteration=it.index, draft=it.draft, candidates=it.candidates)
         if it.feedback is not None:

@@ -14,6 +14,7 @@ from starlette.requests import Request
 
 from ..core.records import (
     CallStep,
+    ChecksStep,
     DecisionStep,
     DeltaStep,
     DraftStep,
@@ -22,7 +23,7 @@ from ..core.records import (
     RunResult,
     Step,
 )
-from ..core.wording import score_note, verifier_note
+from ..core.wording import feedback_text, score_note, verifier_note
 from ..engine.incomplete import cut_off
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, replay
 from .schemas import (
@@ -138,6 +139,17 @@ def output_finish(result: RunResult) -> Literal["stop", "length"]:
     return "stop"
 
 
+def refusal(result: RunResult) -> str | None:
+    """Under a response_format, why the returned output does not validate against its schema
+    (its last check's errors); None where it does, or where there is no schema."""
+    if result.config.json_schema is None or result.parsed is not None or (result.output or "").strip() == "null":
+        return None
+    check = result.iterations[result.selected].verification if result.selected is not None else None
+    errors = " ".join(check.text.split()) if check is not None else "no draft was checked"
+    drafts = sum(it.accepted for it in result.iterations)
+    return f"the reply does not validate against the response_format's schema after {drafts} draft(s): {errors}"
+
+
 def usage_of(result: RunResult) -> UsageOut:
     u = result.usage
     return UsageOut(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens)
@@ -145,6 +157,12 @@ def usage_of(result: RunResult) -> UsageOut:
 
 def reasoning_text(step: Step) -> str | None:
     """A step as the 'thinking' a chat UI shows; None for steps that are not shown."""
+    if isinstance(step, ChecksStep):
+        if not step.checks and not step.note:  # nothing to check and nothing to say: as a whole reply shows it
+            return None
+        said = "\n".join(f"- {c.says} ({c.source})" for c in step.checks) or "- none: no instruction code can check"
+        note = f"\n({step.note})" if step.note else ""
+        return f"### Checks of every draft\n{said}{note}\n\n"
     if isinstance(step, DraftStep):
         title = "Draft 0 (first answer)" if step.iteration == 0 else f"Draft {step.iteration} (refined)"
         if len(step.candidates) > 1:
@@ -157,7 +175,8 @@ def reasoning_text(step: Step) -> str | None:
         if fb.source == "none":
             return None
         score = f" ({score_note(fb)})" if fb.total is not None else ""
-        return f"### Feedback on draft {step.iteration}{score}\n{fb.text.strip()}\n\n"
+        # a typed (JSON) critique reads as its fields, one per line, as in the CLI's live view
+        return f"### Feedback on draft {step.iteration}{score}\n{feedback_text(fb).strip()}\n\n"
     if isinstance(step, DecisionStep):
         if step.stop:
             reason = step.reason.value if step.reason is not None else "stop"
@@ -175,7 +194,8 @@ def _samples_text(step: DraftStep) -> str:
     for i, cand in enumerate(step.candidates, 1):
         if cand.chosen:
             continue
-        lines.append(f"- sample {i} ({verifier_note(cand.verification)}, not chosen): {' '.join(cand.draft.split())}")
+        note = verifier_note(cand.verification, cand.way)
+        lines.append(f"- sample {i} ({note}, not chosen): {' '.join(cand.draft.split())}")
     return "\n".join(lines) + "\n\n" if lines else ""
 
 
@@ -197,7 +217,9 @@ class StreamedTrace:
             if key != self.open:  # a new call, or a retry of one: a block of its own
                 head = self._close() + _delta_header(step)
                 self.open, self.pieces = key, ""
-                self.streamed = ("feedback" if step.role == "feedback" else "draft", step.iteration)
+                # a step's samples are each shown whole as they come; the step then says which was kept
+                what = "feedback" if step.role == "feedback" else "draft"
+                self.streamed = (what, step.iteration) if step.sample is None else None
             self.pieces += step.text
             return head + step.text
         close = self._close()
@@ -207,8 +229,11 @@ class StreamedTrace:
         if isinstance(step, DraftStep) and streamed == ("draft", step.iteration):
             return close + self._rest(step.draft) + _samples_text(step)
         if isinstance(step, FeedbackStep) and streamed == ("feedback", step.iteration):
-            score = f"(score {step.feedback.total:g})\n\n" if step.feedback.total is not None else ""
-            return close + self._rest(step.feedback.text) + score
+            fb = step.feedback
+            score = f"({score_note(fb)})\n\n" if fb.total is not None else ""
+            read = feedback_text(fb)  # a typed (JSON) critique, streamed as written, then read as text
+            rest = self._rest(fb.text) if read == fb.text else f"Read as:\n{read.strip()}\n\n"
+            return close + rest + score
         return close + (reasoning_text(step) or "")
 
     def _close(self) -> str:
@@ -228,6 +253,8 @@ class StreamedTrace:
 
 def _delta_header(step: DeltaStep) -> str:
     again = f", attempt {step.attempt}" if step.attempt > 1 else ""
+    if step.sample is not None:  # one of the step's samples, not a retry
+        again = f", sample {step.sample}"
     if step.role == "feedback":
         return f"### Feedback on draft {step.iteration}{again}\n"
     title = "Draft 0 (first answer)" if step.iteration == 0 else f"Draft {step.iteration} (refined)"
@@ -269,6 +296,7 @@ class Completion:
             message = AssistantMessage(content=result.output, reasoning_content=trace or None)
         else:
             message = AssistantMessage(content=result.output)
+        message.refusal = refusal(result)
         return ChatCompletion(
             id=self.id,
             created=self.created,
@@ -300,6 +328,8 @@ class Completion:
                     yield error_event(f"the run produced no answer: {result.error}", "backend_error", "no_output")
                     break
                 yield self.chunk(Delta(content=f"{THINK_CLOSE}{result.output}" if think else result.output))
+                if (refused := refusal(result)) is not None:
+                    yield self.chunk(Delta(refusal=refused))
                 yield self.chunk(Delta(), finish_reason=output_finish(result), selfrefine=trajectory(result, decisions))
                 if include_usage:
                     yield self.chunk(Delta(), no_choices=True, usage=usage_of(result))

@@ -9,34 +9,19 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from ..core.config import RefineConfig, canonical
+from ..core.config import JsonSchema, Offer, RefineConfig, offers, spelled_once
+from ..core.errors import ConfigError
+from ..core.structured import ANY_OBJECT
 from .reasoning import ReasoningFormat
 
 MODEL_PREFIX = "selfrefine/"
 
-# What a request to ``selfrefine serve`` may choose about its run: these options of
-# RefineConfig, with the same types and bounds (LoopOptions below is built from them)
-REQUEST_OPTIONS = (
-    "max_iterations",
-    "select",
-    "history",
-    "accept",
-    "feedback_mode",
-    "verifier_mode",
-    "max_total_tokens",
-    "max_seconds",
-    "temperature",
-    "seed",
-    "max_tokens",
-    "final_feedback",
-    "judging",
-    "ways",
-    "samples",
-    "strategy",
-    "preset",
-)
+# What a request to ``selfrefine serve`` may choose about its run: the RefineConfig options
+# declared ``api=True`` (core/config.py ``Offer``), with the same types and bounds
+# (LoopOptions below is built from them)
+REQUEST_OPTIONS = tuple(name for name, offer in offers().items() if offer.api)
 
 
 def _request_fields() -> dict[str, Any]:
@@ -47,7 +32,7 @@ def _request_fields() -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for name in REQUEST_OPTIONS:
         info = RefineConfig.model_fields[name]
-        constraints = [m for m in info.metadata if not isinstance(m, (annotated_types.Le, annotated_types.Lt))]
+        constraints = [m for m in info.metadata if not isinstance(m, (annotated_types.Le, annotated_types.Lt, Offer))]
         annotation = Annotated[info.annotation | None, *constraints] if constraints else info.annotation | None
         fields[name] = (annotation, Field(default=None, description=info.description))
     return fields
@@ -60,20 +45,10 @@ class _LoopOptionsBase(BaseModel):
     # '@' suffix, selfrefine/<task>@<model>
     model: str | None = Field(default=None, min_length=1)
 
-    @field_validator(
-        "history",
-        "select",
-        "accept",
-        "feedback_mode",
-        "verifier_mode",
-        "strategy",
-        "preset",
-        mode="before",
-        check_fields=False,
-    )
+    @model_validator(mode="before")
     @classmethod
-    def _one_spelling(cls, value: Any) -> Any:
-        return canonical(value)
+    def _one_spelling(cls, values: Any) -> Any:
+        return spelled_once(values)
 
 
 LoopOptions = create_model(
@@ -110,6 +85,41 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+class JsonSchemaFormat(BaseModel):
+    """``response_format.json_schema``: the schema (checked as the ``json_schema`` option is:
+    core/structured.py), its name, and ``strict`` (accepted: every draft is validated
+    against the whole schema whatever it says)."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str | None = None
+    description: str | None = None
+    schema_: JsonSchema | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(BaseModel):
+    """OpenAI's ``response_format``: ``text`` (the default), ``json_object`` (any JSON object)
+    or ``json_schema`` (JSON that validates against the schema given)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_given(self) -> ResponseFormat:
+        if self.type == "json_schema" and (self.json_schema is None or self.json_schema.schema_ is None):
+            raise ValueError("a json_schema response_format needs json_schema.schema: the JSON Schema of the reply")
+        return self
+
+    def reply_schema(self) -> dict[str, Any] | None:
+        """The JSON Schema the reply must validate against (None: free text)."""
+        if self.type == "json_object":
+            return dict(ANY_OBJECT)
+        return self.json_schema.schema_ if self.type == "json_schema" and self.json_schema is not None else None
+
+
 class ChatCompletionRequest(BaseModel):
     """The fields of OpenAI's chat request that mean something here; others are ignored, as
     OpenAI-compatible servers do, except ``n`` > 1 and tools, which are refused."""
@@ -125,17 +135,23 @@ class ChatCompletionRequest(BaseModel):
     max_tokens: int | None = Field(default=None, gt=0)
     max_completion_tokens: int | None = Field(default=None, gt=0)
     n: int | None = Field(default=None, ge=1, le=1)
+    response_format: ResponseFormat | None = None  # json_object / json_schema: the loop's json_schema
     selfrefine: LoopOptions = Field(default_factory=LoopOptions)
     # where the trace goes (llama-server's per-request field); None: the server's choice
     reasoning_format: ReasoningFormat | None = None
 
     def loop_options(self) -> LoopOptions:
-        """extra_body options, with the standard sampling fields where those are unset."""
+        """extra_body options, with the standard sampling fields where those are unset, and
+        ``response_format``'s schema as ``json_schema`` (beside a different one: a ConfigError)."""
         options = self.selfrefine
+        schema = self.response_format.reply_schema() if self.response_format is not None else None
+        if schema is not None and options.json_schema not in (None, schema):
+            raise ConfigError("response_format and selfrefine.json_schema give different schemas: give one")
         standard = {
             "temperature": self.temperature,
             "seed": self.seed,
             "max_tokens": self.max_completion_tokens or self.max_tokens,
+            "json_schema": schema,
         }
         return options.model_copy(
             update={k: v for k, v in standard.items() if v is not None and getattr(options, k) is None}
@@ -190,6 +206,9 @@ class AssistantMessage(BaseModel):
     role: Literal["assistant"] = "assistant"
     content: str | None
     reasoning_content: str | None = None
+    # under a response_format, why the content does not validate (the SDK's parse() then gives
+    # parsed None instead of raising)
+    refusal: str | None = None
 
 
 class Choice(BaseModel):
@@ -215,6 +234,7 @@ class Delta(BaseModel):
     role: Literal["assistant"] | None = None
     content: str | None = None
     reasoning_content: str | None = None
+    refusal: str | None = None
 
 
 class ChunkChoice(BaseModel):

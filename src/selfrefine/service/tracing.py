@@ -9,7 +9,9 @@ here returns its argument or None.
 - a run span per Self-Refine run (task, stop reason, tokens, seconds, calls, selected draft);
 - a round span per draft: from the start of its call to the decision taken on it;
 - a call span per model call, timed where it happens (in a backend wrapper), with role,
-  model, prompt and completion tokens, and the error of a failed call.
+  model, prompt and completion tokens, and the error of a failed call; a call that sends a
+  conversation as it is (chat's first draft) says so: its messages' roles in order (never
+  their text, as no span carries a prompt).
 """
 
 from __future__ import annotations
@@ -195,11 +197,13 @@ class TracedBackend(Backend):
 
     @contextmanager
     def _span(self, request: CompletionRequest) -> Iterator[Any]:
-        attrs = {
+        attrs: dict[str, Any] = {
             "selfrefine.role": request.role,
             "selfrefine.model": self.inner.name,
             "selfrefine.max_tokens": request.max_tokens,
         }
+        if request.turns is not None:  # sent as the conversation's own messages
+            attrs["selfrefine.messages"] = [t.role for t in request.turns] + ["user"]
         start = time.perf_counter()
         # record_exception/set_status_on_exception: a failed call shows as an error span
         with self.tracer.start_as_current_span(

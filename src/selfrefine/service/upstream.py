@@ -6,53 +6,13 @@ allowed may be chosen: the client never reaches the upstream by any other name."
 
 from __future__ import annotations
 
-import logging
-import re
-from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..backends.base import Backend
 from ..core.errors import ConfigError
-from ..core.records import CallRecord, CallStep, DecisionStep, ResultStep, RunResult, Step
 
 UPSTREAM_SEPARATOR = "@"
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s()\[\]'\"<>]+")
-log = logging.getLogger("selfrefine.serve")
-
-
-def public_message(message: str) -> str:
-    """What an API client may read of a model failure: the message without any URL (the
-    upstream's address, e.g. ``cannot reach server ... (at http://10.0.0.5:8000/v1)``).
-    The server's log keeps the whole message."""
-    redacted = _URL.sub("<upstream>", message)
-    if redacted != message:
-        log.warning("%s", message)
-    return redacted
-
-
-def _public_call(call: CallRecord) -> CallRecord:
-    return call.model_copy(update={"error": public_message(call.error)}) if call.error else call
-
-
-def _public_result(result: RunResult) -> RunResult:
-    error = public_message(result.error) if result.error else result.error
-    return result.model_copy(update={"error": error, "calls": [_public_call(c) for c in result.calls]})
-
-
-async def public_steps(steps: AsyncIterator[Step]) -> AsyncIterator[Step]:
-    """A run's steps as a client may see them: failed calls, a decision's detail and the
-    run's error without the upstream's address (:func:`public_message`). Closing this
-    closes ``steps`` at once (a client that leaves cancels the run's calls)."""
-    async with aclosing(steps):  # type: ignore[type-var]
-        async for step in steps:
-            if isinstance(step, ResultStep):
-                step = step.model_copy(update={"result": _public_result(step.result)})
-            elif isinstance(step, CallStep) and step.call.error:
-                step = step.model_copy(update={"call": _public_call(step.call)})
-            elif isinstance(step, DecisionStep) and step.detail:  # "stop (error): ..."
-                step = step.model_copy(update={"detail": public_message(step.detail)})
-            yield step
 
 
 class UpstreamModelError(ConfigError):

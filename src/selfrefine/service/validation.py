@@ -1,6 +1,7 @@
 """A refused request body in words a client can act on: where malformed JSON breaks (line
 and column, not a bare character offset as ``param``), and for an unknown field or option,
-the names that are valid there."""
+the one it likely meant (the option a CLI spelling such as ``max_iters`` names, else the
+closest name) and the names that are valid there."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ..core.config import did_you_mean
 from .schemas import LoopOptions, RefineRequest
 
 # the models that refuse unknown names, by where they sit in a body (chat requests allow
@@ -63,6 +65,8 @@ def _unknown_name(error: dict[str, Any]) -> Refusal:
     path = tuple(str(p) for p in error.get("loc", ()) if p != "body")
     name, parent = path[-1], path[:-1]
     model, kind = _STRICT.get(parent, (None, "field"))
-    valid = f"; valid {kind}s: {', '.join(model.model_fields)}" if model is not None else ""
+    names = list(model.model_fields) if model is not None else []
+    valid = f"; valid {kind}s: {', '.join(names)}" if names else ""
     where = f" in {'.'.join(parent)}" if parent else ""
-    return Refusal(f"unknown {kind} {name!r}{where}{valid}", f"unknown_{kind}", ".".join(path))
+    hint = did_you_mean(name, names) if names else ""  # max_iters, budget_tokens: the option's name
+    return Refusal(f"unknown {kind} {name!r}{where}{hint}{valid}", f"unknown_{kind}", ".".join(path))

@@ -4,8 +4,15 @@ The task behind ``selfrefine/chat`` on the OpenAI-compatible endpoint, and usabl
 CLI (``selfrefine run chat "question"``). Input: a plain request, a transcript whose lines
 start with ``System:`` / ``User:`` / ``Assistant:`` (what :func:`conversation_text`
 renders from :class:`ChatMessage` records), or a JSON list of ``{"role", "content"}``
-messages (or ``{"messages": [...]}``, e.g. a dataset row). The prompts always show the
-conversation as a transcript ending with the User turn to answer.
+messages (or ``{"messages": [...]}``, e.g. a dataset row).
+
+The first draft is the model's own reply: the conversation goes to it as its own messages
+(:meth:`Chat.conversation`: the user's system turn kept, the history as turns) through the
+model's chat template, with no prompt of the task around it and no system message of the
+task's, so one step is exactly what the plain model answers. The critique and the
+refinement prompts show the conversation as a transcript ending with the User turn to
+answer. An echo is only a word-for-word repeat of the last user message (a request may ask
+to rewrite a text it holds, whose answer rightly stays close to it).
 
 Feedback lists concrete problems with their fixes (correctness, completeness, following
 the instructions, clarity), asked as ``{"issues": [...]}`` so constrained decoding makes a
@@ -27,7 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from ..core.errors import FeedbackParseError, InputError, TaskError
-from ..core.records import Feedback
+from ..core.records import Feedback, Verification
 from ..engine.checks import Checks
 from ..engine.task import JUDGED_BEST, Capabilities, Task, TaskDefaults, system_message
 from .parsing import json_object
@@ -161,6 +168,21 @@ def prompt_conversation(input: str) -> str:
     return input if is_transcript(input) else f"User: {input}"
 
 
+def transcript_messages(text: str) -> list[ChatMessage]:
+    """A prepared input as the conversation's messages: a transcript's turns (a turn begins
+    at a line that starts with its label, ``System:`` / ``User:`` / ``Assistant:``, any case;
+    it runs to the next such line), a JSON list of messages, or else one user message. Empty
+    turns are left out."""
+    messages = messages_from_json(text)
+    if messages is None and not is_transcript(text):
+        messages = [ChatMessage(role="user", content=text)]
+    if messages is None:
+        starts = list(_TURN.finditer(text))
+        ends = [m.start() for m in starts[1:]] + [len(text)]
+        messages = [ChatMessage(role=m.group(1).lower(), content=text[m.end() : end]) for m, end in zip(starts, ends)]
+    return [m.model_copy(update={"content": m.content.strip()}) for m in messages if m.content.strip()]
+
+
 class Chat(Task):
     name = "chat"
     description = "General chat: answer a conversation's last user message (the OpenAI-compatible endpoint's task)"
@@ -188,6 +210,12 @@ class Chat(Task):
         max_tokens={"generate": 600, "feedback": 300, "refine": 600},
         feedback_schema=FEEDBACK_SCHEMA,
         max_iterations=3,
+        # the request's own instructions become checks (engine/derivation.py), so the drafts
+        # are ranked and refined by what code can verify; their findings sit beside the issues
+        derive_checks=True,
+        checks_from="input",
+        verifier_mode="hybrid",
+        echo="exact",  # a request may ask to rewrite a text it holds: only a word-for-word repeat is an echo
     )
 
     def prepare_input(self, text: str) -> str:
@@ -205,6 +233,10 @@ class Chat(Task):
 
     def context(self, input: str) -> dict[str, Any]:
         return {"conversation": prompt_conversation(input)}
+
+    def conversation(self, input: str) -> list[dict[str, str]]:
+        """The conversation as the model's own messages: draft 0 is the plain model's reply."""
+        return [m.model_dump() for m in transcript_messages(input)]
 
     def parse_draft(self, text: str) -> str:
         # a small model sometimes repeats the prompt's cue ("Improved answer:") first
@@ -224,6 +256,20 @@ class Chat(Task):
             done=not issues,
             fields={"issues": issues},
         )
+
+    def combine(self, critique: Feedback, check: Verification, *, input: str, draft: str) -> Feedback:
+        """The critic's issues and each failed check's finding as one list (an echo's finding
+        never stands beside "No issues."): the refiner sees what code found wrong in the
+        critic's own format; done only when both agree. A critique that did not parse is
+        combined as every task combines one."""
+        issues = critique.fields.get("issues")
+        if not isinstance(issues, list):
+            return super().combine(critique, check, input=input, draft=draft)
+        found = [*issues, *_failed_lines(check)]
+        text = "\n".join(f"- {i}" for i in found) if found else critique.text
+        done = bool(critique.done) and check.passed is not False
+        update = {"text": text, "done": done, "source": "hybrid", "verification": check}
+        return critique.model_copy(update={**update, "fields": {**critique.fields, "issues": found}})
 
     def metric(self, input: str, output: str, reference: Any = None) -> float | None:
         """The share of the row's instruction checks (the reference) the answer passes; None
@@ -248,6 +294,13 @@ def instruction_checks(reference: Any) -> Checks:
             f"chat's reference is a mapping of checks such as {{'max_words': 49}}, not {type(reference).__name__}"
         )
     return Checks.parse(reference)
+
+
+def _failed_lines(check: Verification) -> list[str]:
+    """The findings of the failed checks, one per line (the run's checks write "- finding")."""
+    if check.passed is not False:
+        return []
+    return [ln.strip().removeprefix("- ").strip() for ln in check.text.splitlines() if ln.strip()]
 
 
 def _json_issues(raw: str) -> list[str] | None:

@@ -5,7 +5,9 @@ to use instead) and ends with a verdict, "# this code is slow" or "# this code i
 slow"; the latter is the stop signal (the last verdict wins). The metric is computed by
 running code, never from the feedback: the output program must print the same as the
 original (or the expected output) on every test input AND be at least 5% faster with
-p < 0.05 over repeated, interleaved sandboxed timings (:mod:`selfrefine.sandbox.timing`).
+p < 0.05 over repeated, interleaved sandboxed timings (:mod:`selfrefine.sandbox.timing`),
+printing the same in every timed run too (a program that behaves differently when timed is
+wrong, not fast).
 """
 
 from __future__ import annotations
@@ -154,6 +156,7 @@ class CodeOpt(Task):
             "refine": ["\n# optimized version", "\n# slower version", "\n# why is it slow", "\n###"],
         },
         best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
+        echo="off",  # a rewrite may rightly stay close to its input (engine/incomplete.py)
     )
     capabilities = Capabilities(verifier=True, runs_code=True)
     judge_aspects = ("same",)
@@ -262,7 +265,12 @@ class CodeOpt(Task):
                 [c.stdin for c in cases],
                 repeats=repeats or self.metric_repeats,
                 timeout=self.timeout,
+                # timed runs must print what the checked run did: a program that can tell a
+                # timed run from another and skips its work there is wrong, not fast
+                expected=[t.expected for t in outcomes],
+                same=outputs_match,
             )
+            correct = not timing.wrong_output
         return ProgramCheck(correct, outcomes, timing, original_error)
 
     def metric(self, input: str, output: str, reference: Any = None) -> float | None:
@@ -287,6 +295,8 @@ class CodeOpt(Task):
         if not tests:
             return self._smoke_test(input, draft)
         ev = self.check_program(input, draft, tests, repeats=self.verify_repeats)
+        if not ev.correct and ev.timing is not None and ev.timing.wrong_output:
+            return Verification(text=f"# Wrong when timed: {ev.timing.errors[0]}.", passed=False, score=0.0)
         if not ev.correct:
             lines = [f"# Wrong on {len(ev.failures)} of {len(ev.tests)} test inputs:"]
             lines += [f"# {t.describe()}" for t in ev.failures[:3]]

@@ -245,7 +245,7 @@ class CommonGen(Task):
     @functools.cached_property
     def example_words(self) -> frozenset[str]:
         """The words of this task's own prompt examples (see :func:`example_words`)."""
-        return example_words([t.source for t in self.templates.values()])
+        return example_words([t.source for t in self.declared.templates.values()])
 
     def critique_parts(self, raw: str) -> tuple[list[str], str]:
         """A critic's raw reply as (the concepts it calls missing, its commonsense verdict);

@@ -217,6 +217,7 @@ class Readability(Task):
             "refine": ["\n```", "\nProgram:"],
         },
         best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
+        echo="off",  # a rewrite may rightly stay close to its input (engine/incomplete.py)
     )
     capabilities = Capabilities(verifier=True)
     judge_aspects = ("readable",)

@@ -137,6 +137,7 @@ class Sentiment(Task):
         # measured (docs/frontier.md, 16 dev rows): the best of 4 rewrites by VADER reaches the
         # target on all 16 at 1.6k tokens; a round of refinement on top adds nothing at 3x that
         best={"samples": 4, "max_iterations": 0, "verifier_mode": "hybrid"},
+        echo="off",  # a rewrite may rightly stay close to its input (engine/incomplete.py)
     )
     capabilities = Capabilities(verifier=True)
     judge_aspects = ("keeps",)

@@ -29,19 +29,28 @@ Example (``examples/haiku.yaml``, with ``checks`` added)::
       Haiku: {{ draft }}
       Is this a vivid haiku about {{ input }}? Answer Yes or No.
 
+``checks`` is either that mapping or a list of checks in the vocabulary of
+:mod:`selfrefine.engine.instructions` (``- {type: count, unit: lines, relation: exactly, n:
+3}``); a file with checks is measured by them: its metric is the share of its checks an
+output passes, so ``selfrefine eval`` reports draft 0 against the returned draft.
+``derive_checks: true`` also derives checks from each request's rendered ``generate``
+prompt before the first draft (:mod:`selfrefine.engine.derivation`): the instructions the
+prompt states ("under 40 words") become checks that rank and refine the drafts.
+
 Every problem is reported as one message naming the file and the key.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
 from ..core.errors import TaskError, TaskFileError
 from ..engine.checks import Checks
+from ..engine.instructions import InstructionChecks
 from ..engine.task import Task
 
 MAX_TASK_FILE_BYTES = 1_000_000
@@ -54,6 +63,15 @@ class StopSpec(BaseModel):
     contains: str | list[str] | None = None  # whole words, never negated ("not done" is no stop)
     matches: str | list[str] | None = None  # regular expressions, taken as written
     score_at_least: float | None = None
+
+
+# a task file's ``checks:``: the mapping of regexes and counts (engine/checks.py), or a list of
+# instruction checks (engine/instructions); which one is read from the value's shape, so an
+# error names the keys of the form it was written in
+CheckSpec = Annotated[
+    Annotated[Checks, Tag("mapping")] | Annotated[list[dict[str, Any]], Tag("list")],
+    Discriminator(lambda value: "list" if isinstance(value, list) else "mapping"),
+]
 
 
 class TaskSpec(BaseModel):
@@ -75,10 +93,16 @@ class TaskSpec(BaseModel):
     stop_sequences: list[str] | dict[str, list[str]] | None = None
     history: Literal["full", "last", "none"] | None = None
     select: Literal["last", "best", "verified"] | None = None
-    checks: Checks | None = None  # the task's verifier: regexes, word and line counts, required words
-    # the judge: a yes/no question, or {aspect: question}, ranking drafts the checks tie (engine/judged.py)
+    # the task's verifier: regexes, word and line counts, required words; or a list of checks
+    # (engine/instructions); also what the file's outputs are measured by
+    checks: CheckSpec | None = None
+    derive_checks: bool = False  # derive each request's checks from its generate prompt (engine/derivation.py)
+    # the judge: a yes/no question, or {aspect: question}, ranking drafts the checks tie (engine/judge.py)
     judge: str | dict[str, str] | None = None
     best: dict[str, Any] | None = None  # what --preset best sets, measured on this task
+    # which drafts repeat the input instead of answering it (engine/incomplete.py): near (the
+    # default), exact (a word-for-word repeat only), off (a rewriting task)
+    echo: Literal["near", "exact", "off"] | None = None
 
 
 def load_task(path: str | Path) -> Task:
@@ -93,16 +117,28 @@ def load_task(path: str | Path) -> Task:
         task = task_from_spec(spec)
     except TaskError as exc:
         raise TaskFileError(f"task file {p}: {exc}") from None
-    for template in [*task.templates.values(), *task.judges.values()]:  # a render's error names the file too
+    for template in task.declared.templates.values():  # a render's error names the file too
         template.origin = str(p)
     return task
+
+
+class FileTask(Task):
+    """A task file with checks: measured by them (the share passed); a file without checks is a
+    plain :class:`Task`, with no metric."""
+
+    metric_name = "share of the task file's checks passed (code)"
+
+    def metric(self, input: str, output: str, reference: Any = None) -> float | None:
+        return self.declared.verifier(input, output).score
 
 
 def task_from_spec(spec: TaskSpec) -> Task:
     stop = spec.stop or StopSpec()
     contains = [stop.contains] if isinstance(stop.contains, str) else (stop.contains or [])
     matches = [stop.matches] if isinstance(stop.matches, str) else (stop.matches or [])
-    return Task(
+    checks = InstructionChecks(spec.checks) if isinstance(spec.checks, list) else spec.checks
+    kind = FileTask if checks is not None else Task  # without checks a file has no metric
+    return kind(
         spec.name,
         generate=spec.generate,
         feedback=spec.feedback,
@@ -122,9 +158,11 @@ def task_from_spec(spec: TaskSpec) -> Task:
         stop_sequences=spec.stop_sequences,
         history=spec.history,
         select=spec.select,
-        verify=spec.checks,
+        verify=checks,
         judge=spec.judge,
         best=spec.best,
+        derive_checks=spec.derive_checks,
+        echo=spec.echo,
     )
 
 
@@ -180,16 +218,19 @@ def _check_shape(data: Any, p: Path) -> None:
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {"stop": StopSpec, "checks": Checks}
+_BRANCHES = ("mapping", "list")  # CheckSpec's forms, left out of the keys an error names
 
 
 def _describe(exc: ValidationError) -> str:
     messages = []
     for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = err["loc"]
+        if loc[:1] == ("checks",) and loc[1:2] and loc[1] in _BRANCHES:
+            loc = (loc[0], *loc[2:])
+        key = ".".join(str(p) for p in loc) or "(top level)"
         if err["type"] == "missing":
             messages.append(f"missing key {key!r}")
         elif err["type"] == "extra_forbidden":
-            loc = err["loc"]
             section = TaskSpec if len(loc) == 1 else _SECTIONS.get(str(loc[0])) if len(loc) == 2 else None
             known = f" (known: {', '.join(section.model_fields)})" if section is not None else ""
             messages.append(f"unknown key {key!r}{known}")

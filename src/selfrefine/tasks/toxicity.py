@@ -150,6 +150,7 @@ class Toxicity(Task):
         },
         max_iterations=3,
         best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
+        echo="off",  # a rewrite may rightly stay close to its input (engine/incomplete.py)
     )
     capabilities = Capabilities(verifier=True)
     judge_aspects = ("meaning", "polite", "fluent")

@@ -1,4 +1,4 @@
-"""Judgments from token probabilities (engine/judging.py), on a stub caller whose replies
+"""Judgments from token probabilities (engine/questions.py), on a stub caller whose replies
 carry scripted top alternatives: P(yes), a rating's expected value, both orders of a
 comparison with a flip as a tie, and the sampled fallback where no probabilities come."""
 
@@ -12,7 +12,7 @@ import pytest
 from selfrefine.backends.base import CompletionRequest, CompletionResponse, TokenChoices
 from selfrefine.core.errors import ParseError
 from selfrefine.core.records import CallRecord
-from selfrefine.engine.judging import Judge, Question
+from selfrefine.engine.questions import Question, Questions
 
 
 class StubCaller:
@@ -38,9 +38,9 @@ class StubCaller:
         return float("inf")  # no token budget
 
 
-def judge(reply) -> tuple[Judge, StubCaller]:
+def judge(reply) -> tuple[Questions, StubCaller]:
     caller = StubCaller(reply)
-    return Judge(caller), caller  # type: ignore[arg-type]
+    return Questions(caller), caller  # type: ignore[arg-type]
 
 
 def test_yes_no_is_the_probability_of_yes_from_one_token():
@@ -103,6 +103,8 @@ def test_the_default_model_judges_the_demos_crying_knife_below_a_sensible_senten
     sensible = "In the kitchen, the chef used a knife to cut the onion, while the family members cried about the mess."
     ask = "Which sentence describes something that makes more sense and could really happen?\nA: {}\nB: {}\nAnswer A or B."
     caller = Caller(CallPolicy.of(RefineConfig()), RoleBackends.of(embedded), CallLog())
-    got = asyncio.run(Judge(caller).compare(0, "sense", ask.format(sensible, nonsense), ask.format(nonsense, sensible)))
+    got = asyncio.run(
+        Questions(caller).compare(0, "sense", ask.format(sensible, nonsense), ask.format(nonsense, sensible))
+    )
     assert got.method == "probabilities" and got.score > 0.5, got
     assert [c.completion_tokens for c in caller.log.calls] == [1, 1]  # one decoded token a judgment

@@ -1,6 +1,6 @@
 """Judgments: closed questions answered as the model's probabilities, not one sample.
 
-A :class:`Judge` asks a question whose answer is one token — "Yes"/"No", a rating "1".."5",
+A :class:`Questions` asks a question whose answer is one token — "Yes"/"No", a rating "1".."5",
 "A"/"B" — with one prefill and one decoded token, and reads how much probability the model
 puts on each answer (``CompletionRequest.top_logprobs``;
 :func:`~selfrefine.backends.probabilities.answer_probabilities`). A sampled "NONE" or "7/10"
@@ -27,6 +27,7 @@ from ..backends.base import CompletionRequest
 from ..backends.probabilities import answer_key, answer_probabilities
 from ..core.errors import ParseError
 from ..core.records import Judgment, Role
+from ..core.seeds import JUDGE_SEED
 from .calls import Caller
 
 YES_NO = ("Yes", "No")
@@ -51,7 +52,7 @@ class Question:
         )
 
 
-class Judge:
+class Questions:
     """Asks closed questions through a run's caller, as ``role`` (the judging model's)."""
 
     def __init__(
@@ -67,7 +68,7 @@ class Judge:
             system=self.system,
             max_tokens=1,
             temperature=0.0,
-            seed=0,
+            seed=JUDGE_SEED,
             top_logprobs=TOP_LOGPROBS,
         )
         [(response, call)] = await self.caller.call(self.role, t, request)

@@ -3,8 +3,8 @@ will cost (:class:`~.strategy.Costs`), estimated from the run's own call log."""
 
 from __future__ import annotations
 
-from .context import RunContext
-from .strategy import Costs
+from ..context import RunContext
+from .auto_rule import Costs
 
 
 class TokenBudget:
@@ -45,6 +45,6 @@ class TokenBudget:
         else:  # its prompt holds the critique's prompt and reply
             sample = critique + written
         if prompt is not None and gen is not None:
-            per_char = gen.prompt_tokens / max(1, len(run.task.render("generate", run.state.input)))
+            per_char = gen.prompt_tokens / max(1, run.state.first_prompt_chars)
             sample = max(sample, per_char * len(prompt) + written)
         return Costs(sample=sample, critique=critique, draft=first or None)

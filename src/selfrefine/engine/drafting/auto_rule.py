@@ -34,6 +34,10 @@ pays for. Easy inputs stop at two agreeing samples (of two different ways when t
 them); disputed ones get more independent votes, which a small model's critique cannot
 replace (adaptive self-consistency). The answer returned is the majority of the votes
 weighted by how often each way of solving agrees with the others (:mod:`.votes`).
+
+The widths are capped at ``MAX_WIDTH`` (8) drafts a step, or at the run's ``samples`` when it
+gives more than one (``--strategy auto --samples 4``: at most 4 drafts a step; the first
+waves, the rounds and an answer task's votes alike).
 """
 
 from __future__ import annotations
@@ -66,11 +70,11 @@ class Costs:
     draft: float | None = None  # another first-draft sample (answer tasks' waves); None: as ``sample``
 
 
-def next_width(width: int, outcome: RoundOutcome) -> int:
-    """Deeper at the same width after an accepted refinement; otherwise wider."""
+def next_width(width: int, outcome: RoundOutcome, most: int = MAX_WIDTH) -> int:
+    """Deeper at the same width after an accepted refinement; otherwise wider (up to ``most``)."""
     if outcome.accepted and not outcome.echoed:
         return width
-    return min(MAX_WIDTH, max(1, width) * 2)
+    return min(most, max(1, width) * 2)
 
 
 def affordable_width(wanted: int, remaining: float, costs: Costs, critique: bool = True) -> int:
@@ -82,11 +86,16 @@ def affordable_width(wanted: int, remaining: float, costs: Costs, critique: bool
 
 
 def plan_round(
-    width: int, outcome: RoundOutcome | None, remaining: float, costs: Costs, critique: bool = True
+    width: int,
+    outcome: RoundOutcome | None,
+    remaining: float,
+    costs: Costs,
+    critique: bool = True,
+    most: int = MAX_WIDTH,
 ) -> tuple[int, str]:
     """The next round's width and why, in words for the run's decision record (0: stop);
     ``critique``: the round begins with a critique (a retry after a rejected round does not)."""
-    wanted = width if outcome is None else next_width(width, outcome)
+    wanted = width if outcome is None else next_width(width, outcome, most)
     why = (
         "the first round"
         if outcome is None
@@ -118,18 +127,18 @@ def settled(answers: Sequence[str | None]) -> bool:
     return lead(answers) >= SETTLE_MARGIN
 
 
-def next_wave(answers: Sequence[str | None], have: int, remaining: float, costs: Costs) -> int:
+def next_wave(answers: Sequence[str | None], have: int, remaining: float, costs: Costs, most: int = MAX_WIDTH) -> int:
     """How many more first drafts to sample on an answer task (0: the votes are settled, the
-    width is at ``MAX_WIDTH``, or the budget pays for none): the fewest that could settle it."""
-    if settled(answers) or have >= MAX_WIDTH:
+    width is at ``most``, or the budget pays for none): the fewest that could settle it."""
+    if settled(answers) or have >= most:
         return 0
-    wanted = min(SETTLE_MARGIN - lead(answers), MAX_WIDTH - have)
+    wanted = min(SETTLE_MARGIN - lead(answers), most - have)
     per_draft = costs.sample if costs.draft is None else costs.draft
     return affordable_width(wanted, remaining, Costs(sample=per_draft, critique=0.0), critique=False)
 
 
 def next_draft_wave(
-    scores: Sequence[float], passed: bool, remaining: float, costs: Costs, round_cost: float
+    scores: Sequence[float], passed: bool, remaining: float, costs: Costs, round_cost: float, most: int = MAX_WIDTH
 ) -> tuple[int, str]:
     """How many more first drafts to sample on a task the verifier scores (0: width stops),
     and why in words: easy inputs stop, flat ones go to rounds, spread ones widen (rule 1);
@@ -141,11 +150,11 @@ def next_draft_wave(
         return 0, "a first draft satisfies the verifier: an easy input"
     if have >= 2 and max(scores) == min(scores):
         return 0, f"the {have} first drafts score alike: sampling does not explore this input"
-    if have >= MAX_WIDTH:
-        return 0, f"{MAX_WIDTH} first drafts"
-    if have >= FIRST_WIDTH and remaining >= round_cost:
+    if have >= most:
+        return 0, f"{most} first drafts"
+    if have >= min(FIRST_WIDTH, most) and remaining >= round_cost:
         return 0, f"{have} first drafts, and a round fits in the budget left"
-    wanted = min(max(1, have), MAX_WIDTH - have)
+    wanted = min(max(1, have), most - have)
     per_draft = costs.sample if costs.draft is None else costs.draft
     fits = affordable_width(wanted, remaining, Costs(sample=per_draft, critique=0.0), critique=False)
     if fits == 0:

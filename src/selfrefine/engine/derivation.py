@@ -1,0 +1,240 @@
+"""Checks derived from the request: before the first draft, the request's explicit,
+checkable instructions become checks (:mod:`.instructions`), so code can rank and refine
+what it can verify (Divide-Verify-Refine's first step, on the loop's own model). Two readers:
+
+- code reads the common phrasings ("at least 300 words", "no commas", "end with …":
+  :mod:`.instructions.phrases`), which a small model lists unreliably (on the default model
+  it copied its prompt's examples);
+- the model lists the request's instructions, decoded under the checks' JSON schema, for
+  what no phrasing covers; where it states a check code already read (the same kind of
+  check of the same thing), the code's stands.
+
+A check the request does not state would fail good drafts, so a derived check is kept only
+when the request grounds it (:func:`grounded`): its numbers and words are in the request's
+text, and so is a word naming what it counts ("words", "bullet", "comma", "JSON", a
+language's name, ...). The derivation never sees a reference, a dataset's instruction list
+or a draft: only the request. Its call is the critic's (the feedback role's model), recorded
+with ``purpose="checks"``; an unparsable reply after the retries, or a failing call, leaves
+the run without derived checks (it says so in its checks step) and never ends it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..core.errors import BackendError, ParseError, TaskError
+from ..core.records import CallRecord, ChecksStep
+from .context import RunContext
+from .instructions import Instruction, checks_schema, parse_checks
+from .instructions.form import Language
+from .instructions.language import LANGUAGES
+from .instructions.phrases import stated
+from .templates import Template
+
+PURPOSE = "checks"
+MAX_DERIVED = 12
+MAX_REQUEST_CHARS = 6_000  # the request text the derivation reads (its instructions come early)
+NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty"
+).split()
+UNIT_WORDS = {
+    "words": ("word",),
+    "sentences": ("sentence",),
+    "paragraphs": ("paragraph",),
+    "lines": ("line",),
+    "bullets": ("bullet", "point", "list", "item"),
+    "sections": ("section", "part"),
+    "highlights": ("highlight", "*"),
+    "placeholders": ("placeholder", "["),
+}
+# what a request says when it asks for words in the reply, or forbids them (a topic's own
+# words are no instruction: "a paragraph on the US elections" asks for no keyword)
+ASKS_FOR_WORDS = ("include", "keyword", "mention", "use the word", "the words", "the word", "contain")
+FORBIDS_WORDS = ("not use", "not include", "avoid", "without", "never", "exclude", "forbid", "don't use", "not contain")
+KIND_WORDS = {
+    "capital_words": ("capital", "upper", "caps"),
+    "quoted": ("quot",),
+    "json": ("json",),
+    "title": ("title", "<<"),
+    "postscript": ("p.s", "postscript"),
+    "two_responses": ("two", "2", "******"),
+}
+
+
+def _template() -> Template:
+    source = resources.files("selfrefine.engine").joinpath("prompts/derive_checks.j2").read_text(encoding="utf-8")
+    return Template("derive checks", source, {"input"})
+
+
+TEMPLATE = _template()
+
+
+Memo = dict[str, list[Instruction]]  # derived checks by request text (an engine's, across its runs)
+MEMO_SIZE = 512
+
+
+async def run_checks(run: RunContext, memo: Memo) -> ChecksStep | None:
+    """The run's checks besides the task's own, set on its state before the first draft: the
+    given ones, the run's JSON Schema, and the ones derived from the request (once per
+    request: ``memo``). None: the run has none to set."""
+    policy, checks = run.settings.checks, run.state.checks
+    if not policy.on:
+        return None
+    checks.given, checks.schema = policy.given, policy.schema
+    call, note, dropped = None, "", []
+    if policy.derive:
+        request = await request_text(run)
+        if request in memo:
+            checks.derived, note = list(memo[request]), "derived before for the same request"
+        else:
+            checks.derived, call, note, dropped = await _derive_safely(run)
+            if call is not None and call.ok:
+                memo[request] = list(checks.derived)
+                while len(memo) > MEMO_SIZE:
+                    memo.pop(next(iter(memo)))
+    shown = [c.model_dump(mode="json") for c in dropped]
+    return ChecksStep(checks=checks.records(), call=call, note=note, dropped=shown)
+
+
+async def _derive_safely(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[Instruction]]:
+    """:func:`derive`; a failing backend leaves the run without derived checks (its next
+    call meets the same failure and ends the run there, with its drafts kept)."""
+    try:
+        return await derive(run)
+    except BackendError as exc:
+        return [], None, f"the derivation failed ({exc}); the run goes on without derived checks", []
+
+
+async def request_text(run: RunContext) -> str:
+    """The text the checks are derived from: the request itself, or the rendered generate
+    prompt for a task whose template states the instructions."""
+    text = run.state.input if run.settings.checks.source == "input" else await run.render("generate")
+    return text[:MAX_REQUEST_CHARS]
+
+
+async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[Instruction]]:
+    """The request's checks, the derivation's call, a note (how many were dropped, or why
+    there are none) and the dropped checks."""
+    request = await request_text(run)
+    prompt = TEMPLATE.render({"input": request}).strip()
+    schema = {"type": "object", "properties": {"checks": checks_schema(MAX_DERIVED)}, "required": ["checks"]}
+    found, call, error = await run.parsed_call(
+        "feedback", 0, prompt, schema if run.settings.requests.constrained else None, _parse, purpose=PURPOSE
+    )
+    read = parse_checks(stated(request))
+    if error is not None:
+        return read, call, f"the model gave no usable checks ({error}); {len(read)} read from the request's wording", []
+    kept = [c for c in found if grounded(c, request)]
+    dropped = [c for c in found if c not in kept]
+    listed = [c for c in kept if _subject(c) not in {_subject(r) for r in read}]
+    note = f"{len(dropped)} derived check(s) the request does not state were dropped" if dropped else ""
+    return [*read, *listed], call, note, dropped
+
+
+def _subject(check: Instruction) -> tuple[Any, ...]:
+    """What a check is about, whatever its numbers: its kind and what it counts or names."""
+    data = check.model_dump()
+    return (data["type"], data.get("unit"), data.get("word"), data.get("letter"), data.get("letters"))
+
+
+def _parse(reply: str) -> list[Instruction]:
+    """The checks of a reply: ``{"checks": [...]}`` (or a bare list); each invalid check is
+    left out, a reply with no list at all is a ParseError (the call is asked again)."""
+    text = reply.strip()
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    try:
+        data: Any = json.loads(text[start:]) if start >= 0 else None
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        data = data.get("checks")
+    if not isinstance(data, list):
+        raise ParseError('no list of checks; reply with {"checks": [...]}')
+    kept = []
+    for item in data[:MAX_DERIVED]:
+        try:
+            kept += parse_checks([item])
+        except (TaskError, ValidationError, TypeError):
+            continue  # one malformed check is dropped, not the others
+    return kept
+
+
+def grounded(check: Instruction, request: str) -> bool:
+    """Whether the request states the check: its numbers and words are in the request's
+    text, with a word naming what it checks."""
+    text = request.lower()
+    data = check.model_dump()
+    kind = data["type"]
+    if "n" in data and not _says_number(text, data["n"]):
+        return False
+    if kind == "count":
+        return any(w in text for w in UNIT_WORDS[data["unit"]])
+    if kind == "paragraph_start":
+        return _says_number(text, data["nth"]) and _says(text, data["word"]) and "paragraph" in text
+    if kind in ("keywords", "forbidden_words"):
+        return all(_asked_word(text, w, forbidden=kind == "forbidden_words") for w in data["words"])
+    if kind == "word_frequency":
+        return _says(text, data["word"])
+    if kind == "letter_frequency":
+        return re.search(rf"\b{re.escape(data['letter'].lower())}\b", text) is not None and "letter" in text
+    if kind == "forbidden_chars":
+        return all(_forbidden_char(text, c) for c in data["chars"])
+    if kind == "case":
+        return any(w in text for w in (("lower",) if data["letters"] == "lower" else ("upper", "capital", "caps")))
+    if kind in ("starts_with", "ends_with"):
+        return _says(text, data["phrase"])
+    if kind == "one_of":
+        return all(_says(text, o) for o in data["options"])
+    if kind == "language":
+        return isinstance(check, Language) and LANGUAGES[check.code].lower().split()[0] in text
+    return any(_names(text, w) for w in KIND_WORDS.get(kind, (kind,)))
+
+
+def _names(text: str, word: str) -> bool:
+    """Whether ``text`` names ``word``: as a word of its own where it is one ("caps", not "capsule")."""
+    if not word.isalnum():
+        return word in text
+    return re.search(rf"\b{re.escape(word)}", text) is not None
+
+
+def _asked_word(text: str, word: str, *, forbidden: bool) -> bool:
+    """Whether the request asks for ``word`` in the reply (or forbids it): quoted, or said
+    within a few words after a cue that asks (forbids) — a topic's own words are no instruction."""
+    said = " ".join(text.split())
+    word = " ".join(word.lower().split())
+    for m in re.finditer(re.escape(word), said):
+        before = said[max(0, m.start() - 60) : m.start()]
+        quoted = m.start() > 0 and said[m.start() - 1] in "\"'“‘"
+        cue = any(c in before for c in (FORBIDS_WORDS if forbidden else ASKS_FOR_WORDS))
+        denied = any(c in before for c in FORBIDS_WORDS)
+        if (cue or quoted) and denied == forbidden:
+            return True
+    return False
+
+
+def _forbidden_char(text: str, char: str) -> bool:
+    """Whether the request forbids ``char`` (a comma by name): said after a negation."""
+    names = ("comma", ",") if char == "," else (char,)
+    for name in names:
+        for m in re.finditer(re.escape(name), text):
+            if any(c in text[max(0, m.start() - 60) : m.start()] for c in (*FORBIDS_WORDS, "no ", "free of")):
+                return True
+    return False
+
+
+def _says(text: str, phrase: str) -> bool:
+    """Whether ``text`` (lower-cased) holds ``phrase``, whitespace and case aside."""
+    return " ".join(phrase.lower().split()) in " ".join(text.split())
+
+
+def _says_number(text: str, n: int) -> bool:
+    """Whether ``text`` states the number ``n`` (as digits, or as a word up to twenty)."""
+    if re.search(rf"(?<![\d.]){n}(?!\d)", text.replace(",", "")):
+        return True
+    return n < len(NUMBER_WORDS) and re.search(rf"\b{NUMBER_WORDS[n]}\b", text) is not None

@@ -1,0 +1,184 @@
+"""Instructions a request states that code can check, declared as data.
+
+A check is a small record with a ``type`` (the discriminator of a pydantic union), e.g.
+``{"type": "count", "unit": "bullets", "relation": "exactly", "n": 3}``. It covers what
+IFEval's verifiers check by code (Zhou et al. 2023): letter case, forbidden characters and
+words, counts of words, sentences, paragraphs, lines, bullet points, sections, highlighted
+spans and placeholders, words in capitals, a word's or a letter's frequency, required words,
+start and end phrases, quotes, JSON, a title, a postscript, two responses, one of given
+answers, the response's language. A task file's regexes are checks too (``regex``), and
+:func:`from_checks` states a task file's ``checks:`` in this vocabulary.
+
+- :func:`parse_checks` validates a list of checks (a TaskError naming the first problem);
+- :func:`checks_schema` is the compact JSON schema of such a list, for decoding a model's
+  checks under a grammar (``regex`` left out: a request's checks are never regexes);
+- each check's ``check(text)`` gives an :class:`Outcome`: passed, and a finding that says what
+  to change, with numbers ("needs exactly 3 bullet points (lines starting with * or -), has 5";
+  "remove the 4 commas"); ``describe()`` states the instruction itself;
+- :class:`InstructionChecks` is a task's verifier over a list of checks: the share passed.
+
+Drafts are untrusted: each check reads at most ``MAX_CHECK_CHARS`` characters in linear time;
+no pattern from a check's author is run except a ``regex`` bounded by
+:mod:`selfrefine.core.saferegex`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from typing import Annotated, Any, Union
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from ...core.errors import TaskError
+from ...core.records import Verification
+from .base import MAX_CHECK_CHARS, Instruction, Outcome, Relation
+from .counts import CapitalWords, Count, LetterFrequency, ParagraphStart, WordFrequency
+from .form import Case, EndsWith, Json, Language, OneOf, Postscript, Quoted, StartsWith, Title, TwoResponses
+from .words import ForbiddenChars, ForbiddenWords, Keywords, Regex
+
+__all__ = [
+    "CHECK_TYPES",
+    "MAX_CHECK_CHARS",
+    "Case",
+    "CapitalWords",
+    "Check",
+    "Count",
+    "EndsWith",
+    "ForbiddenChars",
+    "ForbiddenWords",
+    "Instruction",
+    "InstructionChecks",
+    "Json",
+    "Keywords",
+    "Language",
+    "LetterFrequency",
+    "OneOf",
+    "Outcome",
+    "ParagraphStart",
+    "Postscript",
+    "Quoted",
+    "Regex",
+    "Relation",
+    "StartsWith",
+    "Title",
+    "TwoResponses",
+    "WordFrequency",
+    "checks_schema",
+    "from_checks",
+    "parse_checks",
+    "schema_size",
+]
+
+# every kind, in the order a schema lists them; a request's checks are all but the regex
+CHECK_TYPES: tuple[type[Instruction], ...] = (
+    Count, Keywords, ForbiddenWords, ForbiddenChars, WordFrequency, LetterFrequency, CapitalWords, Case,
+    ParagraphStart, StartsWith, EndsWith, Quoted, Json, Title, Postscript, TwoResponses, OneOf, Language, Regex,
+)  # fmt: skip
+Check = Annotated[Union[CHECK_TYPES], Field(discriminator="type")]  # noqa: UP007 - a tuple of types
+_CHECKS: TypeAdapter[list[Instruction]] = TypeAdapter(list[Check])  # type: ignore[arg-type]
+MAX_CHECKS = 32
+
+
+def parse_checks(data: Any) -> list[Instruction]:
+    """Checks from JSON-like data (a list of mappings, or checks already made); a TaskError
+    naming the first problem ("check 2 (count): n: Input should be greater than or equal to 0")."""
+    if isinstance(data, (str, bytes)):
+        raise TaskError("checks are a list of mappings, each with a type; got a string")
+    if not isinstance(data, Sequence) or len(data) > MAX_CHECKS:
+        raise TaskError(f"checks are a list of at most {MAX_CHECKS} mappings, each with a type")
+    try:
+        return _CHECKS.validate_python(list(data))
+    except ValidationError as exc:
+        raise TaskError(_first_problem(exc)) from None
+
+
+def _first_problem(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = list(first["loc"])
+    index = where.pop(0) if where and isinstance(where[0], int) else None
+    kind = where.pop(0) if where and isinstance(where[0], str) and index is not None else None
+    known = ", ".join(str(t.model_fields["type"].default) for t in CHECK_TYPES)
+    message = {
+        "union_tag_invalid": f"unknown type; known: {known}",
+        "union_tag_not_found": f"no type; give one of {known}",
+        "string_pattern_mismatch": "must not be blank",
+        "extra_forbidden": "is not an argument of this check",
+    }.get(first["type"], first["msg"].removeprefix("Value error, "))
+    field = ".".join(str(p) for p in where)
+    label = f"check {index + 1}" + (f" ({kind})" if kind else "") if index is not None else "checks"
+    return f"{label}: {field + ': ' if field else ''}{message}"
+
+
+def checks_schema(max_items: int = 12, kinds: Sequence[type[Instruction]] = CHECK_TYPES[:-1]) -> dict[str, Any]:
+    """The JSON schema of a list of checks of ``kinds`` (all but ``regex`` by default), compact
+    for grammar-constrained decoding: one ``anyOf`` of inlined objects, each naming its
+    ``type``; no titles, descriptions, defaults, patterns or string lengths (the records
+    validate those; a length bound becomes a grammar rule nested as deep as the bound)."""
+    items = []
+    for kind in kinds:
+        schema = _compact(copy.deepcopy(kind.model_json_schema()))
+        schema["required"] = ["type", *schema.get("required", [])]
+        items.append(schema)
+    return {"type": "array", "items": {"anyOf": items}, "maxItems": max_items}
+
+
+def _compact(node: Any) -> Any:
+    if isinstance(node, dict):
+        for key in ("title", "description", "default", "pattern", "minLength", "maxLength"):
+            node.pop(key, None)
+        if "const" in node or "enum" in node:
+            node.pop("type", None)
+        for value in node.values():
+            _compact(value)
+    elif isinstance(node, list):
+        for value in node:
+            _compact(value)
+    return node
+
+
+def schema_size(**kwargs: Any) -> int:
+    """How many characters :func:`checks_schema` takes as compact JSON."""
+    return len(json.dumps(checks_schema(**kwargs), separators=(",", ":")))
+
+
+class InstructionChecks:
+    """A task's verifier over checks: the score is the share that pass, the findings say what
+    failed, one per failed check ("needs at most 99 words, has 120; remove the 2 commas")."""
+
+    def __init__(self, checks: Sequence[Instruction] | Any) -> None:
+        self.checks = list(checks) if all(isinstance(c, Instruction) for c in checks) else parse_checks(checks)
+        if not self.checks:
+            raise TaskError("no checks given: declare at least one")
+
+    def outcomes(self, draft: str) -> list[Outcome]:
+        return [check.check(draft) for check in self.checks]
+
+    def findings(self, draft: str) -> list[str]:
+        """One line per failed check."""
+        return [o.finding for o in self.outcomes(draft) if not o.passed]
+
+    def __call__(self, input: str, draft: str) -> Verification:
+        problems = self.findings(draft)
+        score = (len(self.checks) - len(problems)) / len(self.checks)
+        return Verification(text="; ".join(problems) or "all checks pass", passed=not problems, score=score)
+
+
+def from_checks(checks: Any) -> list[Instruction]:
+    """A task file's ``checks:`` (:class:`selfrefine.engine.checks.Checks`) in this vocabulary:
+    a regex per ``must_match`` / ``must_not_match``, a word or line count per bound, a whole-word
+    keyword per required word. The same verdicts, with two differences: a ``min_`` and a
+    ``max_`` bound are two checks here (one there), and words are counted as IFEval counts
+    them (runs of letters and digits: "don't" is two words; there, words between spaces)."""
+    found: list[Instruction] = [Regex(pattern=p) for p in checks.must_match]
+    found += [Regex(pattern=p, present=False) for p in checks.must_not_match]
+    for unit in ("words", "lines"):
+        low, high = getattr(checks, f"min_{unit}"), getattr(checks, f"max_{unit}")
+        if low is not None and low == high:
+            found.append(Count(unit=unit, relation="exactly", n=low))
+            continue
+        found += [Count(unit=unit, relation="at least", n=low)] if low is not None else []
+        found += [Count(unit=unit, relation="at most", n=high)] if high is not None else []
+    found += [Keywords(words=[w], whole=True) for w in checks.required_words]
+    return found

@@ -1,0 +1,68 @@
+"""What every instruction check shares: the record base, the relations, the outcome.
+
+A check is a small frozen pydantic record, declared as data (a task file, an API request, or
+the model itself under the checks' JSON schema). It reads a draft and says whether the
+draft follows it and, where not, what to change, with numbers: "needs exactly 3 bullet
+points, has 5". Drafts are model output, so untrusted: a check reads at most
+``MAX_CHECK_CHARS`` of a draft (a longer draft fails, saying so) and does linear work on it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict
+
+from ...core.wording import plural
+
+MAX_CHECK_CHARS = 100_000  # the longest draft a check reads; ~15,000 words, far past any asked length
+
+Relation = Literal["at least", "at most", "exactly"]
+
+
+class Outcome(NamedTuple):
+    """A check's verdict on a draft: passed, and where not, the finding in plain words."""
+
+    passed: bool
+    finding: str  # "" when passed
+
+
+class Instruction(BaseModel):
+    """One checkable instruction. Subclasses declare ``type`` (the discriminator) and their
+    arguments, and implement ``_problem`` (the finding, or None) and ``describe``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def check(self, text: str) -> Outcome:
+        """Whether ``text`` follows the instruction, and if not, what to change."""
+        if len(text) > MAX_CHECK_CHARS:
+            return Outcome(False, f"is {len(text):,} characters; checks read at most {MAX_CHECK_CHARS:,}")
+        problem = self._problem(text)
+        return Outcome(problem is None, problem or "")
+
+    def _problem(self, text: str) -> str | None:  # pragma: no cover - every kind overrides it
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - every kind overrides it
+        """The instruction in words, as a request would state it: "exactly 3 bullet points"."""
+        raise NotImplementedError
+
+
+def holds(n: int, relation: Relation, target: int) -> bool:
+    """Whether a count ``n`` stands in ``relation`` to ``target``."""
+    if relation == "at least":
+        return n >= target
+    if relation == "at most":
+        return n <= target
+    return n == target
+
+
+def amount(relation: Relation, target: int, noun: str, many: str | None = None) -> str:
+    """``exactly 3 bullet points``, ``at least 1 word``: a relation and its count in words."""
+    return f"{relation} {plural(target, noun, many)}"
+
+
+def quoted(text: str, limit: int = 200) -> str:
+    """A phrase from a check or a draft, quoted on one line and cut at ``limit`` characters."""
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 1] + "…")

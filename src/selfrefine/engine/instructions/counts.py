@@ -1,0 +1,143 @@
+"""Checks that count: units of a draft, words in capitals, a word's or a letter's occurrences,
+and the first word of the nth paragraph."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from ...core.wording import plural
+from . import measures
+from .base import Instruction, Relation, amount, holds, quoted
+from .sentences import sentences
+
+Unit = Literal["words", "sentences", "paragraphs", "lines", "bullets", "sections", "highlights", "placeholders"]
+
+# each unit: its noun (singular, plural) and how it is told apart, said in a finding
+_NOUNS: dict[str, tuple[str, str, str]] = {
+    "words": ("word", "words", ""),
+    "sentences": ("sentence", "sentences", ""),
+    "paragraphs": ("paragraph", "paragraphs", " separated by blank lines"),
+    "lines": ("line", "lines", ""),
+    "bullets": ("bullet point", "bullet points", " (lines starting with * or -)"),
+    "sections": ("section", "sections", ""),
+    "highlights": ("highlighted section", "highlighted sections", " (*like this*)"),
+    "placeholders": ("placeholder", "placeholders", " in square brackets (like [name])"),
+}
+
+
+class Count(Instruction):
+    """How many words, sentences, paragraphs, lines, bullet points, sections, highlighted spans
+    or placeholders a draft has. ``marker`` names what separates paragraphs (a divider such as
+    ``***``; blank lines when empty) or what begins each section (``Section`` for "Section 1")."""
+
+    type: Literal["count"] = "count"
+    unit: Unit
+    relation: Relation
+    n: int = Field(ge=0, le=100_000)
+    marker: str = Field(default="", max_length=40)
+
+    @model_validator(mode="after")
+    def _marked(self) -> Count:
+        if self.marker.strip() and self.unit not in ("paragraphs", "sections"):
+            raise ValueError(f"marker applies to paragraphs and sections, not {self.unit}")
+        return self
+
+    def _measure(self, text: str) -> tuple[int, str | None]:
+        """The count, and a finding that stands regardless (an empty paragraph between dividers)."""
+        if self.unit == "sections":
+            return measures.sections(text, self.marker.strip() or "Section"), None
+        if self.unit == "paragraphs" and self.marker.strip():
+            n, empty = measures.divided_paragraphs(text, self.marker.strip())
+            return n, f"has an empty paragraph between two {self.marker.strip()} dividers" if empty else None
+        if self.unit == "paragraphs":
+            return len(measures.paragraphs(text)), None
+        if self.unit == "sentences":
+            return sentences(text), None
+        return getattr(measures, self.unit)(text), None
+
+    def _problem(self, text: str) -> str | None:
+        n, standing = self._measure(text)
+        if standing:
+            return standing
+        return None if holds(n, self.relation, self.n) else f"needs {self.describe()}, has {n}"
+
+    def describe(self) -> str:
+        one, many, how = _NOUNS[self.unit]
+        marker = self.marker.strip()
+        if self.unit == "sections":
+            how = f" marked {quoted((marker or 'Section') + ' 1')}, {quoted((marker or 'Section') + ' 2')}, …"
+        elif self.unit == "paragraphs" and marker:
+            how = f" separated by the divider {marker}"
+        return amount(self.relation, self.n, one, many) + how
+
+
+class ParagraphStart(Instruction):
+    """The ``nth`` paragraph (separated by blank lines) begins with ``word``."""
+
+    type: Literal["paragraph_start"] = "paragraph_start"
+    nth: int = Field(ge=1, le=1000)
+    word: str = Field(min_length=1, max_length=60, pattern=r"\S")
+
+    def _problem(self, text: str) -> str | None:
+        found = measures.paragraphs(text)
+        if len(found) < self.nth:
+            return f"{self.describe()}; it has {plural(len(found), 'paragraph')} (separated by blank lines)"
+        first = measures.first_word(found[self.nth - 1])
+        if first == self.word.strip().lower():
+            return None
+        return f"{self.describe()}; it starts with {quoted(first)}"
+
+    def describe(self) -> str:
+        return f"paragraph {self.nth} must start with the word {quoted(self.word.strip())}"
+
+
+class CapitalWords(Instruction):
+    """How many words are written all in capitals ("NASA")."""
+
+    type: Literal["capital_words"] = "capital_words"
+    relation: Relation
+    n: int = Field(ge=0, le=100_000)
+
+    def _problem(self, text: str) -> str | None:
+        found = measures.capital_words(text)
+        if holds(len(found), self.relation, self.n):
+            return None
+        shown = f" ({', '.join(quoted(w, 30) for w in found[:3])}{', …' if len(found) > 3 else ''})" if found else ""
+        return f"needs {self.describe()}, has {len(found)}{shown}"
+
+    def describe(self) -> str:
+        return amount(self.relation, self.n, "word", "words") + " in all capital letters"
+
+
+class WordFrequency(Instruction):
+    """How often a word (or phrase) occurs, in any case, also inside longer words."""
+
+    type: Literal["word_frequency"] = "word_frequency"
+    word: str = Field(min_length=1, max_length=60, pattern=r"\S")
+    relation: Relation
+    n: int = Field(ge=0, le=100_000)
+
+    def _problem(self, text: str) -> str | None:
+        n = text.lower().count(self.word.strip().lower())
+        return None if holds(n, self.relation, self.n) else f"needs {self.describe()}, has {n}"
+
+    def describe(self) -> str:
+        return f"the word {quoted(self.word.strip())} {amount(self.relation, self.n, 'time')}"
+
+
+class LetterFrequency(Instruction):
+    """How often a letter (or any one character: "#") occurs, in any case."""
+
+    type: Literal["letter_frequency"] = "letter_frequency"
+    letter: str = Field(min_length=1, max_length=1, pattern=r"\S")
+    relation: Relation
+    n: int = Field(ge=0, le=1_000_000)
+
+    def _problem(self, text: str) -> str | None:
+        n = text.lower().count(self.letter.lower())
+        return None if holds(n, self.relation, self.n) else f"needs {self.describe()}, has {n}"
+
+    def describe(self) -> str:
+        return f"the letter {quoted(self.letter.lower())} {amount(self.relation, self.n, 'time')}"

@@ -1,0 +1,119 @@
+"""Checks of what a draft must or must not contain: words, characters, regexes."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, field_validator
+
+from ...core.saferegex import MAX_REGEX_CHARS, bounded, shown
+from ...core.wording import plural
+from .base import Instruction, quoted
+
+Word = Annotated[str, StringConstraints(min_length=1, max_length=60, pattern=r"\S")]  # a word or a short phrase
+
+
+class Keywords(Instruction):
+    """Each word (or phrase) occurs, in any case; inside longer words too ("cat" in "cats")
+    unless ``whole``."""
+
+    type: Literal["keywords"] = "keywords"
+    words: list[Word] = Field(min_length=1, max_length=20)
+    whole: bool = False
+
+    def _problem(self, text: str) -> str | None:
+        lower = text.lower()
+        missing = [w for w in self.words if not (_has_word(text, w) if self.whole else w.strip().lower() in lower)]
+        if not missing:
+            return None
+        return f"needs the {'word' if len(missing) == 1 else 'words'} {', '.join(quoted(w) for w in missing)}"
+
+    def describe(self) -> str:
+        return f"include the {'word' if len(self.words) == 1 else 'words'} {', '.join(quoted(w) for w in self.words)}"
+
+
+class ForbiddenWords(Instruction):
+    """None of the words occurs as a whole word, in any case."""
+
+    type: Literal["forbidden_words"] = "forbidden_words"
+    words: list[Word] = Field(min_length=1, max_length=20)
+
+    def _problem(self, text: str) -> str | None:
+        found = [(w, _count_word(text, w)) for w in self.words]
+        found = [f"{quoted(w)} ({plural(n, 'time')})" for w, n in found if n]
+        return f"remove the {'word' if len(found) == 1 else 'words'} {', '.join(found)}" if found else None
+
+    def describe(self) -> str:
+        return (
+            f"do not use the {'word' if len(self.words) == 1 else 'words'} {', '.join(quoted(w) for w in self.words)}"
+        )
+
+
+_CHAR_NAMES = {",": "comma", "!": "exclamation mark", "?": "question mark", ";": "semicolon", ":": "colon",
+               ".": "period", "-": "hyphen", "*": "asterisk", "#": "hash sign", '"': "double quote",
+               "'": "apostrophe", "—": "em dash", "–": "en dash", "&": "ampersand"}  # fmt: skip
+
+
+class ForbiddenChars(Instruction):
+    """None of the characters occurs (``,`` for "do not use any commas")."""
+
+    type: Literal["forbidden_chars"] = "forbidden_chars"
+    chars: str = Field(min_length=1, max_length=10, pattern=r"\S")
+
+    def _problem(self, text: str) -> str | None:
+        found = [(c, text.count(c)) for c in dict.fromkeys(self.chars) if not c.isspace()]
+        found = [f"the {plural(n, *_char_name(c))}" for c, n in found if n]
+        return f"remove {' and '.join(found)}" if found else None
+
+    def describe(self) -> str:
+        return "use no " + " and no ".join(_char_name(c)[1] for c in dict.fromkeys(self.chars) if not c.isspace())
+
+
+def _char_name(char: str) -> tuple[str, str]:
+    name = _CHAR_NAMES.get(char)
+    return (name, name + "s") if name else (f"{char!r} character", f"{char!r} characters")
+
+
+class Regex(Instruction):
+    """A regular expression must (or must not) match somewhere; ``^`` and ``$`` match at each
+    line, ``(?i)`` ignores case. A pattern whose backtracking could run long is refused when
+    the check is made, and a draft longer than ``MAX_REGEX_CHARS`` fails it unsearched
+    (:mod:`selfrefine.core.saferegex`). For task files' ``must_match``; not derived from a request."""
+
+    type: Literal["regex"] = "regex"
+    pattern: str = Field(min_length=1, max_length=500)
+    present: bool = True
+
+    @field_validator("pattern")
+    @classmethod
+    def _bounded(cls, pattern: str) -> str:
+        bounded(pattern, re.MULTILINE)  # a ValueError naming the pattern when it is unsafe or invalid
+        return pattern
+
+    def _problem(self, text: str) -> str | None:
+        if len(text) > MAX_REGEX_CHARS:
+            return f"is {len(text):,} characters; the regex checks read at most {MAX_REGEX_CHARS:,}"
+        hit = bounded(self.pattern, re.MULTILINE).search(text)
+        if self.present:
+            return None if hit else f"does not match {shown(self.pattern)}"
+        if hit is None:
+            return None
+        found = hit.group(0) if len(hit.group(0)) <= 40 else hit.group(0)[:39] + "…"
+        return f"must not match {shown(self.pattern)} (found {found!r})"
+
+    def describe(self) -> str:
+        return f"{'match' if self.present else 'do not match'} {shown(self.pattern)}"
+
+
+def _word_pattern(word: str) -> re.Pattern[str]:
+    # a literal between non-word characters: linear, whatever the word holds
+    return re.compile(rf"(?<!\w){re.escape(word.strip())}(?!\w)", re.IGNORECASE)
+
+
+def _has_word(text: str, word: str) -> bool:
+    return _word_pattern(word).search(text) is not None
+
+
+def _count_word(text: str, word: str) -> int:
+    return sum(1 for _ in _word_pattern(word).finditer(text))

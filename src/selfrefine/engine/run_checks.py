@@ -1,0 +1,164 @@
+"""A run's checks besides the task's own: the ones given with the run (``checks``) and the
+ones derived from its request (:mod:`.derivation`), in the vocabulary of
+:mod:`.instructions`. They are one more source of each draft's code check: the scoreboard
+(:mod:`.scoreboard`) stores their verdict with the task's own, once per distinct draft.
+
+- a task without a verifier (chat) is checked by them alone: the score is the share of
+  checks a draft passes, the findings one line per failed check ("- needs exactly 3 bullet
+  points (lines starting with * or -), has 5");
+- a task with a verifier of its own gets both: it passes when both pass, its score is the
+  mean of the two (each in [0, 1] for the tasks that take checks: a task file's), its
+  answer the task's;
+- a run with a JSON Schema (``json_schema``, ``response_model``) holds a
+  :class:`SchemaCheck` beside its instruction checks: a draft that is not JSON, or breaks
+  the schema (or the pydantic type, its validators included), fails with one finding per
+  error, named by its JSON path ("- $.age: -3 is less than the minimum of 0"); the two
+  verdicts count as one, passing when both pass, scored by their mean.
+
+Checks are fixed before the first draft is checked, so a draft's verdict never changes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from ..core.errors import ConfigError, TaskError
+from ..core.records import RequestCheck, Verification
+from ..core.structured import listed, parse_error, pydantic_errors, schema_errors
+from .instructions import Instruction, parse_checks
+
+
+def given_checks(data: Sequence[dict] | None) -> tuple[Instruction, ...]:
+    """The run's own checks (``RefineConfig.checks``), parsed: a bad one is a ConfigError
+    naming it, before any model call."""
+    if not data:
+        return ()
+    try:
+        return tuple(parse_checks(list(data)))
+    except TaskError as exc:
+        raise ConfigError(f"invalid option checks: {exc}") from None
+
+
+@dataclass(frozen=True)
+class SchemaCheck:
+    """A run's JSON Schema as a check of its drafts; ``adapter``: the pydantic type it was made
+    from (``response_model``), which then validates instead, its custom validators included;
+    ``name``: the type's or the schema's title."""
+
+    schema: dict[str, Any]
+    adapter: TypeAdapter[Any] | None = None
+    name: str | None = None
+
+    @classmethod
+    def of(cls, schema: dict[str, Any], model: Any = None) -> SchemaCheck:
+        """The check of ``schema``, validated by pydantic type ``model`` where one is given."""
+        if model is None:
+            title = schema.get("title")
+            return cls(schema, None, title if isinstance(title, str) else None)
+        return cls(schema, TypeAdapter(model), getattr(model, "__name__", None))
+
+    def value(self, draft: str) -> tuple[Any, list[str]]:
+        """The draft's JSON value (None when it is not JSON) and each of its errors (none: it validates)."""
+        error = parse_error(draft)
+        if error is not None:
+            return None, [f"$: the reply is not JSON: {error}"]
+        value = json.loads(draft)
+        if self.adapter is None:
+            return value, schema_errors(self.schema, value)
+        try:
+            self.adapter.validate_json(draft)
+        except ValidationError as exc:
+            return value, pydantic_errors(exc.errors())
+        except Exception as exc:  # noqa: BLE001 - a validator's own failure on a hostile draft is its finding
+            return value, [f"$: the validator raised {type(exc).__name__}: {exc}"]
+        return value, []
+
+    def parsed(self, draft: str) -> Any:
+        """The draft's JSON value when it validates, else None."""
+        value, errors = self.value(draft)
+        return None if errors else value
+
+    def verify(self, draft: str) -> Verification:
+        """The verdict: passed when it validates; scored 1, else 0.5 shared out over its errors
+        (fewer is better), 0 when it is not JSON."""
+        value, errors = self.value(draft)
+        if not errors:
+            return Verification(text="the JSON validates against the schema", passed=True, score=1.0)
+        score = 0.0 if value is None and errors[0].startswith("$: the reply is not JSON") else 0.5 / len(errors)
+        return Verification(text="\n".join(f"- {e}" for e in listed(errors)), passed=False, score=round(score, 6))
+
+    def record(self) -> RequestCheck:
+        """The check as the run's record states it (the schema itself is in the run's config)."""
+        named = {"name": self.name} if self.name else {}
+        says = f"JSON that validates against the schema{f' {self.name}' if self.name else ''}"
+        return RequestCheck(source="schema", check={"type": "json_schema", **named}, says=says)
+
+
+@dataclass
+class RunChecks:
+    """The checks of one run's drafts besides the task's own, by where they came from."""
+
+    given: tuple[Instruction, ...] = ()
+    derived: list[Instruction] = field(default_factory=list)
+    schema: SchemaCheck | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether the run checks its drafts besides the task's own verifier."""
+        return bool(self.all) or self.schema is not None
+
+    @property
+    def all(self) -> list[Instruction]:
+        """Every check, the given first, none twice (a derived one the run already gives is dropped)."""
+        return [c for _, c in self._sourced()]
+
+    def _sourced(self) -> list[tuple[str, Instruction]]:
+        seen: dict[str, tuple[str, Instruction]] = {}
+        for source, checks in (("given", self.given), ("derived", self.derived)):
+            for check in checks:
+                seen.setdefault(check.model_dump_json(), (source, check))
+        return list(seen.values())
+
+    def records(self) -> list[RequestCheck]:
+        """The checks as the run's record states them (the schema's last)."""
+        records = [
+            RequestCheck(source=source, check=c.model_dump(mode="json"), says=c.describe())  # type: ignore[arg-type]
+            for source, c in self._sourced()
+        ]
+        return records + ([self.schema.record()] if self.schema is not None else [])
+
+    def verify(self, draft: str) -> Verification | None:
+        """The checks' verdict on a draft (None: the run has none)."""
+        checks = self.all
+        schema = self.schema.verify(draft) if self.schema is not None else None
+        if not checks:
+            return schema
+        failed = [o.finding for o in (c.check(draft) for c in checks) if not o.passed]
+        score = (len(checks) - len(failed)) / len(checks)
+        text = "\n".join(f"- {f}" for f in failed) or "every check passes"
+        verdict = Verification(text=text, passed=not failed, score=round(score, 6))
+        return verdict if schema is None else both(verdict, schema)
+
+
+def both(checks: Verification, schema: Verification) -> Verification:
+    """The instruction checks' verdict and the schema's as one: the findings of both, passed
+    when both pass, scored by their mean."""
+    failed = [v.text for v in (checks, schema) if not v.passed]
+    score = round(((checks.score or 0.0) + (schema.score or 0.0)) / 2, 6)
+    return Verification(text="\n".join(failed) or "every check passes", passed=not failed, score=score)
+
+
+def combined(own: Verification | None, requested: Verification | None) -> Verification | None:
+    """A draft's code check from the task's verifier and the run's checks."""
+    if requested is None:
+        return own
+    if own is None:
+        return requested
+    score = None if own.score is None else round((own.score + (requested.score or 0.0)) / 2, 6)
+    passed = None if own.passed is None and requested.passed else own.passed is not False and bool(requested.passed)
+    return own.model_copy(update={"text": f"{own.text}\n{requested.text}".strip(), "passed": passed, "score": score})

@@ -1,0 +1,132 @@
+"""Checks derived from the request (engine/derivation.py) and the run's own checks
+(engine/run_checks.py), on the fake model: derived before the first draft and shown, kept
+only where the request states them, once per request, ranking and refining the drafts; a
+bad check or a broken derivation never ends a run silently."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from selfrefine import ChecksStep, ConfigError, DraftStep, FakeBackend, SelfRefine
+from selfrefine.engine.derivation import grounded
+from selfrefine.engine.instructions import parse_checks
+
+REQUEST = "Give me three tips for sleeping better as a bulleted list. Do not use any commas."
+BULLETS3 = {"type": "count", "unit": "bullets", "relation": "exactly", "n": 3}
+NO_COMMA = {"type": "forbidden_chars", "chars": ","}
+WORDS300 = {"type": "count", "unit": "words", "relation": "at least", "n": 300}  # the request says no such thing
+GOOD = "* keep a schedule\n* dim the lights\n* skip late coffee"
+BAD = "Sure, here are some tips:\n* keep a schedule, always\n* dim the lights"
+
+
+def derived(*checks) -> str:
+    return json.dumps({"checks": list(checks)})
+
+
+def run(backend, request: str = REQUEST, **options):
+    engine = SelfRefine("chat", backend, **options)
+    steps = list(_steps(engine, request))
+    return engine, steps, steps[-1].result
+
+
+def _steps(engine, request):
+    import asyncio
+
+    async def collect():
+        return [s async for s in engine.astream(request)]
+
+    return asyncio.run(collect())
+
+
+def test_the_request_is_turned_into_checks_before_the_first_draft_and_only_stated_ones_kept():
+    backend = FakeBackend(
+        {"checks": [derived(BULLETS3, NO_COMMA, WORDS300)], "generate": [GOOD], "feedback": ['{"issues": []}']}
+    )
+    _, steps, result = run(backend, max_iterations=1)
+    first = steps[0]
+    assert isinstance(first, ChecksStep) and isinstance(steps[1], DraftStep)  # shown before any draft
+    # "Do not use any commas" is read by code (instructions/phrases.py); the model adds the
+    # bullets no phrasing rule reads here ("three tips … as a bulleted list"), its comma check
+    # gives way to the code's, and its 300 words, which the request never says, is dropped
+    assert [c.check["type"] for c in first.checks] == ["forbidden_chars", "count"]
+    assert first.dropped == [parse_checks([WORDS300])[0].model_dump(mode="json")]
+    assert "1 derived check(s) the request does not state were dropped" in first.note
+    assert first.call is not None and first.call.purpose == "checks" and first.call.role == "feedback"
+    assert [c.source for c in result.checks] == ["derived", "derived"]
+    assert result.checks[0].says == "use no commas" and "3 bullet points" in result.checks[1].says
+    assert result.iterations[0].verification.passed is True  # the draft passes both
+    [derivation] = backend.prompts("feedback", purpose="checks")
+    assert derivation.endswith(f"Request: {REQUEST}\nChecks:")  # the request, never a reference
+
+
+def test_grounding_keeps_what_the_request_states_in_so_many_words():
+    [bullets, comma, words, topic] = parse_checks(
+        [BULLETS3, NO_COMMA, WORDS300, {"type": "keywords", "words": ["sleeping"]}]
+    )
+    assert grounded(bullets, REQUEST.lower()) and grounded(comma, REQUEST.lower())
+    assert not grounded(words, REQUEST.lower())  # no "300" in the request
+    assert not grounded(topic, REQUEST.lower())  # a topic's word is no instruction to use it
+    asked = "Write about sleep and include the word 'sleeping' twice."
+    assert grounded(topic, asked.lower())
+
+
+def test_samples_are_ranked_by_the_checks_and_the_feedback_names_each_failed_one():
+    backend = FakeBackend(
+        {
+            "checks": [derived(BULLETS3, NO_COMMA)],
+            "generate": [BAD, GOOD, BAD],
+            "feedback": ['{"issues": ["Be friendlier."]}'],
+            "refine": [GOOD],
+        },
+        default='{"issues": []}',
+    )
+    _, _, result = run(backend, samples=3, max_iterations=0, judging=False)
+    assert result.output == GOOD  # the only sample that passes both checks
+    # one sample, then a round: the failed checks are named in the refinement's feedback
+    backend = FakeBackend(
+        {"checks": [derived(BULLETS3, NO_COMMA)], "generate": [BAD], "feedback": ['{"issues": ["Be friendlier."]}'],
+         "refine": [GOOD]},
+        default='{"issues": []}',
+    )  # fmt: skip
+    _, _, result = run(backend, max_iterations=1)
+    feedback = result.iterations[0].feedback
+    assert feedback.source == "hybrid" and "- Be friendlier." in feedback.text
+    assert (
+        "needs exactly 3 bullet points" in feedback.text and "remove the 1 comma" in feedback.text
+    )  # its preamble dropped
+    assert result.output == GOOD  # the refinement the failed checks asked for
+
+
+def test_a_request_is_derived_once_per_engine():
+    backend = FakeBackend({"checks": [derived(NO_COMMA)]}, default="* a\n* b\n* c")
+    engine = SelfRefine("chat", backend, max_iterations=0)
+    first, second = engine.run(REQUEST), engine.run(REQUEST)
+    assert len(backend.prompts("feedback", purpose="checks")) == 1
+    assert first.checks == second.checks and [c.check for c in second.checks] == [NO_COMMA]
+
+
+def test_given_checks_extend_the_derived_ones_or_replace_them():
+    backend = FakeBackend({"checks": [derived(NO_COMMA)]}, default=GOOD)
+    _, _, result = run(backend, max_iterations=0, checks=[BULLETS3])
+    assert [(c.source, c.check["type"]) for c in result.checks] == [("given", "count"), ("derived", "forbidden_chars")]
+    backend = FakeBackend(default=GOOD)
+    _, steps, result = run(backend, max_iterations=0, checks=[BULLETS3], derive_checks=False)
+    assert [c.source for c in result.checks] == ["given"] and not backend.prompts("feedback", purpose="checks")
+    assert steps[0].call is None  # shown, not derived
+
+
+def test_a_bad_check_is_one_line_before_any_call():
+    backend = FakeBackend(default="x")
+    with pytest.raises(ConfigError, match=r"^invalid option checks: check 1 \(count\): unit"):
+        SelfRefine("chat", backend, checks=[{"type": "count", "unit": "chapters", "relation": "exactly", "n": 2}])
+    assert backend.requests == []
+
+
+def test_an_unusable_derivation_keeps_what_code_read_and_says_so():
+    backend = FakeBackend({"checks": ["not json", "still not", "nope"]}, default=GOOD)
+    _, steps, result = run(backend, max_iterations=0)
+    assert isinstance(steps[0], ChecksStep) and [c.check for c in steps[0].checks] == [NO_COMMA]
+    assert "the model gave no usable checks" in steps[0].note and "1 read from the request's wording" in steps[0].note
+    assert result.output == GOOD and result.stop_reason.value == "max_iterations"

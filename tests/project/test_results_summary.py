@@ -1,0 +1,88 @@
+"""docs/results.md opens with what a reader can act on (issue 39, item 19): five sentences
+written by benchmarks/results.py from the stored sources (where refinement helps, by how much,
+at what token cost, against sampling alone and against DSPy), the best first draft beside
+returned, why commongen's one-draft number differs between tables, and where coverage rose
+without sense."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+from conftest import ROOT
+
+PAGE = ROOT / "docs" / "results.md"
+
+
+@pytest.fixture
+def results(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import results
+
+    return results
+
+
+def _summary(text: str) -> str:
+    return text.partition("## In five sentences\n")[2].partition("\n## ")[0]
+
+
+def test_the_page_opens_with_five_sentences_before_any_table():
+    text = PAGE.read_text(encoding="utf-8")
+    assert text.index("## In five sentences") < text.index("\n|")
+    summary = _summary(text)
+    sentences = re.findall(r"^(\d)\. \*\*(.+?)\*\*", summary, re.M)
+    assert [n for n, _ in sentences] == ["1", "2", "3", "4", "5"]
+    heads = " ".join(h for _, h in sentences).lower()
+    for topic in ("where it helps", "by how much", "sampling", "token cost", "against sampling alone", "dspy"):
+        assert topic in heads
+
+
+def test_the_summary_quotes_only_numbers_of_its_sources_or_their_differences():
+    text = PAGE.read_text(encoding="utf-8")
+    summary = _summary(text)
+    sources = text.partition("## Quality against tokens")[2] + (ROOT / "docs" / "frontier.md").read_text()
+    differences = re.findall(r"(?:the round: |refinement adds )([+-]\d\.\d{3})", summary)
+    assert len(differences) >= 2, "the round's gain over the best first draft is stated"
+    quoted = set(re.findall(r"(?<![\d.])[+-]?\d\.\d{3}", summary)) - set(differences)
+    assert sorted(q for q in quoted if q not in sources) == []
+
+
+def test_the_summary_is_computed_from_the_sources(results, monkeypatch, tmp_path):
+    for name in ("quality_summary.json", "peers_summary.json", "frontier.md", "judged_loop.json"):
+        shutil.copy(ROOT / "docs" / name, tmp_path / name)
+    monkeypatch.setattr(results, "DOCS", tmp_path)
+    before = "\n".join(results.summary_section())
+    assert "commongen (0.368 → 0.763, +0.395 [+0.245, +0.544])" in before
+    data = json.loads((tmp_path / "judged_loop.json").read_text())
+    data[0]["best"].update(returned=0.8, first_draft=0.75)
+    (tmp_path / "judged_loop.json").write_text(json.dumps(data))
+    after = "\n".join(results.summary_section())
+    assert "commongen (0.368 → 0.800," in after and "commongen 0.750 (the round: +0.050)" in after
+    for name in ("judged_loop.json", "frontier.md", "quality_summary.json", "peers_summary.json"):
+        (tmp_path / name).unlink()
+    assert results.summary_section() == []  # no source, no sentence: nothing is written from memory
+
+
+def test_the_best_first_draft_stands_beside_returned():
+    text = PAGE.read_text(encoding="utf-8")
+    loop = text.partition("## The judge in the loop")[2].partition("\n## ")[0]
+    header = next(line for line in loop.splitlines() if line.startswith("| set |"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    assert cols[cols.index("returned") - 1] == "best: first draft"
+    row = next(line for line in loop.splitlines() if line.startswith("| commongen |"))
+    assert "| 0.368 | 0.700 | 0.763 |" in row
+    headline = text.partition("## Quality against tokens")[2].partition("\n\n| task | DSPy")[0]
+    header = next(line for line in headline.splitlines() if line.startswith("| task |"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    assert cols[cols.index("`--preset best` returned [95%]") - 1].startswith("best of 4 first drafts")
+
+
+def test_the_page_explains_commongens_one_draft_numbers_and_coverage_without_sense():
+    care = " ".join(PAGE.read_text(encoding="utf-8").partition("**Read with care.**")[2].partition("\n## ")[0].split())
+    for number, where in (("0.556", "rows 0–19"), ("0.368", "rows 56-75"), ("0.326", "every-mode table")):
+        assert f"{number} on {where}" in care or f"{number} in the {where.split()[0]}" in care
+    assert "Compare a system only with the one-draft number of its own table" in care
+    assert "Coverage also rose without sense" in care and "found none a reader accepts as a scene" in care
+    assert "`docs/judges.md`" in care
