@@ -80,8 +80,13 @@ class RunContext:
     # -- prompts ---------------------------------------------------------------------------
 
     async def render(self, template: str, **variables: Any) -> str:
-        """The task's template rendered for this run's input, in a thread: a task file's
-        template is bounded (template_bounds.py), and its work never holds the event loop."""
+        """The task's template rendered for this run's input. A task file's template renders in
+        a thread: it is bounded (template_bounds.py), and its work never holds the event loop.
+        A packaged template (or one the library's caller wrote) renders here: its work is linear
+        in the bounded texts it is given, and a thread hop per render cost ~0.2 ms a call."""
+        found = self.task.declared.templates.get(template)
+        if found is not None and found.origin is None:
+            return self.task.render(template, self.state.input, **variables)
         return await asyncio.to_thread(self.task.render, template, self.state.input, **variables)
 
     async def first_prompt(self) -> str:
