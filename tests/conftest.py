@@ -156,6 +156,11 @@ def page_errors(page) -> list[str]:
     return errors
 
 
+def chat_completion(choice: dict, usage: dict) -> dict:
+    """An OpenAI chat.completion body holding one ``choice`` (what a JsonServer answers)."""
+    return {"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [choice], "usage": usage}
+
+
 class JsonServer:
     """A real threaded HTTP server on 127.0.0.1 that plays an OpenAI-compatible one: each
     POST's JSON body is recorded in ``bodies`` and answered by ``answer(path, body)`` ->

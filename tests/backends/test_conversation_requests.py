@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from conftest import JsonServer
+from conftest import JsonServer, chat_completion
 from pydantic import ValidationError
 
 from selfrefine.backends.base import CompletionRequest, Turn, chat_messages, flat_prompt, shown_prompt
@@ -89,14 +89,7 @@ class Server(JsonServer):
             choice = {"index": 0, "finish_reason": "stop", "text": "Ana."}
             return 200, {"id": "x", "object": "text_completion", "created": 1, "model": "m", "choices": [choice]}
         choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Ana."}}
-        return 200, {
-            "id": "x",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [choice],
-            "usage": usage,
-        }
+        return 200, chat_completion(choice, usage)
 
 
 @pytest.fixture(scope="module")

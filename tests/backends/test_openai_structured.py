@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import JsonServer
+from conftest import JsonServer, chat_completion
 
 from selfrefine import SelfRefine
 from selfrefine.backends.openai_compat import OpenAIBackend, strict_subset
@@ -32,14 +32,7 @@ class Server(JsonServer):
         content = self.reply if "JSON Schema" in system or "JSON object" in system else '{"issues": []}'
         choice = {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
         usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
-        return 200, {
-            "id": "x",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [choice],
-            "usage": usage,
-        }
+        return 200, chat_completion(choice, usage)
 
 
 @pytest.fixture

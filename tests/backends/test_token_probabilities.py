@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import JsonServer
+from conftest import JsonServer, chat_completion
 
 from selfrefine.backends import FakeBackend, TokenChoices, answer_probabilities
 from selfrefine.backends.base import CompletionRequest, CompletionResponse
@@ -220,14 +220,7 @@ class Server(JsonServer):
             "message": {"role": "assistant", "content": "Yes."},
             "logprobs": {"content": content} if give else None,
         }
-        return 200, {
-            "id": "x",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [choice],
-            "usage": usage,
-        }
+        return 200, chat_completion(choice, usage)
 
     def chunks(self, reply: dict) -> Iterator[str]:
         """The chat reply as a stream: one chunk per token, its logprobs with it; then usage."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import JsonServer
+from conftest import JsonServer, chat_completion
 
 from selfrefine import SelfRefine
 from selfrefine.backends.openai_compat import OpenAIBackend
@@ -47,14 +47,7 @@ class Judging(JsonServer):
             "logprobs": logprobs,
         }
         usage = {"prompt_tokens": 40, "completion_tokens": 1 if judged else 8, "total_tokens": 41}
-        return 200, {
-            "id": "x",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [choice],
-            "usage": usage,
-        }
+        return 200, chat_completion(choice, usage)
 
     def chunks(self, reply: dict):
         import json
