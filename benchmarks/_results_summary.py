@@ -1,4 +1,4 @@
-"""The five sentences that open docs/results.md, and the formatting its tables share: pure
+"""The numbered sentences that open docs/results.md, and the formatting its tables share: pure
 functions of the stored results that ``results.py`` reads (no file, no git, no model here), so
 every number they say is one of the sources' or a difference of two."""
 
@@ -14,7 +14,8 @@ Points = dict[tuple[str, str], dict[str, str]]  # a points table by (task, point
 class Sources:
     """What the summary reads: docs/judged_loop.json's sets that ran ``best`` (by name), the
     frontier's points and its DSPy-at-equal-tokens table, the fresh rows' points, the
-    every-mode and DSPy summaries, and whether gsm8k's frontier rows predate its prompts."""
+    every-mode and DSPy summaries, whether gsm8k's frontier rows predate its prompts, and the
+    IFEval summary."""
 
     sets: dict[str, dict[str, Any]]
     points: Points
@@ -23,17 +24,24 @@ class Sources:
     quality: Any
     peers: Any
     gsm8k_stale: bool
+    ifeval: Any = None
 
 
 def summary(src: Sources) -> list[str]:
-    """The page's opening: what a reader can act on, in five sentences, and what to read with
-    care; nothing where no source has run (no sentence is written from memory)."""
+    """The page's opening: what a reader can act on, in numbered sentences (a sixth on IFEval
+    once it has run), and what to read with care; nothing where no source has run (no sentence
+    is written from memory)."""
     sets = src.sets
     said = [s for s in (helps_sentence(sets), sampling_sentence(sets), cost_sentence(sets),
-                        frontier_sentence(src.points), dspy_sentence(src.dspy, src.gsm8k_stale)) if s]  # fmt: skip
+                        frontier_sentence(src.points), dspy_sentence(src.dspy, src.gsm8k_stale),
+                        ifeval_sentence(src.ifeval)) if s]  # fmt: skip
     if not said:
         return []
-    return ["## In five sentences", "", *[f"{i}. {s}" for i, s in enumerate(said, 1)], "", *care_paragraph(src)]
+    count = COUNTS.get(len(said), str(len(said)))
+    return [f"## In {count} sentences", "", *[f"{i}. {s}" for i, s in enumerate(said, 1)], "", *care_paragraph(src)]
+
+
+COUNTS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
 
 # --- numbers as the tables show them -----------------------------------------------------------
@@ -68,7 +76,7 @@ def cells(row: str) -> list[str]:
     return [c.strip() for c in row.strip().strip("|").split("|")]
 
 
-# --- the five sentences ----------------------------------------------------------------------
+# --- the sentences ---------------------------------------------------------------------------
 
 
 def signed(x: float) -> str:
@@ -168,6 +176,32 @@ def dspy_sentence(dspy: list[str], gsm8k_stale: bool) -> str | None:
         f"coverage comes from writing several; on gsm8k one greedy program of ours is ahead of every DSPy point on "
         f"the means ({signed(min(gsm))} to {signed(max(gsm))}){fresh}."  # type: ignore[type-var]
     )
+
+
+def ifeval_sentence(ifeval: Any) -> str | None:
+    """IFEval: what checks derived from a chat request buy over one step, and at what cost."""
+    configs = (ifeval or {}).get("configurations", {})
+    others = {n: c for n, c in configs.items() if n != "one-step" and c.get("delta_vs_one_step")}
+    if not others:
+        return None
+
+    def one(name: str, c: dict[str, Any]) -> str:
+        return (
+            f"{name} {num(c['one_step']['estimate'])} → {num(c['prompt_strict']['estimate'])} "
+            f"({interval(c['delta_vs_one_step'], signed=True)}, {c['better']} better / {c['worse']} worse, "
+            f"{c['prompts']} prompts, {c['tokens'] / c['one_step_tokens']:.0f}× the tokens)"
+        )
+
+    text = (
+        "**Instructions checked by code (IFEval, chat).** On report prompts no rule was tuned on, the share of "
+        "prompts whose every instruction the official verifiers pass, one step → with checks derived from the "
+        f"request: {'; '.join(one(n, c) for n, c in others.items())}"
+    )
+    both = (ifeval.get("derivation") or {}).get("both")
+    if both:
+        t = both["types"]
+        text += f"; the derived checks name IFEval's own instruction types with precision {t['precision']} and recall {t['recall']}"
+    return text + "."
 
 
 def care_paragraph(src: Sources) -> list[str]:

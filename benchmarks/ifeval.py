@@ -242,23 +242,41 @@ def load(name: str, part: str, out: Path) -> dict[int, dict[str, Any]]:
     return {json.loads(x)["key"]: json.loads(x) for x in path.read_text().splitlines() if x.strip()}
 
 
-def accuracy(rows: list[dict[str, Any]], which: str, mode: str) -> tuple[list[float], list[float]]:
-    """Per prompt: all instructions followed (prompt level), and the share followed (instruction level)."""
+def accuracy(rows: list[dict[str, Any]], which: str, mode: str) -> tuple[list[float], list[tuple[int, int]]]:
+    """Per prompt: all instructions followed (prompt level), and (followed, given) for the
+    instruction level, which IFEval counts over all instructions together."""
     prompt = [float(all(r[which][mode])) for r in rows]
-    instruction = [sum(r[which][mode]) / len(r[which][mode]) for r in rows]
+    instruction = [(sum(r[which][mode]), len(r[which][mode])) for r in rows]
     return prompt, instruction
+
+
+def ratio_interval(pairs: list[tuple[int, int]], resamples: int = 10_000, seed: int = 0) -> dict[str, float] | None:
+    """Instructions followed / given over all prompts, with a bootstrap interval over prompts."""
+    import numpy as np
+
+    if not pairs:
+        return None
+    got, given = np.array([p[0] for p in pairs], float), np.array([p[1] for p in pairs], float)
+    idx = np.random.default_rng(seed).integers(0, len(pairs), size=(resamples, len(pairs)))
+    shares = got[idx].sum(axis=1) / given[idx].sum(axis=1)
+    low, high = np.percentile(shares, [2.5, 97.5])
+    return {"estimate": float(got.sum() / given.sum()), "low": float(low), "high": float(high)}
+
+
+def _dict(x: Any) -> dict[str, float] | None:
+    return None if x is None else {"estimate": x.estimate, "low": x.low, "high": x.high}
 
 
 def config_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
     """Each configuration against one step on the prompts both ran: accuracies with intervals,
-    the paired difference, tokens and seconds per prompt."""
+    the paired difference, prompts better / worse, tokens and seconds per prompt."""
     from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff
 
     base = load("one-step", part, out)
     lines = [
-        "| configuration | prompts | prompt strict | Δ vs one step [95%] | prompt loose | instruction strict | "
-        "draft 0 prompt strict | tokens/prompt | s/prompt |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| configuration | prompts | prompt strict | one step, same prompts | Δ [95%] | better / worse | "
+        "prompt loose | instruction strict | draft 0 prompt strict | tokens/prompt | × one step's | s/prompt |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     summary: dict[str, Any] = {}
     for name in CONFIGS:
@@ -266,21 +284,28 @@ def config_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
         keys = [k for k in got if k in base]
         if not keys:
             continue
-        rows_ = [got[k] for k in keys]
+        rows_, ones = [got[k] for k in keys], [base[k] for k in keys]
         strict, inst = accuracy(rows_, "returned", "strict")
         loose, _ = accuracy(rows_, "returned", "loose")
         first, _ = accuracy(rows_, "draft0", "strict")
-        one, _ = accuracy([base[k] for k in keys], "returned", "strict")
+        one, _ = accuracy(ones, "returned", "strict")
         diff = paired_bootstrap_diff(one, strict)
-        m, ml, mi, mf = (bootstrap_mean(x) for x in (strict, loose, inst, first))
+        m, ml, mf, mo = (bootstrap_mean(x) for x in (strict, loose, first, one))
+        mi = ratio_interval(inst)
+        better, worse = sum(b > a for a, b in zip(one, strict)), sum(b < a for a, b in zip(one, strict))
         tokens = sum(r["tokens"] for r in rows_) / len(rows_)
+        base_tokens = sum(r["tokens"] for r in ones) / len(ones)
         seconds = sum(r["seconds"] for r in rows_) / len(rows_)
         lines.append(
-            f"| {name} | {len(keys)} | {_iv(m)} | {_iv(diff, signed=True)} | {_iv(ml)} | {_iv(mi)} | {_iv(mf)} | "
-            f"{tokens:.0f} | {seconds:.0f} |"
+            f"| {name} | {len(keys)} | {_iv(m)} | {_iv(mo)} | {_iv(diff, signed=True)} | {better} / {worse} | {_iv(ml)} | "
+            f"{_iv(mi)} | {_iv(mf)} | {tokens:.0f} | {tokens / base_tokens:.1f} | {seconds:.0f} |"
         )
-        summary[name] = {"prompts": len(keys), "prompt_strict": m.estimate if m else None,
-                         "delta_vs_one_step": diff.estimate if diff else None, "tokens": round(tokens), "seconds": round(seconds)}  # fmt: skip
+        summary[name] = {
+            "prompts": len(keys), "prompt_strict": _dict(m), "one_step": _dict(mo), "delta_vs_one_step": _dict(diff),
+            "better": better, "worse": worse, "prompt_loose": _dict(ml), "instruction_strict": mi,
+            "draft0_prompt_strict": _dict(mf), "tokens": round(tokens), "one_step_tokens": round(base_tokens),
+            "seconds": round(seconds),
+        }  # fmt: skip
     return lines, summary
 
 
@@ -288,7 +313,8 @@ def _iv(x: Any, signed: bool = False) -> str:
     if x is None:
         return "-"
     f = "{:+.3f}" if signed else "{:.3f}"
-    return f"{f.format(x.estimate)} [{f.format(x.low)}, {f.format(x.high)}]"
+    e, lo, hi = (x["estimate"], x["low"], x["high"]) if isinstance(x, dict) else (x.estimate, x.low, x.high)
+    return f"{f.format(e)} [{f.format(lo)}, {f.format(hi)}]"
 
 
 def quality_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
@@ -306,65 +332,93 @@ def quality_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
 
 
 def type_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
-    """Per instruction type, the share followed (strict) by one step and by each configuration,
-    on the prompts both ran: where a configuration falls below one step."""
+    """Per instruction group, instructions followed (strict) by one step and by each
+    configuration on the prompts the two ran ("one step → configuration / given"), and the
+    groups where a configuration falls below one step."""
     base = load("one-step", part, out)
     names = [n for n in CONFIGS if n != "one-step" and load(n, part, out)]
-    per: dict[str, dict[str, list[int]]] = {}
-    for name in ["one-step", *names]:
-        got = load(name, part, out)
-        others = [load(n, part, out) for n in names]
-        for key, row in got.items():
-            if key not in base or not all(key in o for o in others):
-                continue  # only prompts every configuration ran, so the columns compare
-            for kind, ok in zip(row["types"], row["returned"]["strict"]):
-                cell = per.setdefault(kind.split(":")[0], {}).setdefault(name, [0, 0])
-                cell[0], cell[1] = cell[0] + int(ok), cell[1] + 1
-    lines = ["| instruction group | " + " | ".join(["one-step", *names]) + " |", "|---" * (len(names) + 2) + "|"]
+    per: dict[str, dict[str, list[int]]] = {}  # group -> config -> [one step, config, given]
+    for name in names:
+        for key, row in load(name, part, out).items():
+            if key not in base:
+                continue
+            pairs = zip(row["types"], base[key]["returned"]["strict"], row["returned"]["strict"])
+            for kind, one, ok in pairs:
+                cell = per.setdefault(kind.split(":")[0], {}).setdefault(name, [0, 0, 0])
+                cell[0], cell[1], cell[2] = cell[0] + int(one), cell[1] + int(ok), cell[2] + 1
+    lines = ["| instruction group | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for kind in sorted(per):
-        cells = [f"{per[kind][n][0]}/{per[kind][n][1]}" if n in per[kind] else "-" for n in ["one-step", *names]]
+        cells = [("{} → {} / {}".format(*per[kind][n])) if n in per[kind] else "-" for n in names]
         lines.append(f"| {kind} | " + " | ".join(cells) + " |")
-    return lines, per
+    below = {n: sorted(k for k in per if n in per[k] and per[k][n][1] < per[k][n][0]) for n in names}
+    return lines, {"groups": per, "below_one_step": below}
+
+
+def agreement() -> list[str]:
+    """The overall line of docs/ifeval_checks.md (our checks against the official verifiers)."""
+    page = ROOT / "docs" / "ifeval_checks.md"
+    if not page.exists():
+        return ["Not yet run: `.venv/bin/python benchmarks/ifeval_checks.py --doc docs/ifeval_checks.md`."]
+    total = next((line for line in page.read_text().splitlines() if line.startswith("| **all**")), None)
+    cells = [c.strip() for c in total.strip("|").split("|")] if total else []
+    if len(cells) < 7:
+        return ["See [ifeval_checks.md](ifeval_checks.md)."]
+    return [
+        f"Our checks, built from each instruction's own arguments, against the official verifiers on the same "
+        f"texts: {cells[2]} verdicts on {cells[1]} instructions, agreement {cells[4]} ({cells[5]} passed by ours "
+        f"only, {cells[6]} by the official only); per type in [ifeval_checks.md](ifeval_checks.md)."
+    ]
 
 
 def report(out: Path) -> None:
     quality, qsum = quality_table("report", out) if (out / "derive-report.jsonl").exists() else ([], {})
     configs, csum = config_table("report", out)
-    types, _ = type_table("report", out)
+    types, tsum = type_table("report", out)
     derived = len(load("derive", "report", out))
     looked = sorted(LOOKED_AT & set(load("derive", "report", out)))
+    below = [f"{n}: {', '.join(g)}" for n, g in tsum["below_one_step"].items() if g]
     text = "\n".join(
         [
             "# IFEval on the chat task (default model)",
             "",
             "Written by `.venv/bin/python benchmarks/ifeval.py --report` from the rows under `benchmarks/runs/ifeval/`",
             f"(report rows: {REPORT} prompts after the {TUNE} tuning rows, seed {SEED}; the official verifiers).",
+            "The rows are taken in their fixed order, so each configuration ran the first rows of the same list.",
             "",
             "## Checks derived from the request",
             "",
-            f"The first {derived} report rows in the fixed order. Disclosure: the grounding filter (which of the",
-            f"model's checks the request states) was changed after reading the model's false positives on {len(looked)}",
-            f"of them (keys {', '.join(map(str, looked))}); the rows after those were not read.",
+            f"The first {derived} report rows in the fixed order, scored with today's derivation rules on the model's",
+            "recorded replies. Disclosure: the grounding filter (which of the model's checks the request states) was",
+            f"changed after reading the model's false positives on {len(looked)} of them (keys",
+            f"{', '.join(map(str, looked))}); the other rows were not read for it.",
             "",
             *quality,
             "",
+            *agreement(),
+            "",
             "## Configurations",
             "",
-            "Each configuration against one step on the prompts both ran (paired bootstrap, 95%); tokens and",
-            "seconds per prompt include the derivation call where checks are derived.",
+            "Each configuration against one step on the prompts both ran (paired bootstrap over prompts, 95%;",
+            "instruction level: instructions followed / given over those prompts); tokens (prompt and completion,",
+            "every call) and seconds per prompt include the derivation call where checks are derived. Seconds are",
+            "wall time on 2 CPU cores shared with other work: compare tokens, not seconds.",
             "",
             *configs,
             "",
-            "## By instruction group (strict, instructions followed / given)",
+            "## By instruction group (strict: one step → configuration / instructions given)",
             "",
-            "On the prompts every configuration above ran.",
+            "Each configuration's column counts the prompts it ran with one step.",
             "",
             *types,
+            "",
+            "Groups below one step: " + ("; ".join(below) if below else "none") + ".",
             "",
         ]
     )
     DOC.write_text(text + "\n", encoding="utf-8")
-    SUMMARY.write_text(json.dumps({"derivation": qsum, "configurations": csum}, indent=1) + "\n", encoding="utf-8")
+    summary = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": "report", "tune_rows": TUNE,
+               "report_rows": REPORT, "seed": SEED, "derivation": qsum, "configurations": csum, "groups": tsum}  # fmt: skip
+    SUMMARY.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(text)
 
 

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/ifeval_checks.py                  # all 541 prompts, a table per type
     .venv/bin/python benchmarks/ifeval_checks.py --examples 3     # and the texts where we disagree
     .venv/bin/python benchmarks/ifeval_checks.py --json out.json  # the counts as JSON
+    .venv/bin/python benchmarks/ifeval_checks.py --doc docs/ifeval_checks.md  # the table as a page
 
 For every instruction of every IFEval prompt (834 in all), the official verifier (PyPI's
 ``if-verifiable``, run offline: benchmarks/_ifeval_official.py) and our checks built from the
@@ -37,6 +38,7 @@ import re
 import sys
 import time
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any
 
 from _ifeval_map import Random, checks_for
@@ -303,6 +305,16 @@ def counts(sets: dict[str, list[str]]) -> str:
     return "\n".join(lines)
 
 
+def page(tally: str, prompts: int, args: argparse.Namespace) -> str:
+    """The table as docs/ifeval_checks.md: what it compares, the command, the table."""
+    how = __doc__.split("\n\n", 2)[2].strip()
+    command = f".venv/bin/python benchmarks/ifeval_checks.py --real {args.real} --seed {args.seed} --doc {args.doc}"
+    return (
+        "# Our instruction checks against IFEval's official verifiers\n\n"
+        f"Written by `{command}` ({prompts} prompts; no model is called).\n\n{how}\n\n{tally}\n"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--real", type=int, default=4, help="real answers per instruction (default 4)")
@@ -311,6 +323,7 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=0, help="print N disagreements per type")
     parser.add_argument("--json", help="write the counts and all disagreements to this file")
     parser.add_argument("--counts", action="store_true", help="also compare the counts themselves on every answer")
+    parser.add_argument("--doc", help="write the table as a markdown page (docs/ifeval_checks.md)")
     args = parser.parse_args()
     punkt_data()
     logging.disable(logging.ERROR)  # the official language checks log each text they cannot read
@@ -319,6 +332,8 @@ def main() -> None:
     found = measure(rows, responses(), args.real, args.seed)
     print(table(found["tally"]))
     print(f"\n{len(rows)} prompts, seed {args.seed}, {time.perf_counter() - started:.0f} s")
+    if args.doc:
+        Path(args.doc).write_text(page(table(found["tally"]), len(rows), args), encoding="utf-8")
     if args.counts:
         print("\nSame count as the official verifier's, on whole answers (those up to MAX_CHECK_CHARS):\n")
         print(counts(answer_sets()))

@@ -5,7 +5,8 @@
 
 Sources (what the benchmark scripts commit): ``docs/quality_summary.json``, the marked tables of
 ``docs/frontier.md`` (its run folders are not committed), ``docs/peers_summary.json``,
-``docs/judges_rows/*.jsonl`` (read with ``_judges_report``) and ``docs/judged_loop.json``; an
+``docs/judges_rows/*.jsonl`` (read with ``_judges_report``), ``docs/judged_loop.json`` and
+``docs/ifeval_summary.json``; an
 absent one is "not yet run". A source's date is its last commit; a task's prompts are
 ``tasks/prompts/<task>/`` other than ``judge_*.j2`` plus its system message (dated by the commit
 that introduced its current text). A row committed before its prompts changed says so in words.
@@ -355,6 +356,41 @@ def judged_row(s: dict[str, Any], system: str, when: datetime | None) -> str:
     )
 
 
+def ifeval_section() -> list[str]:
+    """IFEval on the chat task: each configuration against one step on the same prompts."""
+    path, command = DOCS / "ifeval_summary.json", f"{PY} benchmarks/ifeval.py --report"
+    data, when = load_json(path), committed(path)
+    lines = heading(
+        "IFEval: chat's instructions checked by code",
+        "`docs/ifeval_summary.json`",
+        f"generated {data['generated'][:10]}, {last_commit(when)}" if data and "generated" in data else "not yet run",
+        f"{command}  # from benchmarks/runs/ifeval, not committed",
+        "docs/ifeval.md",
+    )
+    if data is None or "generated" not in data:
+        return lines + not_run("docs/ifeval_summary.json", command)
+    both = data["derivation"].get("both")
+    if both:
+        t, a = both["types"], both["arguments"]
+        lines += [
+            f"Checks derived from the request on {both['rows']} prompts, against IFEval's own instruction lists: "
+            f"types precision {t['precision']} / recall {t['recall']}, with arguments {a['precision']} / {a['recall']}.",
+            "",
+        ]
+    lines += [
+        "| configuration | prompts | prompt strict | one step, same prompts | Δ [95%] | better / worse "
+        "| instruction strict | tokens/prompt | × one step's |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, c in data["configurations"].items():
+        lines.append(
+            f"| {name} | {c['prompts']} | {interval(c['prompt_strict'])} | {interval(c['one_step'])} "
+            f"| {interval(c['delta_vs_one_step'], signed=True)} | {c['better']} / {c['worse']} "
+            f"| {interval(c['instruction_strict'])} | {c['tokens']} | {c['tokens'] / c['one_step_tokens']:.1f} |"
+        )
+    return [*lines, ""]
+
+
 # --- the summary (benchmarks/_results_summary.py words it) -----------------------------------
 
 
@@ -372,6 +408,7 @@ def summary_section() -> list[str]:
             quality=load_json(DOCS / "quality_summary.json"),
             peers=load_json(DOCS / "peers_summary.json"),
             gsm8k_stale=stale,
+            ifeval=load_json(DOCS / "ifeval_summary.json"),
         )
     )
 
@@ -397,8 +434,8 @@ rows measured before say so.
 
 
 def page() -> str:
-    sections = [summary_section(), frontier_section(), judged_loop_section(), judges_section(), quality_section(),
-                peers_section()]  # fmt: skip
+    sections = [summary_section(), frontier_section(), judged_loop_section(), ifeval_section(), judges_section(),
+                quality_section(), peers_section()]  # fmt: skip
     return INTRO + "\n" + "\n".join("\n".join(s) for s in sections).rstrip() + "\n"
 
 

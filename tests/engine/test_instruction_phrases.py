@@ -31,6 +31,7 @@ def kinds(request: str) -> list[dict]:
         ("Please avoid commas entirely.", {"type": "forbidden_chars", "chars": ","}),
         ("answer all in lowercase letters.", {"type": "case", "letters": "lower"}),
         ("Write it entirely in capital letters.", {"type": "case", "letters": "upper"}),
+        ("Make it sound like a pirate and capitalize every letter.", {"type": "case", "letters": "upper"}),
         ("Put double quotation marks around the whole reply.", {"type": "quoted"}),
         ("Return the result in JSON format.", {"type": "json"}),
         ("Give it a title in double angular brackets like <<this>>.", {"type": "title"}),

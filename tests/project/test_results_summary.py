@@ -1,6 +1,7 @@
-"""docs/results.md opens with what a reader can act on (issue 39, item 19): five sentences
+"""docs/results.md opens with what a reader can act on (issue 39, item 19): numbered sentences
 written by benchmarks/results.py from the stored sources (where refinement helps, by how much,
-at what token cost, against sampling alone and against DSPy), the best first draft beside
+at what token cost, against sampling alone, against DSPy, and on IFEval's instructions checked
+by code: issue 38), the best first draft beside
 returned, why commongen's one-draft number differs between tables, and where coverage rose
 without sense."""
 
@@ -25,17 +26,18 @@ def results(monkeypatch):
 
 
 def _summary(text: str) -> str:
-    return text.partition("## In five sentences\n")[2].partition("\n## ")[0]
+    return text.partition("## In six sentences\n")[2].partition("\n## ")[0]
 
 
-def test_the_page_opens_with_five_sentences_before_any_table():
+def test_the_page_opens_with_six_sentences_before_any_table():
     text = PAGE.read_text(encoding="utf-8")
-    assert text.index("## In five sentences") < text.index("\n|")
+    assert text.index("## In six sentences") < text.index("\n|")
     summary = _summary(text)
     sentences = re.findall(r"^(\d)\. \*\*(.+?)\*\*", summary, re.M)
-    assert [n for n, _ in sentences] == ["1", "2", "3", "4", "5"]
+    assert [n for n, _ in sentences] == ["1", "2", "3", "4", "5", "6"]
     heads = " ".join(h for _, h in sentences).lower()
-    for topic in ("where it helps", "by how much", "sampling", "token cost", "against sampling alone", "dspy"):
+    for topic in ("where it helps", "by how much", "sampling", "token cost", "against sampling alone", "dspy",
+                  "ifeval"):  # fmt: skip
         assert topic in heads
 
 
@@ -60,7 +62,21 @@ def test_the_summary_is_computed_from_the_sources(results, monkeypatch, tmp_path
     (tmp_path / "judged_loop.json").write_text(json.dumps(data))
     after = "\n".join(results.summary_section())
     assert "commongen (0.368 → 0.800," in after and "commongen 0.750 (the round: +0.050)" in after
-    for name in ("judged_loop.json", "frontier.md", "quality_summary.json", "peers_summary.json"):
+    assert "## In five sentences" in after and "IFEval" not in after  # no IFEval source, no sentence on it
+    shutil.copy(ROOT / "docs" / "ifeval_summary.json", tmp_path / "ifeval_summary.json")
+    ifeval = json.loads((tmp_path / "ifeval_summary.json").read_text())
+    best = ifeval["configurations"]["checks-best-of-4"]
+    best["prompt_strict"]["estimate"], best["better"] = 0.987, 42
+    (tmp_path / "ifeval_summary.json").write_text(json.dumps(ifeval))
+    with_ifeval = "\n".join(results.summary_section())
+    assert "## In six sentences" in with_ifeval and "→ 0.987 (" in with_ifeval and "42 better" in with_ifeval
+    for name in (
+        "judged_loop.json",
+        "frontier.md",
+        "quality_summary.json",
+        "peers_summary.json",
+        "ifeval_summary.json",
+    ):
         (tmp_path / name).unlink()
     assert results.summary_section() == []  # no source, no sentence: nothing is written from memory
 

@@ -217,6 +217,23 @@ def test_refine_prompt_shows_drafts_and_feedback_in_order_and_extends_byte_for_b
     assert "f0" not in nofb and nofb.index("d0") < nofb.index("d1")
 
 
+def test_a_refinement_ends_where_it_would_go_on_with_the_prompts_own_pattern():
+    # a small model that finishes the improved reply often continues the refine prompt's
+    # pattern ("Feedback on this version: The text is now funny..."); the refine call stops
+    # at that label, so the critique of itself never becomes part of the reply
+    fake = FakeBackend(
+        {
+            "generate": ["THE DRAFT."],
+            "feedback": ['{"issues": ["End with a full stop."]}', '{"issues": []}'],
+            "refine": ["THE BETTER DRAFT.\n\nFeedback on this version:\nThe text is now funny."],
+        }
+    )
+    result = SelfRefine("chat", fake, max_iterations=1, derive_checks=False).run("Say it in capitals.")
+    refine = [r for r in fake.requests if r.role == "refine"][0]
+    assert "\nFeedback on this version:" in refine.stop and "Feedback on this version:" in refine.prompt
+    assert result.iterations[1].draft == "THE BETTER DRAFT."
+
+
 def test_draft_drops_a_repeated_cue(task):
     assert task.parse_draft("Improved answer:\nParis is the capital.") == "Paris is the capital."
     assert task.parse_draft("**Answer:** Paris.") == "Paris."

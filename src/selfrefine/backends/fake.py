@@ -14,7 +14,8 @@ in Python and in a replies file alike, and from a ``default`` callable. A reques
 for ``top_logprobs=k`` gets them (each cut to its k likeliest); a reply without them, or a
 request that does not ask, gets ``top_logprobs=None``, as from a server that returns none.
 A reply longer than the request's ``max_tokens`` (counted in words) is cut there and
-finishes with ``"length"``, as a real model's would; others finish with ``"stop"``.
+finishes with ``"length"``, as a real model's would; others finish with ``"stop"``. A reply
+that holds one of the request's ``stop`` sequences ends before it, as a server's does.
 Every request is recorded in ``self.requests`` with its role, in call order (a
 conversation's with its ``turns``: table keys are looked up in the whole conversation, and
 every message's words count as prompt tokens); one that the caller cancelled while it waited out its ``latency`` (e.g. a time budget ran out) also in
@@ -160,7 +161,7 @@ class FakeBackend(Backend):
     def _response(self, request: CompletionRequest, reply: Reply) -> CompletionResponse:
         if isinstance(reply, BaseException):
             raise reply
-        text, finish = cut_at(reply_text(reply), request.max_tokens)
+        text, finish = cut_at(before_stop(reply_text(reply), request.stop), request.max_tokens)
         return CompletionResponse(
             text=text,
             prompt_tokens=count_tokens(request.system or "")
@@ -199,6 +200,13 @@ def _choices(alternatives: dict[str, float], k: int) -> TokenChoices:
     ranked = sorted(alternatives.items(), key=lambda item: -item[1])
     token, logprob = ranked[0]
     return TokenChoices(token=token, logprob=logprob, top=dict(ranked[:k]))
+
+
+def before_stop(reply: str, stop: Iterable[str]) -> str:
+    """A reply as a server returns it under these stop sequences: the text before the first
+    one it holds (the sequence itself not included)."""
+    ends = [i for i in (reply.find(s) for s in stop if s) if i >= 0]
+    return reply[: min(ends)] if ends else reply
 
 
 def cut_at(reply: str, max_tokens: int) -> tuple[str, str]:

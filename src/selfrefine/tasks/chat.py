@@ -209,6 +209,9 @@ class Chat(Task):
         temperature={"generate": 0.7, "feedback": 0.0, "refine": 0.7},
         max_tokens={"generate": 600, "feedback": 300, "refine": 600},
         feedback_schema=FEEDBACK_SCHEMA,
+        # a refinement that goes on with the prompt's own pattern (its critique of itself, the
+        # next cue) ends there: labels a reply's own text does not use
+        stop_sequences={"refine": ["\nFeedback on this version:", "\nNow write the whole improved reply"]},
         max_iterations=3,
         # the request's own instructions become checks (engine/derivation.py), so the drafts
         # are ranked and refined by what code can verify; their findings sit beside the issues

@@ -168,7 +168,7 @@ def _case(text: str, low: str) -> Iterator[dict[str, Any]]:
         yield {"type": "case", "letters": "lower"}
     capital = re.search(
         r"\b(?:all|only|entirely in|entire response[^.]{0,40}in)\s+(?:capital|upper\s*-?case|caps)\b"
-        r"|\bcapitali[sz]e (?:all|every|each) (?:of )?(?:your |the )?(?:words|letters)\b",
+        r"|\bcapitali[sz]e (?:all|every|each) (?:of )?(?:your |the )?(?:words|letters?)\b",
         low,
     )
     some = capital and re.search(
