@@ -66,7 +66,7 @@ def test_an_absent_judged_loop_reads_not_yet_run(results, monkeypatch, tmp_path)
 def test_every_source_absent_reads_not_yet_run(results, monkeypatch, tmp_path):
     monkeypatch.setattr(results, "DOCS", tmp_path)
     text = results.page()
-    assert text.count("Not yet run:") == 5
+    assert text.count("Not yet run:") == 6  # frontier, judged loop, IFEval, judges, every mode, peers
 
 
 def test_a_judged_loop_summary_renders_its_rows(results, monkeypatch, tmp_path):
