@@ -234,6 +234,12 @@ def test_a_refinement_ends_where_it_would_go_on_with_the_prompts_own_pattern():
     assert result.iterations[1].draft == "THE BETTER DRAFT."
 
 
+def test_preset_best_on_chat_is_the_configuration_measured_best_on_ifeval():
+    # docs/ifeval.md: the best of 4 by the derived checks beat one step; a round on top did not add
+    config = SelfRefine("chat", FakeBackend(), preset="best").config
+    assert (config.samples, config.max_iterations) == (4, 0)
+
+
 def test_draft_drops_a_repeated_cue(task):
     assert task.parse_draft("Improved answer:\nParis is the capital.") == "Paris is the capital."
     assert task.parse_draft("**Answer:** Paris.") == "Paris."

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 from ..core.errors import FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
 from ..engine.checks import Checks
-from ..engine.task import JUDGED_BEST, Capabilities, Task, TaskDefaults, system_message
+from ..engine.task import Capabilities, Task, TaskDefaults, system_message
 from .parsing import json_object
 
 Role = Literal["system", "user", "assistant"]
@@ -200,7 +200,9 @@ class Chat(Task):
     capabilities = Capabilities()  # a metric, from the row's checks; no verifier
     judge_aspects = ("follows", "correct")
     defaults = TaskDefaults(
-        best=JUDGED_BEST,  # the judge ranks the samples (docs/judges.md)
+        # measured best (docs/ifeval.md): the best of 4 first drafts by the request's derived
+        # checks (the judge only among drafts they tie); a round on top added nothing there
+        best={"samples": 4, "max_iterations": 0},
         system=system_message(
             "a helpful, knowledgeable and careful assistant. Each message shows a conversation between a User "
             "and an Assistant and asks you to write, review or improve the Assistant's reply to the last User message"
