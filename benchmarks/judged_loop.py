@@ -8,7 +8,8 @@ tasks without a code verifier for quality, by each task's own metric -> docs/jud
 Systems (each a run folder under ``--out``, through the eval harness: durable rows, resume,
 one response cache shared by every run):
 
-- ``one-step``: one greedy draft, no round (``max_iterations=0``): what the model gives alone;
+- ``one-step``: one draft, no round (``max_iterations=0``), no checks derived from a chat
+  request (nothing to rank or refine by them): what the model gives alone, at its tokens;
 - ``best``: ``--preset best``: 4 samples, the task's code checks and then its judge choose
   (engine/judge.py), one round of refinement that replaces the draft only when it earns it;
 - ``best-no-judge``: the same with ``judging=False`` (the critic breaks ties, as before the
@@ -62,7 +63,7 @@ SETS: dict[str, tuple[str, Path, range]] = {
     "story": ("story", PACKAGED / "story.dev.jsonl", range(0, 6)),
 }
 SYSTEMS: dict[str, dict[str, Any]] = {
-    "one-step": {"max_iterations": 0},
+    "one-step": {"max_iterations": 0, "derive_checks": False},  # what the plain model gives, at its tokens
     "best": {"preset": "best"},
     "best-no-judge": {"preset": "best", "judging": False},
 }
