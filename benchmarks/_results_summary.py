@@ -96,7 +96,8 @@ def helps_sentence(sets: dict[str, dict[str, Any]]) -> str | None:
     downs = [one(s) for s in sets.values() if s["best"]["delta"]["estimate"] <= 0]
     text = (
         "**Where it helps, and by how much.** On rows not used to write the prompts, `--preset best` (4 samples "
-        "chosen by the task's code checks, then its judge, and one round of critique and refinement) scores "
+        "chosen by the task's code checks, then its judge, and on most tasks one round of critique and refinement) "
+        "scores "
         f"above one draft on {', '.join(ups)}"
     )
     if not downs:
@@ -106,10 +107,14 @@ def helps_sentence(sets: dict[str, dict[str, Any]]) -> str | None:
 
 def sampling_sentence(sets: dict[str, dict[str, Any]]) -> str | None:
     """How much of that the choice among samples does before any refinement."""
-    firsts = [(s["set"], s["best"]["first_draft"], s["best"]["returned"]) for s in sets.values()]
+    firsts = [(s["set"], s["best"]["first_draft"], s["best"]["returned"], s["best"].get("max_iterations"))
+              for s in sets.values()]  # fmt: skip
     # the round's gain from the rounded figures the tables show, so the sentence adds up as read
     parts = [
-        f"{name} {num(a)} (the round: {signed(round(b, 3) - round(a, 3))})" for name, a, b in firsts if a is not None
+        f"{name} {num(a)} "
+        + ("(its preset runs no round)" if n == 0 else f"(the round: {signed(round(b, 3) - round(a, 3))})")
+        for name, a, b, n in firsts
+        if a is not None
     ]
     if not parts:
         return None
