@@ -236,10 +236,15 @@ LOOKED_AT = {322, 3743, 3186, 3063, 2563, 32, 2314, 3041, 1107}  # report rows r
 
 
 def load(name: str, part: str, out: Path) -> dict[int, dict[str, Any]]:
-    path = out / f"{name}-{part}.jsonl"
+    return read_rows(out / f"{name}-{part}.jsonl")
+
+
+def read_rows(path: Path) -> dict[int, dict[str, Any]]:
+    """A rows file by key (empty when absent)."""
     if not path.exists():
         return {}
-    return {json.loads(x)["key"]: json.loads(x) for x in path.read_text().splitlines() if x.strip()}
+    rows_ = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return {r["key"]: r for r in rows_}
 
 
 def accuracy(rows: list[dict[str, Any]], which: str, mode: str) -> tuple[list[float], list[tuple[int, int]]]:
@@ -336,10 +341,11 @@ def type_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
     configuration on the prompts the two ran ("one step → configuration / given"), and the
     groups where a configuration falls below one step."""
     base = load("one-step", part, out)
-    names = [n for n in CONFIGS if n != "one-step" and load(n, part, out)]
+    ran = {n: got for n in CONFIGS if n != "one-step" and (got := load(n, part, out))}
+    names = list(ran)
     per: dict[str, dict[str, list[int]]] = {}  # group -> config -> [one step, config, given]
-    for name in names:
-        for key, row in load(name, part, out).items():
+    for name, got in ran.items():
+        for key, row in got.items():
             if key not in base:
                 continue
             pairs = zip(row["types"], base[key]["returned"]["strict"], row["returned"]["strict"])
@@ -360,18 +366,14 @@ EARLIER_ROUND = "old-checks-one-round-before-refine-stops.jsonl"  # rows of chec
 def earlier_round(part: str, out: Path) -> list[str]:
     """The one refine round measured before the refine prompt's stop sequences (its rows kept
     aside under EARLIER_ROUND): what the round changed over the best of 4 on the same prompts."""
-    path = out / EARLIER_ROUND
-    if not path.exists():
-        return []
-    rounds = {json.loads(x)["key"]: json.loads(x) for x in path.read_text().splitlines() if x.strip()}
-    best = load("checks-best-of-4", part, out)
+    rounds, best = read_rows(out / EARLIER_ROUND), load("checks-best-of-4", part, out)
     keys = [k for k in rounds if k in best]
     if not keys:
         return []
     passed = lambda r: all(r["returned"]["strict"])  # noqa: E731
     changed = [k for k in keys if rounds[k]["output"] != best[k]["output"]]
     up = sum(passed(rounds[k]) and not passed(best[k]) for k in keys)
-    down = sum(passed(best[k]) and not passed(rounds[k]) for k in keys)
+    lost = [k for k in keys if passed(best[k]) and not passed(rounds[k])]
     tokens = sum(rounds[k]["tokens"] for k in keys) / len(keys)
     base = sum(best[k]["tokens"] for k in keys) / len(keys)
     return [
@@ -381,10 +383,10 @@ def earlier_round(part: str, out: Path) -> list[str]:
         f"whose feedback names each failed check) ran on the first {len(keys)} report rows before 2026-11-27, when",
         "the chat refine prompt gained stop sequences at its own labels; its rows are kept aside, not in the",
         f"table above. Against the best of 4 on the same prompts: prompt strict {sum(map(passed, (best[k] for k in keys)))}",
-        f"→ {sum(map(passed, (rounds[k] for k in keys)))} of {len(keys)} ({up} better, {down} worse); the round",
+        f"→ {sum(map(passed, (rounds[k] for k in keys)))} of {len(keys)} ({up} better, {len(lost)} worse); the round",
         f"changed the returned text on {len(changed)} of {len(keys)} prompts, at {tokens:.0f} tokens per prompt",
         f"against {base:.0f}.",
-        *(LOST_2563 if [k for k in keys if passed(best[k]) and not passed(rounds[k])] == [2563] else []),
+        *(LOST_2563 if lost == [2563] else []),
         "",
     ]
 

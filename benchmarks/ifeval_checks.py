@@ -330,10 +330,11 @@ def main() -> None:
     rows = prompts()[: args.limit or None]
     started = time.perf_counter()
     found = measure(rows, responses(), args.real, args.seed)
-    print(table(found["tally"]))
+    tally = table(found["tally"])
+    print(tally)
     print(f"\n{len(rows)} prompts, seed {args.seed}, {time.perf_counter() - started:.0f} s")
     if args.doc:
-        Path(args.doc).write_text(page(table(found["tally"]), len(rows), args), encoding="utf-8")
+        Path(args.doc).write_text(page(tally, len(rows), args), encoding="utf-8")
     if args.counts:
         print("\nSame count as the official verifier's, on whole answers (those up to MAX_CHECK_CHARS):\n")
         print(counts(answer_sets()))

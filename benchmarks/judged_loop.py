@@ -149,12 +149,6 @@ def judge_calls(row: ExampleRow) -> list[Any]:
     return [c for c in row.result.calls if c.ok and c.role == "judge"]
 
 
-def run_config(folder: Path) -> dict[str, Any]:
-    """The resolved options a run folder's meta.json records (empty when it has none)."""
-    meta = folder / "meta.json"
-    return (json.loads(meta.read_text(encoding="utf-8")).get("config") or {}) if meta.exists() else {}
-
-
 def summarise(name: str, args: argparse.Namespace, cache: ResponseCache) -> dict[str, Any]:
     one = rows_of(args.out / f"{name}-one-step")
     out: dict[str, Any] = {
@@ -175,7 +169,7 @@ def summarise(name: str, args: argparse.Namespace, cache: ResponseCache) -> dict
         calls = [c for i in ids for c in judge_calls(other[i])]
         out[system] = {
             "n": len(ids),
-            "max_iterations": run_config(args.out / f"{name}-{system}").get("max_iterations"),  # as the run had it
+            "max_iterations": RunStore(args.out / f"{name}-{system}").meta().config.get("max_iterations"),  # as run
             "one_step": mean_known(base),
             "first_draft": mean_known(first),
             "returned": mean_known(returned),

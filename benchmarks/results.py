@@ -236,10 +236,12 @@ def frontier_tasks() -> set[str]:
     return {cells(row)[0] for row in tables[0][2:]} if tables else set()
 
 
-def summary_source(file: str, script: str, title: str, runs: str, doc: str) -> tuple[Any, Any, list[str]]:
-    """A stored summary (``docs/<file>``): its data (None: absent), when it was committed, and
-    its heading, followed by "not yet run" when it is absent."""
-    path, command = DOCS / file, f"{PY} benchmarks/{script} --report-only"
+def summary_source(
+    file: str, script: str, title: str, runs: str, doc: str, flag: str = "--report-only"
+) -> tuple[Any, Any, list[str]]:
+    """A stored summary (``docs/<file>``, written by ``script flag``): its data (None: absent),
+    when it was committed, and its heading, followed by "not yet run" when it is absent."""
+    path, command = DOCS / file, f"{PY} benchmarks/{script} {flag}"
     data, when = load_json(path), committed(path)
     lines = heading(
         title,
@@ -358,17 +360,12 @@ def judged_row(s: dict[str, Any], system: str, when: datetime | None) -> str:
 
 def ifeval_section() -> list[str]:
     """IFEval on the chat task: each configuration against one step on the same prompts."""
-    path, command = DOCS / "ifeval_summary.json", f"{PY} benchmarks/ifeval.py --report"
-    data, when = load_json(path), committed(path)
-    lines = heading(
-        "IFEval: chat's instructions checked by code",
-        "`docs/ifeval_summary.json`",
-        f"generated {data['generated'][:10]}, {last_commit(when)}" if data and "generated" in data else "not yet run",
-        f"{command}  # from benchmarks/runs/ifeval, not committed",
-        "docs/ifeval.md",
-    )
-    if data is None or "generated" not in data:
-        return lines + not_run("docs/ifeval_summary.json", command)
+    data, _, lines = summary_source(
+        "ifeval_summary.json", "ifeval.py", "IFEval: chat's instructions checked by code",
+        "benchmarks/runs/ifeval", "docs/ifeval.md", flag="--report",
+    )  # fmt: skip
+    if data is None:
+        return lines
     both = data["derivation"].get("both")
     if both:
         t, a = both["types"], both["arguments"]
