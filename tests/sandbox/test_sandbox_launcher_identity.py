@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 
 import pytest
@@ -47,6 +48,8 @@ def test_the_program_sees_no_host_path_pid_or_run_counter():
     assert host_tmp not in shown and tempfile.gettempdir().rstrip("/") + "/selfrefine-" not in shown
     assert f"selfrefine-{os.getpid()}-" not in shown  # the run's control group
     assert str(os.getpid()) not in json.dumps(seen["orig_argv"]) + json.dumps(seen["environ"])
+    tops = (sys.base_prefix.rstrip("/") + "/", sys.base_exec_prefix.rstrip("/") + "/")
+    assert all(p.startswith(tops) for p in seen["path"]), seen["path"]  # no .pth-added source folder
     if not confinement().pid_flags & CLONE_NEWNS:
         pytest.skip("no mount namespace here: the program works in the caller's own temporary folder")
     assert seen["cwd"] == FOLDER and seen["file"] == f"{FOLDER}/main.py" and seen["argv"] == [seen["file"]]

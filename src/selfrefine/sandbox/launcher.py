@@ -144,8 +144,11 @@ def _spent(cpu_file):
     return "rusage %d" % int((t.user + t.system) * 1e6)
 def _forget_packages():
     # site.py put the package directories on sys.path and listed them into the importers'
-    # caches before Landlock applied: forget both, and any module imported from there
-    found = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+    # caches before Landlock applied: forget both, and any module imported from there; and
+    # what .pth files added outside the interpreter (an editable install's source folder)
+    tops = tuple(p.rstrip(os.sep) + os.sep for p in (sys.base_prefix, sys.base_exec_prefix))
+    found = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")
+             or not (p + os.sep).startswith(tops)]
     sys.path[:] = [p for p in sys.path if p not in found]
     for name, module in list(sys.modules.items()):
         where = getattr(module, "__file__", None) or ""
