@@ -25,6 +25,7 @@ from conftest import FB_DONE
 
 from selfrefine.cli.commands import cli
 from selfrefine.core.errors import StorageError
+from selfrefine.evaluation import runstore
 from selfrefine.evaluation.runner import ExampleRow
 from selfrefine.evaluation.runstore import RunStore
 
@@ -120,17 +121,17 @@ class TornAppend:
 def test_row_appended_after_a_torn_one_starts_a_line_of_its_own(tmp_path, monkeypatch):
     """Examples in flight still hand their rows to the store after an append failed (eval
     stops at the next turn of its event loop): a torn row must not swallow the next one."""
-    store, real_open, torn = RunStore(tmp_path), Path.open, []
+    store, real_open, torn = RunStore(tmp_path), runstore.open_file, []
 
-    def open_(path: Path, mode: str = "r", *args, **kwargs):
-        fh = real_open(path, mode, *args, **kwargs)
+    def open_(path: Path, mode: str):
+        fh = real_open(path, mode)
         if path.name == "results.jsonl" and mode == "ab" and not torn:
             torn.append(path)
             return TornAppend(fh)
         return fh
 
     store.append(ExampleRow(id="a", metrics=[1.0]))
-    monkeypatch.setattr(Path, "open", open_)
+    monkeypatch.setattr(runstore, "open_file", open_)
     with pytest.raises(StorageError, match="disk is full"):
         store.append(ExampleRow(id="b", metrics=[1.0]))
     store.append(ExampleRow(id="c", metrics=[1.0]))  # the disk has room again

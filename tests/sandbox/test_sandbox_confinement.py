@@ -6,7 +6,10 @@ start more than MAX_PROCESSES processes."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +24,21 @@ needs_pidns = pytest.mark.skipif(not confinement().pid_flags, reason="no PID nam
 
 
 @pytest.fixture
-def secret(tmp_path: Path) -> Path:
-    path = tmp_path / "secret.txt"
+def outside(tmp_path: Path) -> Iterator[Path]:
+    """A folder of the server's outside /tmp where there is one: with a mount namespace the
+    program's tmpfs covers /tmp (issue 46 item 13), so a file there would be missing rather
+    than refused, and these tests are about Landlock's refusal."""
+    if os.access("/var/tmp", os.W_OK):
+        folder = Path(tempfile.mkdtemp(prefix="selfrefine-test-", dir="/var/tmp"))
+        yield folder
+        shutil.rmtree(folder, ignore_errors=True)
+    else:
+        yield tmp_path
+
+
+@pytest.fixture
+def secret(outside: Path) -> Path:
+    path = outside / "secret.txt"
     path.write_text("TOP-SECRET-42")
     return path
 
@@ -38,7 +54,8 @@ def test_program_cannot_read_files_outside_its_directory(secret, target):
 
 
 @needs_landlock
-def test_program_cannot_list_or_write_outside_its_directory(tmp_path):
+def test_program_cannot_list_or_write_outside_its_directory(outside):
+    tmp_path = outside
     grand = f"open({str(tmp_path / 'grand')!r}, 'w')"
     code = (
         f"import os, subprocess, sys\n"

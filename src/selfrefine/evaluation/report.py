@@ -47,6 +47,7 @@ from .report_tables import (
 from .runner import ExampleRow, summarize
 from .runstore import RunMeta, RunStore
 from .stats import Interval, mean_known, paired_bootstrap_diff
+from .storage import open_file
 
 MARKDOWN = "report.md"
 HTML = "report.html"
@@ -165,7 +166,8 @@ def _plot(
     if series:
         ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, format="png", metadata={"Software": None})
+    with open_file(path, "wb") as fh:  # not through a link planted in the report folder
+        fig.savefig(fh, format="png", metadata={"Software": None})
 
 
 def write_plots(reports: Sequence[RunReport], out: Path) -> list[Path]:
@@ -316,9 +318,11 @@ def write_report(folders: Sequence[str | Path], out: str | Path, *, seed: int = 
     out.mkdir(parents=True, exist_ok=True)
     reports = [run_table(f, seed=seed) for f in folders]
     examples = [[trajectory(row) for row in RunStore(f).rows()] for f in folders]
-    (out / MARKDOWN).write_text(markdown(reports), encoding="utf-8")
+    with open_file(out / MARKDOWN, "wb") as fh:
+        fh.write(markdown(reports).encode("utf-8"))
     plots = write_plots(reports, out)
-    (out / HTML).write_text(render_html(reports, examples, plots), encoding="utf-8")
+    with open_file(out / HTML, "wb") as fh:
+        fh.write(render_html(reports, examples, plots).encode("utf-8"))
     return reports
 
 

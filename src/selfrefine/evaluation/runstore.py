@@ -20,6 +20,11 @@ taken again, or, when another eval has taken it, this one stops before writing. 
 holder repairs a torn last line; a reader (``report`` during an eval) skips it, since it
 may be a row the writer is still writing.
 
+No file of the folder is opened through a symbolic link (:func:`.storage.open_file`): a
+``lock`` or ``results.jsonl`` planted as a link to a file elsewhere is a StorageError naming
+it, and the file it points to is left alone. The folder itself is the one the user named
+(it may be a link to a bigger disk).
+
 A failed example (no result, or a run stopped by an error) is retried by a rerun: its new
 row is appended and supersedes the old one, which stays in the file. ``rows()`` returns
 one row per id, the latest, except that a failed row never replaces a good one.
@@ -42,7 +47,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ..core.errors import ConfigError, InputError, StorageError
 from .runner import EvalSummary, ExampleRow
-from .storage import run_folder_error, run_folder_read_error
+from .storage import open_fd, open_file, refuse_link, run_folder_error, run_folder_read_error
 
 RESULTS = "results.jsonl"
 META = "meta.json"
@@ -82,7 +87,8 @@ class RunStore:
     def meta(self) -> RunMeta:
         path = self.folder / META
         try:
-            return RunMeta.model_validate_json(path.read_text(encoding="utf-8"))
+            with open_file(path, "rb") as fh:
+                return RunMeta.model_validate_json(fh.read().decode("utf-8"))
         except FileNotFoundError:
             raise InputError(
                 f"{self.folder} is not a run folder (no {META}); create it with `selfrefine eval`"
@@ -100,7 +106,7 @@ class RunStore:
         except OSError as exc:
             raise run_folder_error(self.folder, exc) from None
         self.acquire()
-        if (self.folder / META).exists():
+        if os.path.lexists(self.folder / META):  # a link there is refused by meta()
             old = self.meta()
             if not old.same_job(meta):
                 raise ConfigError(
@@ -133,7 +139,7 @@ class RunStore:
         path = self.folder / LOCK
         for _ in range(LOCK_TRIES):
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = open_fd(path, os.O_RDWR | os.O_CREAT)
             except OSError as exc:
                 raise run_folder_error(path, exc) from None
             try:
@@ -195,7 +201,7 @@ class RunStore:
 
     def _read(self, repair: bool) -> list[ExampleRow]:
         path = self.folder / RESULTS
-        if not path.exists():
+        if not os.path.lexists(path):
             return []
         try:
             rows, good_bytes, newline = _read_rows(path)
@@ -221,7 +227,7 @@ class RunStore:
             if self._torn or not _ends_whole(path):  # a failed append (examples in flight may still
                 self._read(repair=True)  # finish after it) or a crash: this row must not join its line
             try:
-                with path.open("ab") as fh:
+                with open_file(path, "ab") as fh:
                     fh.write(line)
                     fh.flush()
                     os.fsync(fh.fileno())
@@ -242,7 +248,7 @@ def _read_rows(path: Path) -> tuple[list[ExampleRow], int, bool]:
     """The whole rows of results.jsonl, how many bytes they fill, and whether the last one
     ends with its newline; a damaged line before the last is an InputError."""
     rows, good_bytes, newline = [], 0, True
-    with path.open("rb") as fh:
+    with open_file(path, "rb") as fh:
         for raw in fh:
             try:
                 rows.append(ExampleRow.model_validate_json(raw))
@@ -259,12 +265,11 @@ def _repair_tail(path: Path, good_bytes: int, newline: bool) -> None:
     """Drop a torn last line, or end a whole last row with its newline. A folder that cannot
     be written is still read (``report``); an eval then fails on its first append."""
     try:
-        size = path.stat().st_size
-        if good_bytes < size:
-            with path.open("r+b") as fh:
+        with open_file(path, "r+b") as fh:
+            if good_bytes < os.fstat(fh.fileno()).st_size:
                 fh.truncate(good_bytes)
-        if good_bytes and not newline:
-            with path.open("ab") as fh:
+            if good_bytes and not newline:
+                fh.seek(0, os.SEEK_END)
                 fh.write(b"\n")
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -275,7 +280,7 @@ def _repair_tail(path: Path, good_bytes: int, newline: bool) -> None:
 def _ends_whole(path: Path) -> bool:
     """Whether results.jsonl is absent, empty or ends with a newline (a row may follow)."""
     try:
-        with path.open("rb") as fh:
+        with open_file(path, "rb") as fh:
             size = fh.seek(0, os.SEEK_END)
             return size == 0 or os.pread(fh.fileno(), 1, size - 1) == b"\n"
     except FileNotFoundError:
@@ -287,7 +292,7 @@ def _ends_whole(path: Path) -> bool:
 def _is_file_at(fd: int, path: Path) -> bool:
     """Whether the open file ``fd`` is the one ``path`` names now (not deleted, not replaced)."""
     try:
-        held, there = os.fstat(fd), os.stat(path)
+        held, there = os.fstat(fd), os.lstat(path)  # a link there is not the file
     except OSError:
         return False
     return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
@@ -339,9 +344,10 @@ def differences(old: RunMeta, new: RunMeta) -> list[str]:
 
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
+    refuse_link(path)
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.write(text)
+        with open_file(tmp, "wb") as fh:
+            fh.write(text.encode("utf-8"))
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

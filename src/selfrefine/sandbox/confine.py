@@ -20,6 +20,10 @@
   the kernel refuses one, the seccomp filter refuses those system calls instead
   (:mod:`.isolation`); where there is neither, :func:`require_confinement` refuses to run
   model code unless ``SELFREFINE_SANDBOX_FILES=allow``.
+- **Kernel keyrings**: no namespace holds a run's keys and no memory cap counts them (they
+  fill the user's machine-wide key quota), so the seccomp filter refuses the keyring calls
+  in every run (:mod:`.isolation`); where there is no filter, :func:`require_confinement`
+  refuses to run model code unless ``SELFREFINE_SANDBOX_FILES=allow``.
 """
 
 from __future__ import annotations
@@ -92,9 +96,9 @@ def _probe_ipc(pid_flags: int) -> int:
 
 
 def require_confinement(found: Confinement, ipc_filter: bool = False) -> None:
-    """Refuse to run model code that could read the server's files, or share System V IPC
+    """Refuse to run model code that could read the server's files, share System V IPC
     objects with the machine (no IPC namespace, and no seccomp filter, ``ipc_filter``, to
-    refuse those calls), unless opted out."""
+    refuse those calls), or fill the kernel's keyrings (no filter), unless opted out."""
     if opted_out(FILES_ENV):
         return
     if not (found.ipc_flags or ipc_filter):
@@ -103,6 +107,13 @@ def require_confinement(found: Confinement, ipc_filter: bool = False) -> None:
             "memory, message queues and semaphores (no IPC namespace: unshare(CLONE_NEWIPC) was refused; no "
             "seccomp filter). Fix one of: allow unprivileged user namespaces or install libseccomp and "
             f"`pip install pyseccomp`, as for the network; or set {FILES_ENV}=allow."
+        )
+    if not ipc_filter:
+        raise SandboxUnavailableError(
+            "refusing to run model-written code: nothing here can keep it from filling the kernel's keyrings "
+            "(keys are memory no cap counts, charged to the user's machine-wide quota; no seccomp filter to "
+            "refuse add_key/keyctl). Fix: install libseccomp (e.g. apt install libseccomp2) and "
+            f"`pip install pyseccomp`; or set {FILES_ENV}=allow."
         )
     if found.landlock_abi:
         return

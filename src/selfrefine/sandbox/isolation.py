@@ -25,6 +25,10 @@ Two kernel mechanisms, both inherited by every process the program forks or exec
     (``shmget``/``shmat``/``msgget``/``semget`` and the rest, :data:`IPC_SYSCALLS`) and the
     POSIX message queue calls: the machine's IPC objects outlive a run, so a program could
     leave a segment behind, read another's, or pass state from one run to the next.
+  - in every run, the kernel keyring calls ``add_key``, ``request_key`` and ``keyctl``
+    (:data:`KEY_SYSCALLS`): keys are kernel memory that no memory cap counts, charged to the
+    user's machine-wide key quota (a 24 MB run held 1,561 keys of 16 KB and filled root's),
+    and no namespace of a run holds them.
 
   libseccomp, not a hand-written BPF program, checks the architecture and the x32 ABI
   (a 32-bit system call from a 64-bit program is killed) and sets ``no_new_privs``.
@@ -83,6 +87,8 @@ IPC_SYSCALLS = (
     "mq_notify",
     "mq_getsetattr",
 )
+# refused in every run where the machine has a filter (see the module docstring)
+KEY_SYSCALLS = ("add_key", "request_key", "keyctl")
 ENV_VAR = "SELFREFINE_SANDBOX_NETWORK"
 
 # Exit 0 only when the filter refused an Internet socket (the probe's own check).
@@ -151,20 +157,21 @@ def require_isolation(isolation: Isolation) -> None:
     )
 
 
-def child_setup(isolation: Isolation, extra_flags: int = 0, deny_ipc: bool = False):
+def child_setup(isolation: Isolation, extra_flags: int = 0, deny_ipc: bool = False, deny_keys: bool = False):
     """The part of ``preexec_fn`` that isolates the child; raising there fails the Popen.
 
     ``extra_flags``: more namespaces to create in the same ``unshare`` (the PID and IPC
     namespaces of :mod:`.confine`). ``deny_ipc``: the filter also refuses :data:`IPC_SYSCALLS`
-    (where the run has no IPC namespace), loaded even if ``isolation`` asks for no network
-    filter. The filter is built here, in the parent, so the child only loads it."""
+    (where the run has no IPC namespace), ``deny_keys`` :data:`KEY_SYSCALLS`; either loads it
+    even if ``isolation`` asks for no network filter. The filter is built here, in the
+    parent, so the child only loads it."""
     flags = (NAMESPACE_FLAGS[isolation.namespace] if isolation.namespace else 0) | extra_flags
     if flags and _unshare_fn() is None:
         raise SandboxUnavailableError("network namespaces were requested but unshare() is not available")
     load = None
-    if isolation.seccomp or deny_ipc:
+    if isolation.seccomp or deny_ipc or deny_keys:
         try:
-            load = _seccomp_filter(isolation.seccomp, deny_ipc).load
+            load = _seccomp_filter(isolation.seccomp, deny_ipc, deny_keys).load
         except (ImportError, RuntimeError, OSError) as exc:
             raise SandboxUnavailableError(f"the seccomp filter cannot be built: {exc}") from exc
     return _preexec(flags, load)
@@ -210,14 +217,15 @@ def _unshare_fn():
         return None
 
 
-@functools.lru_cache(maxsize=4)
-def _seccomp_filter(network: bool = True, ipc: bool = False):
+@functools.lru_cache(maxsize=8)
+def _seccomp_filter(network: bool = True, ipc: bool = False, keys: bool = False):
     """The filter (see the module docstring): ``network`` refuses :data:`DENIED_SYSCALLS`,
-    ``ipc`` :data:`IPC_SYSCALLS`; raises ImportError/RuntimeError/OSError."""
+    ``ipc`` :data:`IPC_SYSCALLS`, ``keys`` :data:`KEY_SYSCALLS`; raises
+    ImportError/RuntimeError/OSError."""
     import pyseccomp  # raises RuntimeError where libseccomp itself is missing
 
     flt = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
-    names = (DENIED_SYSCALLS if network else ()) + (IPC_SYSCALLS if ipc else ())
+    names = (DENIED_SYSCALLS if network else ()) + (IPC_SYSCALLS if ipc else ()) + (KEY_SYSCALLS if keys else ())
     for name in names:  # OSError(EINVAL) for a name this libseccomp does not know
         flt.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
     return flt

@@ -1,20 +1,31 @@
 """The launcher: the source that runs first in the sandbox's child (``python -I -c``), kept
 as source because the child must not import selfrefine.
 
+Every run starts it with the same command line and environment, timed or not: the run's
+parameters (file names, descriptors, the control group's CPU counter) come on stdin, ahead of
+the program's own input, in a header that it reads with ``os.read`` before the program runs,
+so ``sys.orig_argv``, ``sys.argv`` and ``os.environ`` show nothing of the run, the server's
+pid or its folders. With a mount namespace the program's folder is :data:`FOLDER`, whatever
+the folder on the caller's disk is called.
+
 In order, before any model-written code runs, it
 
+0. reads its parameters from stdin (:func:`header`);
 1. blocks the socket constructors (a clear message for the program itself) and takes the
    package directories off ``sys.path`` (their files are not readable in any case);
 2. reads and compiles ``main.py``;
 3. with a PID namespace, forks: it stays outside as the waiting parent, the program runs as
    the namespace's init (:mod:`.confine`);
-4. with a mount namespace, mounts a size-limited tmpfs over the working directory (the disk
-   cap; ``main.py`` is written into it again), a private ``/dev/shm``, and empty read-only
-   tmpfs over the package directories below the standard library (:mod:`.landlock`);
-5. with ``measure``, writes the CPU time used so far (the run's control group's counter, or
-   its own ``os.times()`` where there is no group) to the measure pipe, and closes it: the
-   caller subtracts it from what it reads itself once every process of the run is gone,
-   and the program never holds a descriptor through which it could report a time;
+4. with a mount namespace, mounts empty read-only tmpfs over the package directories below
+   the standard library (:mod:`.landlock`), a size-limited tmpfs over ``/tmp`` (the disk cap)
+   with the program's folder :data:`FOLDER` in it (``main.py`` is written into it again; over
+   the caller's own folder where the interpreter itself lives below ``/tmp``), and a private
+   ``/dev/shm``;
+5. writes the CPU time used so far (the run's control group's counter, or its own
+   ``os.times()`` where there is no group) to the measure pipe, and closes it, in every run:
+   with ``measure`` the caller subtracts it from what it reads itself once every process of
+   the run is gone, and the program never holds a descriptor through which it could report a
+   time;
 6. applies the Landlock ruleset, with rules for the new mounts added first;
 7. runs ``main.py`` in a fresh module that it makes ``sys.modules["__main__"]``, under its
    real file name, so tracebacks show its lines; ``import __main__`` finds the program's
@@ -29,6 +40,7 @@ from .confine import PID_MAX
 from .landlock import RESTRICT_SOURCE
 
 CONFINE_FAILED = "__SELFREFINE_CONFINE_FAILED__"  # the launcher could not confine the program
+FOLDER = "/tmp/selfrefine"  # the program's folder, with a mount namespace (a tmpfs over /tmp)
 INODES = 16_384  # files and directories the program may create in its working directory
 SHM_MB = 16
 
@@ -66,6 +78,24 @@ def _confine_processes():
             fh.write(str(_PID_MAX))
     except OSError:
         pass  # kernels before 6.14 have one global pid_max
+def _header():
+    # "<length>\n" and that many bytes of NUL-separated fields, read with os.read so that
+    # sys.stdin, not yet read from, starts at the program's own input
+    size = b""
+    while not size.endswith(b"\n") and len(size) < 16:
+        byte = os.read(0, 1)
+        if not byte:
+            break
+        size += byte
+    if not size.strip().isdigit():
+        _fail("reading the run's parameters from stdin", 0)
+    data = b""
+    while len(data) < int(size):
+        chunk = os.read(0, int(size) - len(data))
+        if not chunk:
+            _fail("reading the run's parameters from stdin", 0)
+        data += chunk
+    return data.decode("utf-8").split("\0")
 def _mount(libc, target, flags, options):
     return libc.mount(b"tmpfs", target.encode(), b"tmpfs", flags, options.encode()) == 0
 def _allow(libc, fd, path, rights):
@@ -78,23 +108,27 @@ def _allow(libc, fd, path, rights):
     ok = libc.syscall(445, fd, 1, rule, 0) == 0
     os.close(target)
     return ok
-def _private_mounts(fd, shm, work, disk_mb, path, source, hide):
-    # Only ever called inside a new mount namespace (MS_NOSUID | MS_NODEV = 6).
+def _private_mounts(fd, shm, work, disk_mb, path, source, hide, own):
+    # Only ever called inside a new mount namespace (MS_NOSUID | MS_NODEV = 6). `own`: the
+    # folder is the caller's, mounted over; else FOLDER, made in a tmpfs over its parent.
     import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.mount(b"none", b"/", None, 16384 | 262144, None) != 0:  # MS_REC | MS_PRIVATE
         _fail("mount --make-rprivate /", ctypes.get_errno())
+    for empty in hide:  # MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC (before a tmpfs may cover them)
+        if empty and not _mount(libc, empty, 15, "size=4k,nr_inodes=2,mode=555"):
+            _fail("hiding " + empty, ctypes.get_errno())
     folder = os.path.dirname(path)
-    if not _mount(libc, folder, 6, "size=%dm,nr_inodes=%d,mode=700" % (disk_mb, _INODES)):
+    top = folder if own else os.path.dirname(folder)
+    if not _mount(libc, top, 6, "size=%dm,nr_inodes=%d,mode=700" % (disk_mb, _INODES)):
         _fail("tmpfs on the working directory", ctypes.get_errno())
+    if not own:
+        os.mkdir(folder, 0o700)
     os.chdir(folder)
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(source)
-    for empty in hide:  # MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
-        if empty and not _mount(libc, empty, 15, "size=4k,nr_inodes=2,mode=555"):
-            _fail("hiding " + empty, ctypes.get_errno())
     # (a working directory inside /dev/shm would be hidden by a new tmpfs there)
-    inside = (folder + "/").startswith("/dev/shm/")
+    inside = (top + "/").startswith("/dev/shm/")
     shm_ok = not inside and _mount(libc, "/dev/shm", 6, "size=%dm,nr_inodes=1024,mode=1777" % _SHM_MB)
     if fd >= 0 and not (_allow(libc, fd, folder, work) and (not shm_ok or _allow(libc, fd, "/dev/shm", shm))):
         _fail("landlock_add_rule", ctypes.get_errno())
@@ -110,8 +144,11 @@ def _spent(cpu_file):
     return "rusage %d" % int((t.user + t.system) * 1e6)
 def _forget_packages():
     # site.py put the package directories on sys.path and listed them into the importers'
-    # caches before Landlock applied: forget both, and any module imported from there
-    found = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+    # caches before Landlock applied: forget both, and any module imported from there; and
+    # what .pth files added outside the interpreter (an editable install's source folder)
+    tops = tuple(p.rstrip(os.sep) + os.sep for p in (sys.base_prefix, sys.base_exec_prefix))
+    found = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")
+             or not (p + os.sep).startswith(tops)]
     sys.path[:] = [p for p in sys.path if p not in found]
     for name, module in list(sys.modules.items()):
         where = getattr(module, "__file__", None) or ""
@@ -126,22 +163,21 @@ for _mod in (_s, _socket):
         if hasattr(_mod, _name):
             setattr(_mod, _name, _blocked)
 del _mod, _name, _s, _socket
-_path, _fd, _rules, _pidns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
-_shm, _work, _disk, _cpu = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
-_hide = sys.argv[9].split(os.pathsep)
-sys.argv = [_path]
+_args = _header()
+_path, _shown, _fd, _rules, _pidns = _args[0], _args[1], int(_args[2]), int(_args[3]), _args[4] == "1"
+_shm, _work, _disk, _cpu = int(_args[5]), int(_args[6]), int(_args[7]), _args[8]
+_hide = _args[9].split(os.pathsep)
+sys.argv = [_shown]
 _forget_packages()
 with open(_path, encoding="utf-8") as _fh:
     _source = _fh.read()
-_code = compile(_source, _path, "exec")
+_code = compile(_source, _shown, "exec")
 if _pidns:
     _confine_processes()
 if _disk:
-    _private_mounts(_rules, _shm, _work, _disk, _path, _source, _hide)
-_spent_so_far = _spent(_cpu).encode()  # read in every run, written only to a measure pipe
-if _fd >= 0:
-    os.write(_fd, _spent_so_far)
-    os.close(_fd)
+    _private_mounts(_rules, _shm, _work, _disk, _shown, _source, _hide, _shown == _path)
+os.write(_fd, _spent(_cpu).encode())  # in every run; only a timed one reads it
+os.close(_fd)
 if _rules >= 0:
     _err = _landlock(_rules)
     if _err:
@@ -150,9 +186,9 @@ if _rules >= 0:
 # of its own as __main__ (not this one, whose names it could read), and every run ends the
 # same way below.
 _main = type(sys)("__main__")
-_main.__file__, _main.__builtins__, _main.__cached__ = _path, __builtins__, None
+_main.__file__, _main.__builtins__, _main.__cached__ = _shown, __builtins__, None
 sys.modules["__main__"] = _main
-del _fd, _rules, _pidns, _shm, _work, _disk, _cpu, _hide, _source, _spent_so_far, _fh, _path
+del _args, _fd, _rules, _pidns, _shm, _work, _disk, _cpu, _hide, _source, _fh, _path, _shown
 exec(_code, _main.__dict__)
 # Skip the interpreter's teardown, a few ms of CPU that would be added to every measured
 # program; what a program can see of a normal exit still happens.

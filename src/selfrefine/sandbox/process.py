@@ -13,8 +13,9 @@ so a program printing forever cannot fill the caller's memory) and no network:
    (:mod:`selfrefine.sandbox.confine`): a Landlock ruleset lets it read the standard library
    and system libraries and write only its temporary directory, it runs as init of its own
    PID namespace, so nothing it starts outlives it, and in an IPC namespace of its own (or,
-   where the kernel refuses one, with the IPC calls refused by the seccomp filter);
-   :func:`run_python` refuses where Landlock, or both IPC barriers, are missing unless
+   where the kernel refuses one, with the IPC calls refused by the seccomp filter), and the
+   filter refuses the kernel keyring calls;
+   :func:`run_python` refuses where Landlock, both IPC barriers, or the filter are missing unless
    ``SELFREFINE_SANDBOX_FILES=allow``;
 3. in every case a small launcher replaces ``socket.socket``, ``_socket.socket`` and the
    connection helpers with a function raising ``PermissionError`` before the program runs
@@ -50,8 +51,8 @@ from .cgroup import RunGroup, cgroups
 from .cleanup import remove_tree
 from .confine import Confinement, confinement, require_confinement, ruleset_fd
 from .isolation import CLONE_NEWNS, CLONE_NEWUSER, Isolation, child_setup, network_isolation, require_isolation
-from .landlock import hidden_dirs, shm_rights, workdir_rights
-from .launcher import CONFINE_FAILED, SOURCE
+from .landlock import base_paths, hidden_dirs, shm_rights, workdir_rights
+from .launcher import CONFINE_FAILED, FOLDER, SOURCE
 
 __all__ = ["Isolation", "SandboxResult", "network_isolation", "run_python"]
 
@@ -88,7 +89,11 @@ class _Limits:
 def _limits(limits: _Limits, isolation: Isolation, confined: Confinement, group: RunGroup | None):
     flags = confined.pid_flags | confined.ipc_flags
     # no IPC namespace: the seccomp filter refuses the IPC calls (where this machine has one)
-    isolate = child_setup(isolation, flags, deny_ipc=not confined.ipc_flags and network_isolation().seccomp)
+    # and, in every run where the machine has the filter, the kernel keyring calls
+    machine_filter = network_isolation().seccomp
+    isolate = child_setup(
+        isolation, flags, deny_ipc=not confined.ipc_flags and machine_filter, deny_keys=machine_filter
+    )
     join = group.joiner() if group else None
     cpu_seconds = max(1, int(limits.timeout) + 1)
     # without a memory cap for all processes together: fewer processes, counted in the
@@ -182,11 +187,11 @@ def _execute(path: str, stdin: str, measure: bool, limits: _Limits, isolation: I
 
 def _supervise(path, stdin, measure, limits: _Limits, isolation, confined: Confinement, group: RunGroup | None):
     """Start the launcher, feed stdin, read capped output; kill it all at the end."""
-    report, measure_fd = os.pipe() if measure else (-1, -1)
+    report, measure_fd = os.pipe()  # in every run: a timed one must not differ in its descriptors
     try:
         rules = ruleset_fd(os.path.dirname(path), confined)
         try:
-            proc = _start(path, (measure_fd, rules), limits, isolation, confined, group)
+            proc, header = _start(path, (measure_fd, rules), limits, isolation, confined, group)
         except subprocess.SubprocessError as exc:  # the isolation step failed in the child: fail closed
             raise SandboxUnavailableError(
                 f"could not isolate the sandboxed program ({isolation.describe()}; {confined.describe()}) although "
@@ -197,7 +202,7 @@ def _supervise(path, stdin, measure, limits: _Limits, isolation, confined: Confi
                 if fd >= 0:
                     os.close(fd)
         out_buf, err_buf = bytearray(), bytearray()
-        readers = _readers(proc, stdin, out_buf, err_buf, 4 * limits.max_output + 4)
+        readers = _readers(proc, header + stdin.encode("utf-8"), out_buf, err_buf, 4 * limits.max_output + 4)
         timed_out, usage = _wait(proc, limits.timeout)
         if group is not None:
             group.kill()
@@ -214,12 +219,12 @@ def _supervise(path, stdin, measure, limits: _Limits, isolation, confined: Confi
     return bytes(out_buf), bytes(err_buf), proc.returncode, timed_out, seconds
 
 
-def _readers(proc: subprocess.Popen, stdin: str, out_buf: bytearray, err_buf: bytearray, limit: int):
+def _readers(proc: subprocess.Popen, stdin: bytes, out_buf: bytearray, err_buf: bytearray, limit: int):
     """Threads that drain stdout/stderr (``limit`` bytes kept per stream) and feed stdin."""
     readers = [
         threading.Thread(target=_drain, args=(proc.stdout, out_buf, limit), daemon=True),
         threading.Thread(target=_drain, args=(proc.stderr, err_buf, limit), daemon=True),
-        threading.Thread(target=_feed, args=(proc.stdin, stdin.encode("utf-8")), daemon=True),
+        threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True),
     ]
     for thread in readers:
         thread.start()
@@ -280,17 +285,27 @@ def _start(
     isolation: Isolation,
     confined: Confinement,
     group: RunGroup | None,
-) -> subprocess.Popen:
+) -> tuple[subprocess.Popen, bytes]:
+    """The launcher, and the header it reads from stdin before the program's input: the
+    run's parameters go there, not in argv or the environment (see :mod:`.launcher`)."""
     fd, rules = fds
     pid_flags, abi = confined.pid_flags, confined.landlock_abi
     mounts = bool(pid_flags & CLONE_NEWNS)
     cwd = os.path.dirname(path)
-    env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "HOME": cwd, "TMPDIR": cwd, "PYTHONDONTWRITEBYTECODE": "1"}
-    args = [path, str(fd), str(rules), "1" if pid_flags else "0"]
+    shown = _shown_folder(cwd) if mounts else cwd
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONHASHSEED": "0",
+        "HOME": shown,
+        "TMPDIR": shown,
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    args = [path, os.path.join(shown, "main.py"), str(fd), str(rules), "1" if pid_flags else "0"]
     args += [str(shm_rights(abi)), str(workdir_rights(abi)), str(limits.disk_mb if mounts else 0)]
     args += [group.cpu_file if group else "", os.pathsep.join(hidden_dirs()) if mounts else ""]
-    return subprocess.Popen(
-        [sys.executable, "-I", "-c", SOURCE, *args],
+    payload = "\0".join(args).encode("utf-8")
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-c", SOURCE],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -300,6 +315,15 @@ def _start(
         start_new_session=True,  # its own process group: a timeout kills its children too
         preexec_fn=_limits(limits, isolation, confined, group),
     )
+    return proc, b"%d\n" % len(payload) + payload
+
+
+def _shown_folder(own: str) -> str:
+    """The program's folder in its mount namespace: :data:`FOLDER`, in a tmpfs over
+    ``/tmp``, unless the interpreter lives below ``/tmp`` (which that would hide)."""
+    top = os.path.dirname(FOLDER) + "/"
+    lives = [sys.executable, sys.prefix, sys.base_prefix, *base_paths().values()]
+    return own if any(os.path.realpath(p).startswith(top) for p in lives if p) else FOLDER
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
