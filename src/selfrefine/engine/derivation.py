@@ -52,6 +52,7 @@ UNIT_WORDS = {
     "sections": ("section", "part"),
     "highlights": ("highlight", "*"),
     "placeholders": ("placeholder", "["),
+    "characters": ("character", "char"),
 }
 # what a request says when it asks for words in the reply, or forbids them (a topic's own
 # words are no instruction: "a paragraph on the US elections" asks for no keyword)
@@ -98,6 +99,12 @@ async def run_checks(run: RunContext, memo: Memo) -> ChecksStep | None:
                 memo[request] = list(checks.derived)
                 while len(memo) > MEMO_SIZE:
                     memo.pop(next(iter(memo)))
+    if policy.schema is not None and checks.derived:  # the schema's JSON is the reply: no wording check fits it
+        checks.derived, unfit = json_fit(checks.derived)
+        dropped = [*dropped, *unfit]
+        note = "; ".join(
+            filter(None, [note, f"{len(unfit)} wording check(s) no JSON reply can pass were dropped" if unfit else ""])
+        )
     shown = [c.model_dump(mode="json") for c in dropped]
     return ChecksStep(checks=checks.records(), call=call, note=note, dropped=shown)
 
@@ -135,6 +142,18 @@ async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None,
     listed = [c for c in kept if _subject(c) not in {_subject(r) for r in read}]
     note = f"{len(dropped)} derived check(s) the request does not state were dropped" if dropped else ""
     return [*read, *listed], call, note, dropped
+
+
+# the derived checks a JSON reply can pass as such: the rest (start and end phrases, keywords,
+# counts of words or lines, a title, ...) read the request's wording, often text it quotes, and
+# no JSON value can pass them (a first draft that validates would still be refined)
+JSON_FIT = ("json", "forbidden_words")
+
+
+def json_fit(checks: list[Instruction]) -> tuple[list[Instruction], list[Instruction]]:
+    """The checks that fit a reply under a JSON Schema, and those left out."""
+    fit = [c for c in checks if c.model_dump()["type"] in JSON_FIT]
+    return fit, [c for c in checks if c not in fit]
 
 
 def _subject(check: Instruction) -> tuple[Any, ...]:

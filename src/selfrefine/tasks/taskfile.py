@@ -103,6 +103,9 @@ class TaskSpec(BaseModel):
     # which drafts repeat the input instead of answering it (engine/incomplete.py): near (the
     # default), exact (a word-for-word repeat only), off (a rewriting task)
     echo: Literal["near", "exact", "off"] | None = None
+    # how the checks steer: hybrid (the default with checks: their findings beside the critic's,
+    # and a critic's "done" cannot end the run while a check fails), verifier (findings only), self
+    verifier_mode: Literal["self", "verifier", "hybrid"] | None = None
 
 
 def load_task(path: str | Path) -> Task:
@@ -163,6 +166,7 @@ def task_from_spec(spec: TaskSpec) -> Task:
         best=spec.best,
         derive_checks=spec.derive_checks,
         echo=spec.echo,
+        verifier_mode=spec.verifier_mode or ("hybrid" if checks is not None or spec.derive_checks else None),
     )
 
 

@@ -44,7 +44,10 @@ UNITS = {
     "placeholders": r"placeholders?",
     "highlights": r"(?:highlighted|italic(?:ized)?)(?: text)? (?:sections?|parts?|phrases?)|italic text phrases?",
     "sections": r"sections?",
+    "characters": r"characters?|chars",
 }  # fmt: skip
+# fewer characters than this is a story's cast ("exactly two characters"), not a length
+MIN_CHARACTERS = 20
 NEGATIONS = ("not ", "n't ", "no ", "without ", "avoid ", "never ", "refrain ", "free of ")
 Rule = Callable[[str, str], Iterator[dict[str, Any]]]  # (text, lower-cased text) -> checks as data
 
@@ -72,6 +75,8 @@ def _counts(text: str, low: str) -> Iterator[dict[str, Any]]:
     a bare number of paragraphs, bullet points or sections is that many ("3 paragraphs")."""
     for unit, noun in UNITS.items():
         for m in re.finditer(rf"\b{NUM}\s+(?:to|-)\s+{NUM}\s+(?:{noun})\b", low):  # "100 to 120 words"
+            if unit == "characters" and number(m.group(2)) < MIN_CHARACTERS:
+                continue
             yield {"type": "count", "unit": unit, "relation": "at least", "n": number(m.group(1))}
             yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(2))}
         for m in re.finditer(rf"\b(?:longer|more) than\s+{NUM}\s+(?:{noun})\b", low):
@@ -99,6 +104,8 @@ def _counts(text: str, low: str) -> Iterator[dict[str, Any]]:
                 relation_said = "exactly"
             else:
                 continue  # "a 500 word essay": a size, said loosely
+            if unit == "characters" and n < MIN_CHARACTERS:
+                continue
             check = {"type": "count", "unit": unit, "relation": relation_said, "n": n}
             marker = _marker(text, low, unit)
             if unit == "sections" and not marker:
