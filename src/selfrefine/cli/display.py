@@ -15,6 +15,7 @@ from ..core.records import (
     DecisionStep,
     DeltaStep,
     DraftStep,
+    FailedCheck,
     FeedbackStep,
     ResultStep,
     RunResult,
@@ -147,6 +148,8 @@ class StepPrinter:
             f"{u.seconds:.1f}s in model calls"
         )
         self.console.print(f"[dim]{escape(calls_by_role(result))}[/dim]")
+        if result.fails is not None:  # the run had code checks: say where the output stands
+            self.console.print(escape(output_standing(result.fails)))
         over = overspent(result)
         if over:
             self.console.print(f"[yellow]{escape(over)}[/yellow]")
@@ -229,6 +232,13 @@ def calls_by_role(result: RunResult) -> str:
         models = ", ".join(dict.fromkeys(c.model for c in calls if c.model)) or "?"
         parts.append(f"{role} {plural(len(calls), 'call')}, {tokens} tokens ({models})")
     return "by role: " + "; ".join(parts) if parts else "no model calls"
+
+
+def output_standing(fails: list[FailedCheck]) -> str:
+    """The last word on a run with checks: which ones its returned output still fails."""
+    if not fails:
+        return "returned output passes every check"
+    return "returned output fails: " + "; ".join(dict.fromkeys(f.says for f in fails))
 
 
 def overspent(result: RunResult) -> str | None:
