@@ -184,3 +184,17 @@ def test_under_a_schema_a_quoted_phrase_is_no_check_and_a_valid_draft_stops():
     assert all(c.check["type"] != "ends_with" for c in result.checks)
     assert result.stop_reason is StopReason.VERIFIED and len(result.iterations) == 1  # before: refined on
     assert result.parsed == {"customer": "ACME"} and result.fails == []
+
+
+def test_a_task_files_mapping_counts_characters_too():
+    from selfrefine import Checks
+    from selfrefine.engine.instructions import InstructionChecks, from_checks
+
+    checks = Checks(max_chars=50, min_chars=5)
+    assert checks("in", "x" * 51).text == "needs 5 to 50 characters, has 51" and checks("in", "Fix it").passed
+    stated_checks = InstructionChecks(from_checks(checks))
+    assert [c.describe() for c in stated_checks.checks] == [
+        "at least 5 characters (letters, spaces and punctuation)",
+        "at most 50 characters (letters, spaces and punctuation)",
+    ]
+    assert not stated_checks("in", "x" * 51).passed and stated_checks("in", "Fix it").passed

@@ -178,6 +178,8 @@ class Checks(BaseModel):
     must_not_match: list[str | Pattern] = Field(default_factory=list)
     min_words: int | None = Field(default=None, ge=0)
     max_words: int | None = Field(default=None, ge=0)
+    min_chars: int | None = Field(default=None, ge=0)  # characters, spaces and punctuation included
+    max_chars: int | None = Field(default=None, ge=0)
     min_lines: int | None = Field(default=None, ge=0)
     max_lines: int | None = Field(default=None, ge=0)
     required_words: list[str] = Field(default_factory=list)  # whole words, any case
@@ -202,7 +204,7 @@ class Checks(BaseModel):
         # all the regexes search each draft: together they stay within one pattern's bound
         patterns = [pattern_of(p) for p in (*self.must_match, *self.must_not_match)]
         bounded_together(patterns, re.MULTILINE, what="check regexes")
-        for what in ("words", "lines"):
+        for what in ("words", "lines", "chars"):
             low, high = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if low is not None and high is not None and low > high:
                 raise ValueError(f"min_{what} {low} is more than max_{what} {high}")
@@ -225,7 +227,7 @@ class Checks(BaseModel):
 
     def count(self) -> int:
         """How many checks a draft is scored on."""
-        counts = (self.min_words, self.max_words), (self.min_lines, self.max_lines)
+        counts = (self.min_words, self.max_words), (self.min_lines, self.max_lines), (self.min_chars, self.max_chars)
         ranges = sum(any(v is not None for v in pair) for pair in counts)
         return len(self.must_match) + len(self.must_not_match) + len(self.required_words) + ranges
 
@@ -240,6 +242,7 @@ class Checks(BaseModel):
         lines = sum(1 for line in draft.splitlines() if line.strip())
         found = [
             _count_problem(words, self.min_words, self.max_words, "word"),
+            _count_problem(len(draft), self.min_chars, self.max_chars, "character"),
             _count_problem(lines, self.min_lines, self.max_lines, "line"),
         ]
         found += [f"needs the word {w!r}" for w in self.required_words if not _has_word(draft, w)]

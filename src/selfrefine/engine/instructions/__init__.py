@@ -173,8 +173,8 @@ def from_checks(checks: Any) -> list[Instruction]:
     them (runs of letters and digits: "don't" is two words; there, words between spaces)."""
     found: list[Instruction] = [_regex(p, True) for p in checks.must_match]
     found += [_regex(p, False) for p in checks.must_not_match]
-    for unit in ("words", "lines"):
-        low, high = getattr(checks, f"min_{unit}"), getattr(checks, f"max_{unit}")
+    for unit, key in (("words", "words"), ("lines", "lines"), ("characters", "chars")):
+        low, high = getattr(checks, f"min_{key}"), getattr(checks, f"max_{key}")
         if low is not None and low == high:
             found.append(Count(unit=unit, relation="exactly", n=low))
             continue
