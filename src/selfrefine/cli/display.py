@@ -15,14 +15,13 @@ from ..core.records import (
     DecisionStep,
     DeltaStep,
     DraftStep,
-    FailedCheck,
     FeedbackStep,
     ResultStep,
     RunResult,
     Step,
     StopReason,
 )
-from ..core.wording import feedback_text, plural, score_note, verifier_note
+from ..core.wording import feedback_text, output_standing, plural, score_note, verifier_note
 from ..engine.incomplete import cut_off
 
 
@@ -232,13 +231,6 @@ def calls_by_role(result: RunResult) -> str:
         models = ", ".join(dict.fromkeys(c.model for c in calls if c.model)) or "?"
         parts.append(f"{role} {plural(len(calls), 'call')}, {tokens} tokens ({models})")
     return "by role: " + "; ".join(parts) if parts else "no model calls"
-
-
-def output_standing(fails: list[FailedCheck]) -> str:
-    """The last word on a run with checks: which ones its returned output still fails."""
-    if not fails:
-        return "returned output passes every check"
-    return "returned output fails: " + "; ".join(dict.fromkeys(f.says for f in fails))
 
 
 def overspent(result: RunResult) -> str | None:
