@@ -71,12 +71,17 @@ def negated(low: str, at: int, window: int = 60) -> bool:
 
 
 def _counts(text: str, low: str) -> Iterator[dict[str, Any]]:
+    """:func:`_all_counts`, but a handful of "characters" is a story's cast, not a length."""
+    for check in _all_counts(text, low):
+        if check["unit"] != "characters" or check["n"] >= MIN_CHARACTERS:
+            yield check
+
+
+def _all_counts(text: str, low: str) -> Iterator[dict[str, Any]]:
     """A relation and a number before a unit: "at least 300 words", "less than 6 sentences";
     a bare number of paragraphs, bullet points or sections is that many ("3 paragraphs")."""
     for unit, noun in UNITS.items():
         for m in re.finditer(rf"\b{NUM}\s+(?:to|-)\s+{NUM}\s+(?:{noun})\b", low):  # "100 to 120 words"
-            if unit == "characters" and number(m.group(2)) < MIN_CHARACTERS:
-                continue
             yield {"type": "count", "unit": unit, "relation": "at least", "n": number(m.group(1))}
             yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(2))}
         for m in re.finditer(rf"\b(?:longer|more) than\s+{NUM}\s+(?:{noun})\b", low):
@@ -104,8 +109,6 @@ def _counts(text: str, low: str) -> Iterator[dict[str, Any]]:
                 relation_said = "exactly"
             else:
                 continue  # "a 500 word essay": a size, said loosely
-            if unit == "characters" and n < MIN_CHARACTERS:
-                continue
             check = {"type": "count", "unit": unit, "relation": relation_said, "n": n}
             marker = _marker(text, low, unit)
             if unit == "sections" and not marker:
