@@ -32,7 +32,8 @@ Example (``examples/haiku.yaml``, with ``checks`` added)::
 ``checks`` is either that mapping or a list of checks in the vocabulary of
 :mod:`selfrefine.engine.instructions` (``- {type: count, unit: lines, relation: exactly, n:
 3}``); a file with checks is measured by them: its metric is the share of its checks an
-output passes, so ``selfrefine eval`` reports draft 0 against the returned draft.
+output passes, so ``selfrefine eval`` reports draft 0 against the returned draft. They steer the
+run by default (``verifier_mode: hybrid``): a critic's "done" cannot end it while a check fails.
 ``derive_checks: true`` also derives checks from each request's rendered ``generate``
 prompt before the first draft (:mod:`selfrefine.engine.derivation`): the instructions the
 prompt states ("under 40 words") become checks that rank and refine the drafts.
