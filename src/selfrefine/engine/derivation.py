@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from ..core.errors import BackendError, ParseError, TaskError
 from ..core.records import CallRecord, ChecksStep
 from .context import RunContext
-from .instructions import Instruction, checks_schema, parse_checks
+from .instructions import Instruction, Regex, checks_schema, parse_checks
 from .instructions.form import Language
 from .instructions.language import LANGUAGES
 from .instructions.phrases import stated
@@ -159,9 +159,10 @@ def _parse(reply: str) -> list[Instruction]:
     kept = []
     for item in data[:MAX_DERIVED]:
         try:
-            kept += parse_checks([item])
+            check = parse_checks([item])
         except (TaskError, ValidationError, TypeError):
             continue  # one malformed check is dropped, not the others
+        kept += [c for c in check if not isinstance(c, Regex)]  # a request's checks are never regexes
     return kept
 
 
