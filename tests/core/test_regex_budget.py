@@ -12,13 +12,14 @@ is refused before any model call."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 
 import pytest
 
-from selfrefine import ConfigError, FakeBackend, SelfRefine, Task, TaskError, TaskFileError, load_task
+from selfrefine import ChecksStep, ConfigError, FakeBackend, SelfRefine, Task, TaskError, TaskFileError, load_task
 from selfrefine.core.saferegex import MAX_REGEX_STEPS, bounded, regex_steps, within_budget
 from selfrefine.engine.instructions import InstructionChecks, parse_checks
 
@@ -114,10 +115,22 @@ def test_regexes_within_the_budget_together_still_run():
 
 
 def test_a_model_never_derives_a_regex_check():
-    # the request says "regex": on c3793c2 the model's regex check was kept, bounded alone
+    # the request says "regex": on c3793c2 the model's regex checks were kept, each bounded alone
     derived = json.dumps({"checks": [{"type": "regex", "pattern": HEAVY[0]}, {"type": "regex", "pattern": HEAVY[1]}]})
-    fake = FakeBackend({"checks": [derived]}, default="* one\n* two\n* three")
-    result = SelfRefine("chat", fake, derive_checks=True, max_iterations=0).run(
-        "Give me three tips as a bulleted list; each line must match the regex \\w+."
+    engine = SelfRefine(
+        "chat",
+        FakeBackend({"checks": [derived]}, default="* one\n* two\n* three"),
+        max_iterations=0,
+        derive_checks=True,
     )
-    assert all(c.check["type"] != "regex" for c in result.checks), result.checks
+
+    async def steps() -> list:
+        request = "Give me three tips as a bulleted list; each line must match the regex \\w+."
+        return [s async for s in engine.astream(request)]
+
+    found = asyncio.run(steps())
+    [step] = [s for s in found if isinstance(s, ChecksStep)]
+    assert all(c.check["type"] != "regex" for c in step.checks) and all(
+        c.check["type"] != "regex" for c in found[-1].result.checks
+    )
+    assert [c["type"] for c in step.dropped] == ["regex", "regex"]  # recorded as dropped, not silently lost

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from ..core.errors import BackendError, ParseError, TaskError
 from ..core.records import CallRecord, ChecksStep
 from .context import RunContext
-from .instructions import Instruction, Regex, checks_schema, parse_checks
+from .instructions import Instruction, checks_schema, parse_checks
 from .instructions.form import Language
 from .instructions.language import LANGUAGES
 from .instructions.phrases import stated
@@ -159,19 +159,22 @@ def _parse(reply: str) -> list[Instruction]:
     kept = []
     for item in data[:MAX_DERIVED]:
         try:
-            check = parse_checks([item])
+            kept += parse_checks([item])
         except (TaskError, ValidationError, TypeError):
             continue  # one malformed check is dropped, not the others
-        kept += [c for c in check if not isinstance(c, Regex)]  # a request's checks are never regexes
     return kept
 
 
 def grounded(check: Instruction, request: str) -> bool:
     """Whether the request states the check: its numbers and words are in the request's
-    text, with a word naming what it checks."""
+    text, with a word naming what it checks. A regex never is: a request's checks are never
+    regexes (a model's pattern would search each draft beside the run's own, past their
+    shared bound: core/saferegex.py)."""
     text = request.lower()
     data = check.model_dump()
     kind = data["type"]
+    if kind == "regex":
+        return False
     if "n" in data and not _says_number(text, data["n"]):
         return False
     if kind == "count":
