@@ -29,6 +29,7 @@ from ..core.errors import TaskError
 from ..core.saferegex import bounded, within_budget
 from ..core.stoprule import checked_patterns, compile_pattern
 from .checks import Checks, FunctionVerifier, Verifier
+from .instructions import InstructionChecks
 from .templates import BASE_VARIABLES, Template, packaged_template
 
 TEMPLATE_ROLES = ("generate", "feedback", "refine", "refine_nofeedback")
@@ -257,8 +258,7 @@ class Declaration:
         patterns and its checks' regexes (a mapping's or a list's)."""
         found = [(p.pattern, p.flags) for p in (self.score_pattern, *self.stop_matches) if p is not None]
         checks = self.verifier.fn if isinstance(self.verifier, FunctionVerifier) else self.verifier
-        listed = getattr(checks, "regexes", None)  # Checks, InstructionChecks; a plain function has none
-        return found + (listed() if callable(listed) else [])
+        return found + (checks.regexes() if isinstance(checks, (Checks, InstructionChecks)) else [])
 
     def within_budget(self) -> Declaration:
         """This declaration, once its regexes together stay within one budget

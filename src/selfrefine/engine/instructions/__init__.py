@@ -97,7 +97,7 @@ def parse_checks(data: Any) -> list[Instruction]:
     try:  # each regex is bounded alone; all of them search each draft, so together too
         within_budget(regexes(checks), "regex checks")
     except ValueError as exc:
-        raise TaskError(f"checks: {exc}") from None
+        raise TaskError(str(exc)) from None
     return checks
 
 
