@@ -201,6 +201,10 @@ class Checks(BaseModel):
                 raise TaskError(f"unknown check {where!r}; known: {', '.join(cls.model_fields)}") from None
             raise TaskError(f"check {where}: {first['msg'].removeprefix('Value error, ')}") from None
 
+    def regexes(self) -> list[tuple[str, int]]:
+        """Its regexes, each with its flags (for :func:`selfrefine.core.saferegex.within_budget`)."""
+        return [(p, re.MULTILINE) for p in (*self.must_match, *self.must_not_match)]
+
     def count(self) -> int:
         """How many checks a draft is scored on."""
         counts = (self.min_words, self.max_words), (self.min_lines, self.max_lines)

@@ -239,7 +239,8 @@ class RunContext:
         checks = self.state.checks
         requested = await asyncio.to_thread(checks.verify, draft) if checks.active else None
         check = demoted(combined(own, requested), finish_reason)
-        return echo_check(check, draft, self.asked, self.task.declared.defaults.echo)
+        # linear, but on a long draft still milliseconds of Python: off the event loop
+        return await asyncio.to_thread(echo_check, check, draft, self.asked, self.task.declared.defaults.echo)
 
 
 def whole_sentences(reply: str, schema: dict[str, Any] | None) -> str:

@@ -167,10 +167,14 @@ def _parse(reply: str) -> list[Instruction]:
 
 def grounded(check: Instruction, request: str) -> bool:
     """Whether the request states the check: its numbers and words are in the request's
-    text, with a word naming what it checks."""
+    text, with a word naming what it checks. A regex never is: a request's checks are never
+    regexes (a model's pattern would search each draft beside the run's own, past their
+    shared bound: core/saferegex.py)."""
     text = request.lower()
     data = check.model_dump()
     kind = data["type"]
+    if kind == "regex":
+        return False
     if "n" in data and not _says_number(text, data["n"]):
         return False
     if kind == "count":

@@ -29,8 +29,10 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..core.errors import ConfigError, TaskError
 from ..core.records import RequestCheck, Verification
+from ..core.saferegex import within_budget
+from ..core.stoprule import STOP_FLAGS
 from ..core.structured import listed, parse_error, pydantic_errors, schema_errors
-from .instructions import Instruction, parse_checks
+from .instructions import Instruction, parse_checks, regexes
 
 
 def given_checks(data: Sequence[dict] | None) -> tuple[Instruction, ...]:
@@ -42,6 +44,23 @@ def given_checks(data: Sequence[dict] | None) -> tuple[Instruction, ...]:
         return tuple(parse_checks(list(data)))
     except TaskError as exc:
         raise ConfigError(f"invalid option checks: {exc}") from None
+
+
+def within_run_budget(
+    task_regexes: Sequence[tuple[str, int]], stop_matches: Sequence[str], given: Sequence[Instruction]
+) -> None:
+    """Every regex of one run within the one budget they share
+    (:func:`~selfrefine.core.saferegex.within_budget`): the task's (its score regex, stop
+    patterns and checks: :meth:`~.declaration.Declaration.regexes`), the run's stop patterns
+    and its regex checks, however each came (a task file's mapping or list, an API request,
+    the CLI); a ConfigError before any model call otherwise."""
+    asked = [*((p, STOP_FLAGS) for p in stop_matches), *regexes(given)]
+    if not asked:  # the task's own were bounded together when it was made
+        return
+    try:
+        within_budget([*task_regexes, *asked], "regexes (the task's, the stop patterns and the regex checks)")
+    except ValueError as exc:
+        raise ConfigError(f"invalid options: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ..core.errors import ConfigError
 from ..core.records import ROLES, Role, RunConfig
 from ..core.structured import checked_schema
 from .instructions import Instruction
-from .run_checks import SchemaCheck, given_checks
+from .run_checks import SchemaCheck, given_checks, within_run_budget
 from .task import Task
 
 
@@ -172,7 +172,9 @@ class ChecksPolicy:
         defaults = task.declared.defaults
         derive = config.derive_checks if config.derive_checks is not None else defaults.derive_checks
         schema = SchemaCheck.of(config.json_schema, response_model) if config.json_schema is not None else None
-        return cls(given=given_checks(config.checks), derive=derive, source=defaults.checks_from, schema=schema)
+        given = given_checks(config.checks)
+        within_run_budget(task.declared.regexes(), config.stop_matches, given)
+        return cls(given=given, derive=derive, source=defaults.checks_from, schema=schema)
 
     @property
     def on(self) -> bool:

@@ -33,10 +33,11 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from ...core.errors import TaskError
 from ...core.records import Verification
+from ...core.saferegex import within_budget
 from .base import MAX_CHECK_CHARS, Instruction, Outcome, Relation
 from .counts import CapitalWords, Count, LetterFrequency, ParagraphStart, WordFrequency
 from .form import Case, EndsWith, Json, Language, OneOf, Postscript, Quoted, StartsWith, Title, TwoResponses
-from .words import ForbiddenChars, ForbiddenWords, Keywords, Regex
+from .words import REGEX_FLAGS, ForbiddenChars, ForbiddenWords, Keywords, Regex
 
 __all__ = [
     "CHECK_TYPES",
@@ -68,6 +69,7 @@ __all__ = [
     "checks_schema",
     "from_checks",
     "parse_checks",
+    "regexes",
     "schema_size",
 ]
 
@@ -89,9 +91,20 @@ def parse_checks(data: Any) -> list[Instruction]:
     if not isinstance(data, Sequence) or len(data) > MAX_CHECKS:
         raise TaskError(f"checks are a list of at most {MAX_CHECKS} mappings, each with a type")
     try:
-        return _CHECKS.validate_python(list(data))
+        checks = _CHECKS.validate_python(list(data))
     except ValidationError as exc:
         raise TaskError(_first_problem(exc)) from None
+    try:  # each regex is bounded alone; all of them search each draft, so together too
+        within_budget(regexes(checks), "regex checks")
+    except ValueError as exc:
+        raise TaskError(str(exc)) from None
+    return checks
+
+
+def regexes(checks: Sequence[Instruction]) -> list[tuple[str, int]]:
+    """The regexes of ``checks``, each with the flags it searches with (for
+    :func:`selfrefine.core.saferegex.within_budget`)."""
+    return [(c.pattern, REGEX_FLAGS) for c in checks if isinstance(c, Regex)]
 
 
 def _first_problem(exc: ValidationError) -> str:
@@ -151,6 +164,10 @@ class InstructionChecks:
         self.checks = list(checks) if all(isinstance(c, Instruction) for c in checks) else parse_checks(checks)
         if not self.checks:
             raise TaskError("no checks given: declare at least one")
+
+    def regexes(self) -> list[tuple[str, int]]:
+        """Its regexes, each with its flags."""
+        return regexes(self.checks)
 
     def outcomes(self, draft: str) -> list[Outcome]:
         return [check.check(draft) for check in self.checks]
