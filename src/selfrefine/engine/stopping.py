@@ -96,10 +96,8 @@ class StopRules:
         if not self._critique_wasted():
             return None
         n = self.run.settings.stops.max_iterations
-        last = "its critique" if n == 0 else "the last draft's critique"
-        detail = (
-            f"{at_cap(n)} ({last} is skipped: it could change nothing; final_feedback, --final-feedback, asks for it)"
-        )
+        last = "not critiqued" if n == 0 else "the last draft is not critiqued"
+        detail = f"{at_cap(n)} ({last}, as a critique could change nothing; --final-feedback asks for one)"
         return DecisionStep(iteration=t, stop=True, reason=StopReason.MAX_ITERATIONS, detail=detail)
 
     def _critique_wasted(self) -> bool:
