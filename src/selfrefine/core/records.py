@@ -290,6 +290,16 @@ class ChecksStep(BaseModel):
     dropped: list[dict[str, Any]] = Field(default_factory=list)  # derived checks the request does not state
 
 
+class ProgressStep(BaseModel):
+    """Work that takes a while has started; its result comes in a later step. ``what``:
+    ``"checks"``, the derivation of the request's checks (a model call before the first
+    draft, minutes on a small machine), said the moment it starts so the wait is not silent."""
+
+    kind: Literal["progress"] = "progress"
+    what: Literal["checks"]
+    text: str  # what a reader sees: "deriving checks from the request…"
+
+
 class CallStep(BaseModel):
     """A call that failed and will be retried (or gave up); successful calls ride on steps."""
 
@@ -316,4 +326,4 @@ class ResultStep(BaseModel):
     result: RunResult
 
 
-Step = DraftStep | FeedbackStep | DecisionStep | ChecksStep | CallStep | DeltaStep | ResultStep
+Step = DraftStep | FeedbackStep | DecisionStep | ChecksStep | ProgressStep | CallStep | DeltaStep | ResultStep

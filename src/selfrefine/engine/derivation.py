@@ -20,15 +20,21 @@ the run without derived checks (it says so in its checks step) and never ends it
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
 
 from pydantic import ValidationError
 
+from ..backends.base import Backend
 from ..core.errors import BackendError, ParseError, TaskError
-from ..core.records import CallRecord, ChecksStep
+from ..core.records import CallRecord, ChecksStep, ProgressStep
 from .context import RunContext
 from .instructions import Instruction, checks_schema, parse_checks
 from .instructions.form import Language
@@ -75,31 +81,79 @@ def _template() -> Template:
 TEMPLATE = _template()
 
 
-Memo = dict[str, list[Instruction]]  # derived checks by request text (an engine's, across its runs)
-MEMO_SIZE = 512
+ANNOUNCED = "deriving checks from the request… (one call to the critic's model, before the first draft)"
+CACHE_SIZE = 512  # requests whose derived checks a process keeps
 
 
-async def run_checks(run: RunContext, memo: Memo) -> ChecksStep | None:
+def _prompt_version() -> str:
+    """What the derivation asks, as a digest: a changed prompt or limit derives again."""
+    return hashlib.sha256(f"{TEMPLATE.source}\n{MAX_DERIVED}".encode()).hexdigest()[:16]
+
+
+PROMPT_VERSION = _prompt_version()
+Key = tuple[int, str, str, bool]  # (the critic's backend, request text, prompt version, constrained)
+
+
+class DerivedCache:
+    """Checks derived per (the critic's backend, request text, derivation prompt, constrained
+    decoding), shared by every engine of the process: a server makes one engine per set of
+    options over the same backends, and a repeated request took the derivation's minutes again.
+    A backend is named by its identity, held weakly (a new backend at a reused address misses);
+    least recently used entries go first."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self.entries: OrderedDict[Key, tuple[weakref.ref[Backend], list[Instruction]]] = OrderedDict()
+        self.lock = threading.Lock()  # engines on several threads (sync run() per thread) share it
+
+    def get(self, backend: Backend, request: str, constrained: bool) -> list[Instruction] | None:
+        key = (id(backend), request, PROMPT_VERSION, constrained)
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None or entry[0]() is not backend:
+                return None
+            self.entries.move_to_end(key)
+            return list(entry[1])
+
+    def put(self, backend: Backend, request: str, constrained: bool, checks: list[Instruction]) -> None:
+        try:
+            ref = weakref.ref(backend)
+        except TypeError:  # a backend that cannot be held weakly is not cached
+            return
+        key = (id(backend), request, PROMPT_VERSION, constrained)
+        with self.lock:
+            self.entries[key] = (ref, list(checks))
+            self.entries.move_to_end(key)
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+
+
+DERIVED = DerivedCache()
+
+
+async def run_checks(run: RunContext) -> AsyncIterator[ChecksStep | ProgressStep]:
     """The run's checks besides the task's own, set on its state before the first draft: the
     given ones, the run's JSON Schema, and the ones derived from the request (once per
-    request: ``memo``). None: the run has none to set."""
+    request and critic: :data:`DERIVED`), as one ChecksStep; a ProgressStep first when the
+    derivation calls the model, so the wait is announced. Nothing: the run has none to set."""
     policy, checks = run.settings.checks, run.state.checks
     if not policy.on:
-        return None
+        return
     checks.given, checks.schema = policy.given, policy.schema
     call, note, dropped = None, "", []
     if policy.derive:
-        request = await request_text(run)
-        if request in memo:
-            checks.derived, note = list(memo[request]), "derived before for the same request"
+        request, critic = await request_text(run), run.caller.backends["feedback"]
+        constrained = run.settings.requests.constrained
+        known = DERIVED.get(critic, request, constrained)
+        if known is not None:
+            checks.derived, note = known, "derived before for the same request: no model call"
         else:
+            yield ProgressStep(what="checks", text=ANNOUNCED)
             checks.derived, call, note, dropped = await _derive_safely(run)
             if call is not None and call.ok:
-                memo[request] = list(checks.derived)
-                while len(memo) > MEMO_SIZE:
-                    memo.pop(next(iter(memo)))
+                DERIVED.put(critic, request, constrained, checks.derived)
     shown = [c.model_dump(mode="json") for c in dropped]
-    return ChecksStep(checks=checks.records(), call=call, note=note, dropped=shown)
+    yield ChecksStep(checks=checks.records(), call=call, note=note, dropped=shown)
 
 
 async def _derive_safely(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[Instruction]]:
@@ -133,8 +187,18 @@ async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None,
     kept = [c for c in found if grounded(c, request)]
     dropped = [c for c in found if c not in kept]
     listed = [c for c in kept if _subject(c) not in {_subject(r) for r in read}]
-    note = f"{len(dropped)} derived check(s) the request does not state were dropped" if dropped else ""
+    note = dropped_note(dropped)
     return [*read, *listed], call, note, dropped
+
+
+def dropped_note(dropped: list[Instruction]) -> str:
+    """The derived checks left out, named: a reader can tell whether the request meant them."""
+    if not dropped:
+        return ""
+    what = "a check" if len(dropped) == 1 else f"{len(dropped)} checks"
+    return f"the model also proposed {what} the request does not state, dropped: " + "; ".join(
+        c.describe() for c in dropped
+    )
 
 
 def _subject(check: Instruction) -> tuple[Any, ...]:

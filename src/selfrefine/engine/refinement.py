@@ -35,7 +35,7 @@ from ..core.records import (
 )
 from .calls import BudgetExceeded, Caller, CallLog
 from .context import RunContext, verifier_feedback
-from .derivation import Memo, run_checks
+from .derivation import run_checks
 from .drafting.base import Drafted, Drafter
 from .incomplete import output_metric
 from .judge import judge_iterations
@@ -58,10 +58,8 @@ class Refinement:
         backends: Mapping[Role, Backend],
         input: str,
         reference: Any = None,
-        memo: Memo | None = None,
     ) -> None:
         self.task, self.settings, self.backends = task, settings, backends
-        self.memo: Memo = memo if memo is not None else {}  # checks derived per request (the engine's)
         board = Scoreboard(votes=settings.sampling.votes)
         self.state = RunState(input=input, reference=reference, board=board, log=CallLog())
         self.caller = Caller(settings.calls, backends, self.state.log)
@@ -90,9 +88,8 @@ class Refinement:
         yield ResultStep(result=await self.result(stop, error))
 
     async def _steps(self) -> AsyncIterator[Step]:
-        checks = await run_checks(self.run, self.memo)  # before the first draft: drafts are checked by them
-        if checks is not None:
-            yield checks
+        async for step in run_checks(self.run):  # before the first draft: drafts are checked by them
+            yield step
         prompt = await self.run.first_prompt()
         self.state.first_prompt_chars = len(prompt)  # what the auto strategy prices a prompt's tokens by
         made = await self.drafter.first(self.run, prompt)

@@ -35,7 +35,7 @@ def rejection_detail(rejected: str, t: int, decision: DecisionStep) -> str:
     """What the loop does after rejecting a refinement of draft t: refine draft t again, or
     stop (the decision's reason) instead."""
     if decision.stop:
-        return f"{rejected}; the run stops ({decision.detail}) instead of refining draft {t} again"
+        return f"{rejected}; the run stops instead of refining draft {t} again ({decision.detail})"
     return f"{rejected}; draft {t} is refined again"
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ..core.records import DecisionStep, Feedback, StopReason
 from ..core.stoprule import stop_hit
+from ..core.wording import plural
 from .context import RunContext
 
 
@@ -44,7 +45,7 @@ class StopRules:
         run = self.run
         reason = self._asked_by(feedback) if feedback is not None else None
         if reason is None and run.at_cap(len(run.state.iterations) - 1):
-            reason = (StopReason.MAX_ITERATIONS, f"reached {run.settings.stops.max_iterations} refinement(s)")
+            reason = (StopReason.MAX_ITERATIONS, at_cap(run.settings.stops.max_iterations))
         reason = reason or run.caller.budget_spent()
         if reason is not None:
             return DecisionStep(iteration=t, stop=True, reason=reason[0], detail=reason[1])
@@ -94,10 +95,9 @@ class StopRules:
         """The stop at the cap without the critique of draft t, when that critique is wasted."""
         if not self._critique_wasted():
             return None
-        detail = (
-            f"reached {self.run.settings.stops.max_iterations} refinement(s); the last draft's critique is "
-            "skipped (it cannot change the result; final_feedback asks for it)"
-        )
+        n = self.run.settings.stops.max_iterations
+        last = "not critiqued" if n == 0 else "the last draft is not critiqued"
+        detail = f"{at_cap(n)} ({last}, as a critique could change nothing; --final-feedback asks for one)"
         return DecisionStep(iteration=t, stop=True, reason=StopReason.MAX_ITERATIONS, detail=detail)
 
     def _critique_wasted(self) -> bool:
@@ -142,3 +142,9 @@ class StopRules:
         iterations = self.run.state.iterations
         t = iterations[-1].index if iterations else 0
         return DecisionStep(iteration=t, stop=True, reason=reason, detail=detail)
+
+
+def at_cap(n: int) -> str:
+    """The stop at the refinement cap in words: "stopped after the first draft: max_iterations is 0"."""
+    done = "the first draft" if n == 0 else plural(n, "refinement")
+    return f"stopped after {done}: max_iterations is {n}"

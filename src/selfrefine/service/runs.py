@@ -19,11 +19,12 @@ from ..core.records import (
     DeltaStep,
     DraftStep,
     FeedbackStep,
+    ProgressStep,
     ResultStep,
     RunResult,
     Step,
 )
-from ..core.wording import feedback_text, score_note, verifier_note
+from ..core.wording import feedback_text, score_note, typed_reply, verifier_note
 from ..engine.incomplete import cut_off
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, replay
 from .schemas import (
@@ -157,6 +158,8 @@ def usage_of(result: RunResult) -> UsageOut:
 
 def reasoning_text(step: Step) -> str | None:
     """A step as the 'thinking' a chat UI shows; None for steps that are not shown."""
+    if isinstance(step, ProgressStep):  # work that takes a while has started: said at once
+        return f"{step.text}\n\n"
     if isinstance(step, ChecksStep):
         if not step.checks and not step.note:  # nothing to check and nothing to say: as a whole reply shows it
             return None
@@ -209,6 +212,7 @@ class StreamedTrace:
         self.open: tuple[str, int, int] | None = None  # the call whose pieces are being sent
         self.streamed: tuple[str, int] | None = None  # (draft|feedback, iteration) sent in pieces
         self.pieces = ""
+        self.sent = 0  # the characters of a critique's pieces sent (a JSON one's are held back)
 
     def text(self, step: Step) -> str | None:
         if isinstance(step, DeltaStep):
@@ -216,12 +220,18 @@ class StreamedTrace:
             head = ""
             if key != self.open:  # a new call, or a retry of one: a block of its own
                 head = self._close() + _delta_header(step)
-                self.open, self.pieces = key, ""
+                self.open, self.pieces, self.sent = key, "", 0
                 # a step's samples are each shown whole as they come; the step then says which was kept
                 what = "feedback" if step.role == "feedback" else "draft"
                 self.streamed = (what, step.iteration) if step.sample is None else None
             self.pieces += step.text
-            return head + step.text
+            if step.role != "feedback":
+                return head + step.text
+            # a critique written as JSON is held back: its step sends it read as its fields
+            if typed_reply(self.pieces) is not False:
+                return head or None
+            sent, self.sent = self.sent, len(self.pieces)
+            return head + self.pieces[sent:]
         close = self._close()
         if isinstance(step, CallStep):  # a failed attempt, reported before its step's retry ends
             return close + (reasoning_text(step) or "")
@@ -231,7 +241,9 @@ class StreamedTrace:
         if isinstance(step, FeedbackStep) and streamed == ("feedback", step.iteration):
             fb = step.feedback
             score = f"({score_note(fb)})\n\n" if fb.total is not None else ""
-            read = feedback_text(fb)  # a typed (JSON) critique, streamed as written, then read as text
+            read = feedback_text(fb)  # a typed (JSON) critique, held back as written, is read as text
+            if typed_reply(self.pieces) is not False:  # nothing of it sent yet but its header
+                return f"{read.strip()}\n\n{score}"
             rest = self._rest(fb.text) if read == fb.text else f"Read as:\n{read.strip()}\n\n"
             return close + rest + score
         return close + (reasoning_text(step) or "")
