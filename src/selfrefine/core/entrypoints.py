@@ -23,6 +23,7 @@ from .errors import ConfigError
 _READ: dict[tuple[str, tuple[str, ...]], dict[str, importlib.metadata.EntryPoint]] = {}
 _REGISTERED: dict[str, dict[str, importlib.metadata.EntryPoint]] = {}  # group -> name -> in-process registration
 _LOCK = threading.Lock()
+_BUILTINS_LOCK = threading.Lock()  # held while the built-ins register (register() takes _LOCK)
 _BUILTINS_DONE = False
 
 
@@ -67,11 +68,10 @@ def _load_builtins() -> None:
         return
     from .builtins import register_builtins
 
-    with _LOCK:
-        if _BUILTINS_DONE:
-            return
-        _BUILTINS_DONE = True  # before registering: register() takes the lock itself
-    register_builtins(register)
+    with _BUILTINS_LOCK:
+        if not _BUILTINS_DONE:
+            register_builtins(register)
+            _BUILTINS_DONE = True  # only once every built-in is in: another thread waits for them
 
 
 def forget() -> None:
