@@ -72,6 +72,8 @@ class RunContext:
 
     def __init__(self, task: Task, settings: Settings, state: RunState, caller: Caller) -> None:
         self.task, self.settings, self.state, self.caller = task, settings, state, caller
+        # whether each draft is verified as it arrives: set by the run from what its parts need
+        self.verify_every_draft = False
 
     def at_cap(self, refinements: int) -> bool:
         """Whether ``refinements`` reach the refinement cap."""

@@ -36,16 +36,30 @@ from ..core.records import (
 from .calls import BudgetExceeded, Caller, CallLog
 from .context import RunContext, verifier_feedback
 from .derivation import run_checks
-from .drafting.base import Drafted, Drafter
+from .drafting.base import Drafted, Drafter, Strategy
+from .drafting.registry import find_strategy
 from .incomplete import output_metric
 from .judge import judge_iterations
 from .ranking import score
 from .scoreboard import Scoreboard, normal_text
-from .selection import rejection_detail, select_index
+from .selection import acceptance_needs_verification, rejection_detail, select_index, selection_needs_verification
 from .settings import Settings
 from .state import RunState
 from .stopping import Stop, StopRules
 from .task import Task
+
+
+def verifies_every_draft(settings: Settings, strategy: Strategy, stops: StopRules) -> bool:
+    """Whether each draft is verified as it arrives: when a part of the run reads the drafts'
+    checks (the strategy, the selection, the acceptance, a stop rule). Each part says so
+    itself, so a new one needs no list kept here or in the settings."""
+    needs = (
+        strategy.needs_verification,
+        selection_needs_verification,
+        acceptance_needs_verification,
+        stops.needs_verification,
+    )
+    return any(need(settings) for need in needs)
 
 
 class Refinement:
@@ -64,8 +78,10 @@ class Refinement:
         self.state = RunState(input=input, reference=reference, board=board, log=CallLog())
         self.caller = Caller(settings.calls, backends, self.state.log)
         self.run = RunContext(task, settings, self.state, self.caller)
-        self.drafter: Drafter = settings.sampling.strategy.drafter(settings)  # a new one per run: it keeps run state
+        strategy = find_strategy(settings.sampling.strategy)
+        self.drafter: Drafter = strategy.drafter(settings)  # a new one per run: it keeps run state
         self.stops = StopRules(self.run, lambda t: self.drafter.before_round(self.run, t))
+        self.run.verify_every_draft = verifies_every_draft(settings, strategy, self.stops)
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -96,7 +112,7 @@ class Refinement:
         self.state.iterations.append(made.iteration)
         for step in self._drafted(made):
             yield step
-        if self.settings.verify_every_draft or not self.task.has_verifier:  # without one: an echo is failed
+        if self.run.verify_every_draft or not self.task.has_verifier:  # without one: an echo is failed
             await self.run.verify(0)
         while not self.state.stopped:
             async for step in self._round():
