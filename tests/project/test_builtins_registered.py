@@ -67,7 +67,11 @@ def test_a_built_in_is_found_with_no_entry_point_installed(tmp_path: Path):
         "[selfrefine.tasks]\nsr_probe_task = sr_probe_task:sr_probe\n"
     )
     (tmp_path / "tiny.yaml").write_text(TASK_FILE)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(deps), str(plugin)])}
+    # the package alone: an editable install leaves src/selfrefine.egg-info (metadata) beside it
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "selfrefine").symlink_to(ROOT / "src" / "selfrefine")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), str(deps), str(plugin)])}
     done = subprocess.run(
         [sys.executable, "-S", "-c", PROBE, str(tmp_path / "tiny.yaml")],
         env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
