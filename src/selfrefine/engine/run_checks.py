@@ -29,7 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..core.errors import ConfigError, TaskError
 from ..core.records import RequestCheck, Verification
-from ..core.structured import listed, parse_error, pydantic_errors, schema_errors
+from ..core.structured import listed, parse_error, pydantic_errors, schema_errors, value_shape_error
 from .instructions import Instruction, parse_checks
 
 
@@ -70,6 +70,9 @@ class SchemaCheck:
         value = json.loads(draft)
         if self.adapter is None:
             return value, schema_errors(self.schema, value)
+        too_deep = value_shape_error(value)  # pydantic recurses into a recursive type too
+        if too_deep is not None:
+            return value, [too_deep]
         try:
             self.adapter.validate_json(draft)
         except ValidationError as exc:
