@@ -29,7 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..core.errors import ConfigError, TaskError
 from ..core.records import RequestCheck, Verification
-from ..core.structured import listed, parse_error, pydantic_errors, schema_errors, value_shape_error
+from ..core.structured import listed, parse_error, pydantic_errors, schema_errors
 from .instructions import Instruction, parse_checks
 
 
@@ -70,6 +70,8 @@ class SchemaCheck:
         value = json.loads(draft)
         if self.adapter is None:
             return value, schema_errors(self.schema, value)
+        from ..core.structured import value_shape_error  # only a pydantic type's check needs it here
+
         too_deep = value_shape_error(value)  # pydantic recurses into a recursive type too
         if too_deep is not None:
             return value, [too_deep]
