@@ -53,8 +53,10 @@ def checked_schema(schema: Any) -> dict[str, Any]:
     key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
     with _CHECKED_LOCK:
         known = _CHECKED.get(key, False)
+        if known is not False:
+            _CHECKED.move_to_end(key)  # the least recently met is forgotten first
     if known is False:
-        known = _verdict(schema, len(text))
+        known = _verdict(schema)
         with _CHECKED_LOCK:
             _CHECKED[key] = known
             while len(_CHECKED) > MAX_CHECKED:
@@ -94,7 +96,7 @@ def _canonical(schema: dict[str, Any]) -> str:
     return text
 
 
-def _verdict(schema: dict[str, Any], size: int) -> str | None:
+def _verdict(schema: dict[str, Any]) -> str | None:
     """Why ``schema`` is refused, in one line; None when it is not."""
     from jsonschema import SchemaError
     from jsonschema.validators import validator_for
