@@ -44,6 +44,7 @@ from .base import (
     chat_messages,
     flat_prompt,
 )
+from .grammars import GrammarRefused, check_grammar
 from .prefix_cache import PrefixCache, as_tokens, common_prefix
 from .token_probabilities import TopRecorder
 
@@ -224,10 +225,12 @@ class LlamaCppBackend(Backend):
                     # build from the schema as written: llama.cpp keeps property order, and a
                     # sorted dump would make the model write e.g. a "reason" before the scores
                     grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-                    _check_grammar(llm, grammar)
+                    check_grammar(llm, grammar)  # llama.cpp's dump of a refused one: one log line
                     self._grammars[key] = grammar
                 except Exception as exc:  # noqa: BLE001 - the converter's own errors: Assertion, Key, Attribute
-                    log.warning("llama.cpp cannot decode under this JSON schema (%s); decoding free", exc)
+                    said = str(exc) if isinstance(exc, GrammarRefused) else f"{type(exc).__name__}: {exc}"
+                    reason = " ".join(said.split())[:240]  # one line, however long the converter's words
+                    log.warning("llama.cpp cannot decode under this JSON schema (%s); decoding free", reason)
                     self._grammars[key] = None
                 while len(self._grammars) > MAX_GRAMMARS:
                     self._grammars.pop(next(iter(self._grammars)))
@@ -543,15 +546,3 @@ def _log_errors_only(level: int, text: bytes, user_data: Any) -> None:
     if _log_level == _GGML_LOG_ERROR:
         sys.stderr.write(text.decode("utf-8", "replace"))
         sys.stderr.flush()
-
-
-def _check_grammar(llm: Any, grammar: Any) -> None:
-    """Raise ValueError where llama.cpp cannot parse ``grammar`` (its sampler would be NULL)."""
-    import llama_cpp
-
-    sampler = llama_cpp.llama_sampler_init_grammar(
-        llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8")
-    )
-    if not sampler:
-        raise ValueError("llama.cpp cannot parse the grammar its converter wrote")
-    llama_cpp.llama_sampler_free(sampler)

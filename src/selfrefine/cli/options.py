@@ -29,6 +29,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..backends.registry import DEFAULT_MODEL, scheme_of
 from ..core.config import RefineConfig, canonical, choices, offers
+from ..core.errors import TaskFileError
 from ..engine.drafting.registry import strategy_names
 from ..engine.spec import EngineSpec, ModelSpec
 
@@ -150,10 +151,18 @@ class DataFile(click.ParamType):
             self.fail(f"cannot read {value!r}: {exc.strerror or exc}", param, ctx)
         if len(raw) > self.MAX_BYTES:
             self.fail(f"{value!r} is over {self.MAX_BYTES:,} bytes", param, ctx)
+        from ..tasks.taskfile import check_shape  # the task file's own caps (imported when a flag is read)
+
         try:
-            return yaml.safe_load(raw.decode("utf-8"))  # JSON is YAML
+            data = yaml.safe_load(raw.decode("utf-8"))  # JSON is YAML
+            check_shape(data, repr(value))  # a YAML alias bomb is refused before it is expanded
         except (UnicodeDecodeError, yaml.YAMLError) as exc:
             self.fail(f"{value!r} is not JSON or YAML: {' '.join(str(exc).split())}", param, ctx)
+        except RecursionError:  # the YAML composer recurses once per level
+            self.fail(f"{value!r} is nested too deeply", param, ctx)
+        except TaskFileError as exc:
+            self.fail(str(exc), param, ctx)
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)

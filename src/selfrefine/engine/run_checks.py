@@ -89,6 +89,11 @@ class SchemaCheck:
         value = json.loads(draft)
         if self.adapter is None:
             return value, schema_errors(self.schema, value)
+        from ..core.structured import value_shape_error  # only a pydantic type's check needs it here
+
+        too_deep = value_shape_error(value)  # pydantic recurses into a recursive type too
+        if too_deep is not None:
+            return value, [too_deep]
         try:
             self.adapter.validate_json(draft)
         except ValidationError as exc:

@@ -31,6 +31,7 @@ from ..tasks import BUILTIN_TASKS, get_task
 from ..tasks.chat import ChatMessage, conversation_text
 from .engines import Admission, Caps, EnginePool, QueueFullError, Reservation
 from .guards import BearerAuth, BodyLimit, HostCheck
+from .prechecks import SchemaPrecheck
 from .public import BrokenTaskError, public_message, public_steps
 from .reasoning import ReasoningFormat
 from .refusals import refuse_unsupported
@@ -231,7 +232,9 @@ def create_app(settings: ServeSettings) -> FastAPI:
     )
     app.state.service = service
     # innermost first: the Host and the key are checked before the body is read, the size
-    # before the text (BodyLimit), the text before parsing
+    # before the text (BodyLimit), the text before parsing; a body's JSON Schemas are checked
+    # in a worker thread before the route validates it on the event loop (SchemaPrecheck)
+    app.add_middleware(SchemaPrecheck)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.client_timeout)
     app.add_middleware(BearerAuth, key=settings.api_key, open_paths={"/health", "/"})
     app.add_middleware(HostCheck, allowed=settings.allowed_hosts)

@@ -180,7 +180,7 @@ def _read_yaml(p: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except RecursionError:  # the YAML composer recurses once per level
-        raise TaskFileError(_too_deep(p)) from None
+        raise TaskFileError(_too_deep(f"task file {p}")) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -188,31 +188,31 @@ def _read_yaml(p: Path) -> dict[str, Any]:
         raise TaskFileError(f"task file {p} is not valid YAML{where}: {problem}") from None
     if not isinstance(data, dict):
         raise TaskFileError(f"task file {p} must be a YAML mapping with keys name, generate, feedback, refine")
-    _check_shape(data, p)
+    check_shape(data, f"task file {p}")
     return data
 
 
-def _too_deep(p: Path) -> str:
+def _too_deep(what: str) -> str:
     return (
-        f"task file {p} is nested more than {MAX_NESTING} levels deep; flatten its lists and "
-        "mappings (e.g. feedback_schema)"
+        f"{what} is nested more than {MAX_NESTING} levels deep; flatten its lists and mappings (e.g. feedback_schema)"
     )
 
 
-def _check_shape(data: Any, p: Path) -> None:
+def check_shape(data: Any, what: str) -> None:
     """No deeper than MAX_NESTING (validation, templates and grammars recurse) and no more
-    than MAX_NODES values once YAML aliases are expanded (a loop: no recursion to overflow)."""
+    than MAX_NODES values once YAML aliases are expanded (a loop: no recursion to overflow);
+    a TaskFileError naming ``what`` (the file: a task file, a ``--json-schema`` file) otherwise."""
     todo, visited = [(data, 1)], 0
     while todo:
         node, level = todo.pop()
         if not isinstance(node, (dict, list)):
             continue
         if level > MAX_NESTING:  # also ends a self-referencing alias
-            raise TaskFileError(_too_deep(p))
+            raise TaskFileError(_too_deep(what))
         visited += len(node)
         if visited > MAX_NODES:
             raise TaskFileError(
-                f"task file {p} expands to more than {MAX_NODES:,} values (YAML aliases?); write it out without aliases"
+                f"{what} expands to more than {MAX_NODES:,} values (YAML aliases?); write it out without aliases"
             )
         todo.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
 
