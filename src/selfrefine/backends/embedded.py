@@ -6,7 +6,7 @@ them through package metadata, assembles and verifies them; ``gguf:PATH`` is any
 Prefix reuse, the thing that makes Self-Refine affordable on a CPU:
 
 - one ``Llama`` per model file and load settings in the process, shared by every role and
-  every backend that loads the same file the same way (:func:`_shared_llama`). Each
+  every backend that loads the same file the same way (:mod:`.shared_llama`). Each
   ``Llama`` is a whole copy of the model in memory: the file's mapping, the weights
   llama.cpp repacks for its CPU kernels, a KV cache and compute buffers. One per role held
   three or four copies (5.7 GB RSS for the 1.1 GB default model in one ``run``, issue 46);
@@ -49,6 +49,7 @@ from .base import (
     flat_prompt,
 )
 from .prefix_cache import PrefixCache, as_tokens, common_prefix
+from .shared_llama import Loaded, release, shared_llama
 from .token_probabilities import TopRecorder
 
 log = logging.getLogger("selfrefine.embedded")
@@ -153,7 +154,7 @@ class LlamaCppBackend(Backend):
         self.prefix_reuse = bool(prefix_reuse)
         self.prefix_cache = PrefixCache(int(prefix_cache_mb * 2**20))
         self._formatters: dict[int, Any] = {}
-        self._shared: _Loaded | None = None  # the process's Llama for this file, once loaded
+        self._shared: Loaded | None = None  # the process's Llama for this file, once loaded
         self._create_lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
 
@@ -188,7 +189,7 @@ class LlamaCppBackend(Backend):
         """The ``Llama`` (and its lock) that serves ``role``: the same one for every role."""
         with self._create_lock:
             if self._shared is None:
-                self._shared = _shared_llama(self._load_key(), self._load)
+                self._shared = shared_llama(self._load_key(), self._load)
             return self._shared.llm, self._shared.lock
 
     def _load_key(self) -> tuple[Any, ...]:
@@ -393,45 +394,7 @@ class LlamaCppBackend(Backend):
         with self._create_lock:
             shared, self._shared = self._shared, None
         if shared is not None:
-            _release(shared)
-
-
-class _Loaded:
-    """A loaded ``Llama``, its lock, and how many backends hold it."""
-
-    def __init__(self, key: tuple[Any, ...], llm: Any) -> None:
-        self.key, self.llm, self.lock, self.users = key, llm, threading.Lock(), 1
-
-
-_LOADED: dict[tuple[Any, ...], _Loaded] = {}
-_LOADED_LOCK = threading.Lock()
-
-
-def _shared_llama(key: tuple[Any, ...], load: Callable[[], Any]) -> _Loaded:
-    """The process's ``Llama`` for ``key``, loaded on first use; each caller holds one use
-    of it until :func:`_release`. Loading happens under the lock: two roles asking at once
-    must not load the file twice."""
-    with _LOADED_LOCK:
-        loaded = _LOADED.get(key)
-        if loaded is not None:
-            loaded.users += 1
-            return loaded
-        loaded = _LOADED[key] = _Loaded(key, load())
-        return loaded
-
-
-def _release(loaded: _Loaded) -> None:
-    """One use of ``loaded`` ends; the last one closes the model and frees its memory."""
-    with _LOADED_LOCK:
-        loaded.users -= 1
-        if loaded.users > 0:
-            return
-        if _LOADED.get(loaded.key) is loaded:
-            del _LOADED[loaded.key]
-    with loaded.lock:  # a call still running on another thread finishes first
-        close = getattr(loaded.llm, "close", None)
-        if close is not None:
-            close()
+            release(shared)
 
 
 class Pieces:

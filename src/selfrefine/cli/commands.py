@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import textwrap
-import traceback
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,64 +14,20 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .. import __version__
 from ..backends import catalogue
-from ..backends.catalogue import ModelFallbackWarning
 from ..backends.fake import REPLIES_FILE_FORMAT
 from ..backends.registry import schemes
-from ..core.errors import ConfigError, InputError, SelfRefineError
+from ..core.errors import ConfigError, InputError
 from ..core.records import ResultStep, RunResult, StopReason
 from ..engine.loop import SelfRefine
 from ..engine.spec import ModelSpec
 from ..engine.task import PreparedInput, Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
+from .group import cli, main  # noqa: F401 - main: the entry point, also importable from here
 from .inputs import one_input, read_input
 from .options import EngineFlags, Flags, evaluation_judge_model, flag, flags_of, part
 from .tables import fit_words, keep_whole
-
-
-class Group(click.Group):
-    """Turns library errors into one clear line and an exit code; --debug shows tracebacks."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        with warnings.catch_warnings():  # restores the filters and showwarning afterwards
-            warnings.simplefilter("always", ModelFallbackWarning)  # on every run, never once
-            warnings.showwarning = _show_warning
-            try:
-                return super().invoke(ctx)
-            except SelfRefineError as exc:
-                if _debug(ctx):
-                    traceback.print_exc()
-                click.echo(f"Error: {exc}", err=True)
-                ctx.exit(exc.exit_code)
-            except KeyboardInterrupt:
-                click.echo("Interrupted.", err=True)
-                ctx.exit(130)
-
-
-_showwarning = warnings.showwarning
-
-
-def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
-    """A model fallback is one yellow line on stderr; other warnings print as usual."""
-    if issubclass(category, ModelFallbackWarning):
-        click.secho(f"Warning: {message}", fg="yellow", err=True)
-    else:
-        _showwarning(message, category, *args, **kwargs)
-
-
-def _debug(ctx: click.Context) -> bool:
-    return bool((ctx.obj or {}).get("debug")) or os.environ.get("SELFREFINE_DEBUG") == "1"
-
-
-@click.group(cls=Group)
-@click.version_option(__version__, prog_name="selfrefine")
-@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
-@click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
-    """Self-Refine: draft, critique and refine with one LLM until a stop rule holds."""
-    ctx.ensure_object(dict)["debug"] = debug
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -555,7 +508,3 @@ def _add_commands() -> None:
 
 
 _add_commands()
-
-
-def main() -> None:
-    cli(prog_name="selfrefine")
