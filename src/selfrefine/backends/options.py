@@ -35,6 +35,9 @@ class LlamaCppOptions(BackendOptions):
     chat_format: str | None = Field(None, description="llama.cpp chat format (default: the GGUF's template)")
     prefix_reuse: bool = Field(True, description="reuse each role's shared prompt prefix (false: recompute)")
     prefix_cache_mb: float = Field(512, description="memory for KV snapshots of earlier prompts (0: off)")
+    use_mmap: bool = Field(
+        False, description="map the model file, not read it (shared by processes; repacked weights twice)"
+    )
 
 
 class OpenAIOptions(BackendOptions):
