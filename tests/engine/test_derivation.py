@@ -51,7 +51,9 @@ def test_the_request_is_turned_into_checks_before_the_first_draft_and_only_state
     # bullets no phrasing rule reads here ("three tips … as a bulleted list"), its comma check
     # gives way to the code's, and its 300 words, which the request never says, is dropped
     assert [c.check["type"] for c in first.checks] == ["forbidden_chars", "count"]
-    assert first.dropped == [parse_checks([WORDS300])[0].model_dump(mode="json")]
+    [dropped] = first.dropped  # said with why, in the run's record too
+    assert dropped.check == parse_checks([WORDS300])[0].model_dump(mode="json")
+    assert dropped.reason == "the request does not state it" and result.checks_dropped == first.dropped
     assert "1 derived check(s) the request does not state were dropped" in first.note
     assert first.call is not None and first.call.purpose == "checks" and first.call.role == "feedback"
     assert [c.source for c in result.checks] == ["derived", "derived"]

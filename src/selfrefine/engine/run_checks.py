@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from ..core.errors import ConfigError, TaskError
-from ..core.records import RequestCheck, Verification
+from ..core.records import DroppedCheck, RequestCheck, Verification
 from ..core.structured import listed, parse_error, pydantic_errors, schema_errors
 from .instructions import Instruction, parse_checks
 
@@ -106,6 +106,7 @@ class RunChecks:
     given: tuple[Instruction, ...] = ()
     derived: list[Instruction] = field(default_factory=list)
     schema: SchemaCheck | None = None
+    dropped: list[DroppedCheck] = field(default_factory=list)  # derived ones left out, each with why
 
     @property
     def active(self) -> bool:
