@@ -48,6 +48,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
+from ..core.config import Finite
 from ..core.errors import TaskError, TaskFileError
 from ..engine.checks import Checks
 from ..engine.instructions import InstructionChecks
@@ -62,7 +63,7 @@ class StopSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     contains: str | list[str] | None = None  # whole words, never negated ("not done" is no stop)
     matches: str | list[str] | None = None  # regular expressions, taken as written
-    score_at_least: float | None = None
+    score_at_least: Finite | None = None
 
 
 # a task file's ``checks:``: the mapping of regexes and counts (engine/checks.py), or a list of
@@ -87,7 +88,7 @@ class TaskSpec(BaseModel):
     stop: StopSpec | None = None
     max_iterations: int | None = Field(default=None, ge=0)
     generic_feedback: str | None = None
-    temperature: float | dict[str, float] | None = None
+    temperature: Finite | dict[str, Finite] | None = None
     max_tokens: int | dict[str, int] | None = None
     feedback_schema: dict[str, Any] | None = None
     stop_sequences: list[str] | dict[str, list[str]] | None = None
