@@ -132,3 +132,44 @@ def test_an_unusable_derivation_keeps_what_code_read_and_says_so():
     assert isinstance(steps[0], ChecksStep) and [c.check for c in steps[0].checks] == [NO_COMMA]
     assert "the model gave no usable checks" in steps[0].note and "1 read from the request's wording" in steps[0].note
     assert result.output == GOOD and result.stop_reason.value == "max_iterations"
+
+
+# issue 46 item 7: request text whose stated instructions make a check that cannot be built
+LONG_KEYWORD = "x" * 70
+UNBUILDABLE = {
+    "0th paragraph": (
+        "Write two paragraphs about cats. The 0th paragraph must start with the word hello.",
+        '{"type": "paragraph_start", "nth": 0, "word": "hello"} (paragraph_start: nth: Input should be '
+        "greater than or equal to 1)",
+    ),
+    "70-character keyword": (
+        f'Write a sentence that includes the keyword "{LONG_KEYWORD}".',
+        f'{{"type": "keywords", "words": ["{LONG_KEYWORD}"]}} (keywords: words.0: String should have at most 60 '
+        "characters)",
+    ),
+    "40 instructions": (
+        "Write a story. " + " ".join(f"Use the word w{i} at least {i + 1} times." for i in range(40)),
+        '{"type": "word_frequency", "word": "w32", "relation": "at least", "n": 33} (more than 32 checks: the '
+        "first 32 are kept)",
+    ),
+}
+
+
+@pytest.mark.parametrize("request_text, said", UNBUILDABLE.values(), ids=UNBUILDABLE)
+def test_a_stated_check_that_cannot_be_built_is_dropped_and_said_never_fatal(request_text, said):
+    backend = FakeBackend({"checks": ['{"checks": []}'], "generate": ["A fine reply."]}, default='{"issues": []}')
+    _, steps, result = run(backend, request_text, max_iterations=0)
+    assert result.error is None and result.stop_reason.value == "max_iterations" and result.output == "A fine reply."
+    assert isinstance(steps[0], ChecksStep) and said in steps[0].note  # named with why, in the trace
+    assert said in [d.said() for d in result.checks_dropped]  # and in the run's record
+    assert len(result.checks) <= 32
+
+
+def test_a_malformed_check_the_model_lists_is_dropped_with_why():
+    bad = {"type": "count", "unit": "chapters", "relation": "exactly", "n": 2}
+    backend = FakeBackend({"checks": [derived(NO_COMMA, bad)], "generate": [GOOD]}, default='{"issues": []}')
+    _, steps, result = run(backend, max_iterations=0)
+    assert [c.check for c in result.checks] == [NO_COMMA]
+    [dropped] = result.checks_dropped
+    assert dropped.check == bad and dropped.reason.startswith("count: unit: Input should be 'words'")
+    assert "1 check(s) read from the request could not be used" in steps[0].note

@@ -168,7 +168,7 @@ class DroppedCheck(BaseModel):
     def said(self) -> str:
         """The check (its data, cut) and why it was left out, on one line."""
         data = json.dumps(self.check, ensure_ascii=False)
-        return f"{data if len(data) <= 120 else data[:119] + '…'}: {self.reason}"
+        return f"{data if len(data) <= 120 else data[:119] + '…'} ({self.reason})"
 
 
 class Candidate(Later):

@@ -150,7 +150,7 @@ def _with_unusable(note: str, unusable: list[DroppedCheck]) -> str:
         return note
     named = "; ".join(d.said() for d in unusable[:5])
     more = f"; and {len(unusable) - 5} more" if len(unusable) > 5 else ""
-    said = f"{len(unusable)} check(s) read from the request could not be used ({named}{more})"
+    said = f"{len(unusable)} check(s) read from the request could not be used: {named}{more}"
     return f"{note}; {said}" if note else said
 
 

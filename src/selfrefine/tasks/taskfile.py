@@ -75,6 +75,14 @@ CheckSpec = Annotated[
 ]
 
 
+# a temperature for every role, or {role: temperature}; which one is read from the value's
+# shape, so an error names the key and not both forms
+PerRoleTemperature = Annotated[
+    Annotated[Finite, Tag("number")] | Annotated[dict[str, Finite], Tag("per role")],
+    Discriminator(lambda value: "per role" if isinstance(value, dict) else "number"),
+]
+
+
 class TaskSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1)
@@ -88,7 +96,7 @@ class TaskSpec(BaseModel):
     stop: StopSpec | None = None
     max_iterations: int | None = Field(default=None, ge=0)
     generic_feedback: str | None = None
-    temperature: Finite | dict[str, Finite] | None = None
+    temperature: PerRoleTemperature | None = None
     max_tokens: int | dict[str, int] | None = None
     feedback_schema: dict[str, Any] | None = None
     stop_sequences: list[str] | dict[str, list[str]] | None = None
@@ -219,14 +227,14 @@ def _check_shape(data: Any, p: Path) -> None:
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {"stop": StopSpec, "checks": Checks}
-_BRANCHES = ("mapping", "list")  # CheckSpec's forms, left out of the keys an error names
+_BRANCHES = ("mapping", "list", "number", "per role")  # the tagged unions' forms, left out of the keys an error names
 
 
 def _describe(exc: ValidationError) -> str:
     messages = []
     for err in exc.errors():
         loc = err["loc"]
-        if loc[:1] == ("checks",) and loc[1:2] and loc[1] in _BRANCHES:
+        if loc[:1] in (("checks",), ("temperature",)) and loc[1:2] and loc[1] in _BRANCHES:
             loc = (loc[0], *loc[2:])
         key = ".".join(str(p) for p in loc) or "(top level)"
         if err["type"] == "missing":
