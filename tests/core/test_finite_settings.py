@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 
+import click
 import httpx2
 import pytest
 import test_serve
@@ -59,15 +60,33 @@ def test_a_task_s_own_defaults_are_finite_too():
         Task("t", generate="{{ input }}", feedback="{{ draft }}", refine="{{ draft }}", score_threshold=math.inf)
 
 
+RUN = ["run", "commongen", "dog, ball", "--model", "fake"]
+
+
 @pytest.mark.parametrize(
-    "flag, option", [("--temperature", "temperature"), ("--score-threshold", "score_threshold"),
-                     ("--budget-seconds", "max_seconds")]
-)  # fmt: skip
-@pytest.mark.parametrize("value", ["nan", "inf"])
-def test_the_cli_refuses_nan_and_inf_in_one_line(flag, option, value):
-    result = CliRunner().invoke(cli, ["run", "commongen", "dog, ball", "--model", "fake", flag, value])
+    "args",
+    [
+        [*RUN, "--temperature", "nan"],
+        [*RUN, "--score-threshold", "inf"],
+        [*RUN, "--score-threshold", "1e999"],
+        [*RUN, "--budget-seconds", "inf"],
+    ],
+)
+def test_a_cli_flag_refuses_nan_and_inf_in_one_line(args):
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code == 2, result.output
-    assert result.output.strip() == f"Error: invalid option {option}: {FINITE}"
+    flag, value = args[-2:]
+    assert result.output.strip().splitlines()[-1].startswith(f"Error: Invalid value for '{flag}'")
+    assert result.output.strip().endswith(f"{value!r} is not a finite number")
+
+
+@pytest.mark.parametrize("flag, value", [("--client-timeout", "inf"), ("--budget-seconds", "nan")])
+def test_the_server_s_own_numbers_are_finite(flag, value):
+    """serve's flags, parsed as click parses them (a bad one would start a server otherwise)."""
+    [param] = [p for p in cli.commands["serve"].params if flag in p.opts]
+    with pytest.raises(click.BadParameter, match=f"{value!r} is not a finite number"):
+        param.type.convert(value, param, None)
+    assert param.type.convert("2.5", param, None) == 2.5
 
 
 def test_backend_options_are_finite():
