@@ -53,7 +53,9 @@ def test_the_request_is_turned_into_checks_before_the_first_draft_and_only_state
     # bullets no phrasing rule reads here ("three tips … as a bulleted list"), its comma check
     # gives way to the code's, and its 300 words, which the request never says, is dropped
     assert [c.check["type"] for c in first.checks] == ["forbidden_chars", "count"]
-    assert first.dropped == [parse_checks([WORDS300])[0].model_dump(mode="json")]
+    [dropped] = first.dropped  # said with why, in the run's record too
+    assert dropped.check == parse_checks([WORDS300])[0].model_dump(mode="json")
+    assert dropped.reason == "the request does not state it" and result.checks_dropped == first.dropped
     # the dropped check is named, so a reader can tell whether the request meant it
     assert first.note == "the model also proposed a check the request does not state, dropped: at least 300 words"
     assert first.call is not None and first.call.purpose == "checks" and first.call.role == "feedback"
@@ -195,11 +197,54 @@ def test_the_derived_checks_cache_is_bounded():
     try:
         DERIVED.entries.clear()
         for i in range(DERIVED.size + 5):
-            DERIVED.put(backend, f"request {i}", True, [])
+            DERIVED.put(backend, f"request {i}", True, ([], []))
         assert len(DERIVED.entries) == DERIVED.size
         assert DERIVED.get(backend, "request 0", True) is None  # the oldest went first
-        assert DERIVED.get(backend, f"request {DERIVED.size + 4}", True) == []
+        assert DERIVED.get(backend, f"request {DERIVED.size + 4}", True) == ([], [])
         assert DERIVED.get(FakeBackend(), f"request {DERIVED.size + 4}", True) is None  # another model's: not reused
     finally:
         DERIVED.entries.clear()
         DERIVED.entries.update(before)
+
+
+# issue 46 item 7: request text whose stated instructions make a check that cannot be built
+LONG_KEYWORD = "x" * 70
+UNBUILDABLE = {
+    "0th paragraph": (
+        "Write two paragraphs about cats. The 0th paragraph must start with the word hello.",
+        '{"type": "paragraph_start", "nth": 0, "word": "hello"} (paragraph_start: nth: Input should be '
+        "greater than or equal to 1)",
+    ),
+    "70-character keyword": (
+        f'Write a sentence that includes the keyword "{LONG_KEYWORD}".',
+        f'{{"type": "keywords", "words": ["{LONG_KEYWORD}"]}} (keywords: words.0: String should have at most 60 '
+        "characters)",
+    ),
+    "40 instructions": (
+        "Write a story. " + " ".join(f"Use the word w{i} at least {i + 1} times." for i in range(40)),
+        '{"type": "word_frequency", "word": "w32", "relation": "at least", "n": 33} (more than 32 checks: the '
+        "first 32 are kept)",
+    ),
+}
+
+
+@pytest.mark.parametrize("request_text, said", UNBUILDABLE.values(), ids=UNBUILDABLE)
+def test_a_stated_check_that_cannot_be_built_is_dropped_and_said_never_fatal(request_text, said):
+    backend = FakeBackend({"checks": ['{"checks": []}'], "generate": ["A fine reply."]}, default='{"issues": []}')
+    _, steps, result = run(backend, request_text, max_iterations=0)
+    assert result.error is None and result.stop_reason.value == "max_iterations" and result.output == "A fine reply."
+    [checked] = [s for s in steps if isinstance(s, ChecksStep)]
+    assert said in checked.note  # named with why, in the trace
+    assert said in [d.said() for d in result.checks_dropped]  # and in the run's record
+    assert len(result.checks) <= 32
+
+
+def test_a_malformed_check_the_model_lists_is_dropped_with_why():
+    bad = {"type": "count", "unit": "chapters", "relation": "exactly", "n": 2}
+    backend = FakeBackend({"checks": [derived(NO_COMMA, bad)], "generate": [GOOD]}, default='{"issues": []}')
+    _, steps, result = run(backend, max_iterations=0)
+    assert [c.check for c in result.checks] == [NO_COMMA]
+    [dropped] = result.checks_dropped
+    assert dropped.check == bad and dropped.reason.startswith("count: unit: Input should be 'words'")
+    [checked] = [s for s in steps if isinstance(s, ChecksStep)]
+    assert "1 check(s) read from the request could not be used" in checked.note

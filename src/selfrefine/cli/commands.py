@@ -26,7 +26,7 @@ from ..tasks import get_task, task_names
 from .display import StepPrinter
 from .group import cli, main  # noqa: F401 - main: the entry point, also importable from here
 from .inputs import one_input, read_input
-from .options import EngineFlags, Flags, evaluation_judge_model, flag, flags_of, part
+from .options import EngineFlags, FiniteRange, Flags, evaluation_judge_model, flag, flags_of, part
 from .tables import fit_words, keep_whole
 
 
@@ -152,7 +152,7 @@ class EvalFlags(Flags):
     )
     ray_cpus_per_actor: float | None = flag(
         "--ray-cpus-per-actor",
-        type=click.FloatRange(min=0, min_open=True),
+        type=FiniteRange(min=0, min_open=True),
         help="CPUs each actor reserves, and the threads of its embedded/gguf model (default: 1 for a "
         "server model, else 4 or the largest node's CPUs if fewer).",
     )

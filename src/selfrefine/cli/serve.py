@@ -13,7 +13,7 @@ import click
 from ..core.errors import ConfigError
 from ..engine.spec import BackendPool, ModelSpec
 from ..tasks import get_task
-from .options import Flags, ModelFlags, flag, loop_flag, main_model, models_of, part
+from .options import FiniteRange, Flags, ModelFlags, flag, loop_flag, main_model, models_of, part
 
 
 def is_loopback(host: str) -> bool:
@@ -71,7 +71,7 @@ class ServeFlags(Flags):
     )
     client_timeout: float = flag(
         "--client-timeout",
-        type=click.FloatRange(min=0, min_open=True),
+        type=FiniteRange(min=0, min_open=True),
         default=30.0,
         show_default=True,
         help="Seconds a client may take to send a request's headers, or its body, or to read "

@@ -149,9 +149,10 @@ def _cut(text: str) -> str:
 class Checks(BaseModel):
     """Simple checks of a draft, declared without code. Each regex, each required word, the
     word count and the line count (blank lines not counted) is one check; the score is the
-    share that pass and the findings say what failed ("needs 3 lines, has 4")."""
+    share that pass and the findings say what failed ("needs 3 lines, has 4"). Strict: a
+    count is an integer ("40" and true are refused, naming the key)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     must_match: list[str] = Field(default_factory=list)  # regexes (re syntax, ^/$ per line; (?i) ignores case)
     must_not_match: list[str] = Field(default_factory=list)

@@ -32,6 +32,7 @@ from ..core.seeds import attempt_seed
 from ..core.structured import json_text, schema_note
 from .calls import Caller
 from .incomplete import demoted, echo_check
+from .instructions import Instruction, InstructionChecks
 from .preamble import without_preamble
 from .run_checks import combined
 from .scoreboard import Scoreboard
@@ -205,9 +206,17 @@ class RunContext:
     def parse_draft(self, text: str, way: str | None = None) -> str:
         """A reply as a draft: its preamble dropped (:mod:`.preamble`), then parsed by the task
         (as written its ``way``, where the run's ways drew it); under a JSON Schema, the JSON in it."""
-        text = without_preamble(text)
+        text = without_preamble(text, self._start_checks())
         draft = self.task.parse_draft(text) if way is None else self.task.parse_way(way, text)
         return json_text(draft) if self.settings.checks.schema is not None else draft
+
+    def _start_checks(self) -> list[Instruction]:
+        """The checks a draft's first line may be asked for by (:mod:`.preamble` keeps it):
+        the run's, and a task file's own list of checks."""
+        own = getattr(
+            self.task.declared.verifier, "fn", None
+        )  # a task file's list: FunctionVerifier(InstructionChecks)
+        return [*self.state.checks.all, *(own.checks if isinstance(own, InstructionChecks) else ())]
 
     # -- checks ----------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from ..core.config import RefineConfig
+from ..core.config import Finite, RefineConfig
 from ..core.errors import TaskError
 from ..core.saferegex import bounded, within_budget
 from ..core.stoprule import checked_patterns, compile_pattern
@@ -63,10 +63,10 @@ class TaskDefaults(BaseModel):
 
     system: str | None = None
     generic_feedback: str = "Improve the answer."
-    temperature: dict[str, float] = Field(default_factory=lambda: dict.fromkeys(REQUIRED_ROLES, 0.0))
+    temperature: dict[str, Finite] = Field(default_factory=lambda: dict.fromkeys(REQUIRED_ROLES, 0.0))
     # the temperature of each of several samples (RefineConfig.samples > 1), also for a task
     # whose single sample is greedy (gsm8k): K greedy samples would be one sample K times
-    sampling_temperature: float = Field(default=0.7, gt=0)
+    sampling_temperature: Finite = Field(default=0.7, gt=0)
     max_tokens: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(REQUIRED_ROLES, 300))
     feedback_schema: dict[str, Any] | None = None
     # text at which the engine stops generating, per role (cuts rambling on completion APIs)
@@ -75,7 +75,7 @@ class TaskDefaults(BaseModel):
     stop_contains: list[str] = Field(default_factory=list)
     stop_matches: list[str] = Field(default_factory=list)
     score: str | None = None
-    score_threshold: float | None = None
+    score_threshold: Finite | None = None
     max_iterations: int | None = None
     history: Literal["full", "last", "none"] = "full"  # the paper's per-task choices differ
     select: Literal["last", "best", "verified"] = "last"

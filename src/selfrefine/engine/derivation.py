@@ -30,13 +30,11 @@ from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
 
-from pydantic import ValidationError
-
 from ..backends.base import Backend
-from ..core.errors import BackendError, ParseError, TaskError
-from ..core.records import CallRecord, ChecksStep, ProgressStep
+from ..core.errors import BackendError, ParseError
+from ..core.records import CallRecord, ChecksStep, DroppedCheck, ProgressStep
 from .context import RunContext
-from .instructions import Instruction, checks_schema, parse_checks
+from .instructions import Instruction, build_checks, checks_schema
 from .instructions.form import Language
 from .instructions.language import LANGUAGES
 from .instructions.phrases import stated
@@ -92,6 +90,7 @@ def _prompt_version() -> str:
 
 PROMPT_VERSION = _prompt_version()
 Key = tuple[int, str, str, bool]  # (the critic's backend, request text, prompt version, constrained)
+Derived = tuple[list[Instruction], list[DroppedCheck]]  # the checks kept, and the ones dropped with why
 
 
 class DerivedCache:
@@ -103,26 +102,26 @@ class DerivedCache:
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
         self.size = size
-        self.entries: OrderedDict[Key, tuple[weakref.ref[Backend], list[Instruction]]] = OrderedDict()
+        self.entries: OrderedDict[Key, tuple[weakref.ref[Backend], Derived]] = OrderedDict()
         self.lock = threading.Lock()  # engines on several threads (sync run() per thread) share it
 
-    def get(self, backend: Backend, request: str, constrained: bool) -> list[Instruction] | None:
+    def get(self, backend: Backend, request: str, constrained: bool) -> Derived | None:
         key = (id(backend), request, PROMPT_VERSION, constrained)
         with self.lock:
             entry = self.entries.get(key)
             if entry is None or entry[0]() is not backend:
                 return None
             self.entries.move_to_end(key)
-            return list(entry[1])
+            return list(entry[1][0]), list(entry[1][1])
 
-    def put(self, backend: Backend, request: str, constrained: bool, checks: list[Instruction]) -> None:
+    def put(self, backend: Backend, request: str, constrained: bool, checks: Derived) -> None:
         try:
             ref = weakref.ref(backend)
         except TypeError:  # a backend that cannot be held weakly is not cached
             return
         key = (id(backend), request, PROMPT_VERSION, constrained)
         with self.lock:
-            self.entries[key] = (ref, list(checks))
+            self.entries[key] = (ref, (list(checks[0]), list(checks[1])))
             self.entries.move_to_end(key)
             while len(self.entries) > self.size:
                 self.entries.popitem(last=False)
@@ -140,23 +139,22 @@ async def run_checks(run: RunContext) -> AsyncIterator[ChecksStep | ProgressStep
     if not policy.on:
         return
     checks.given, checks.schema = policy.given, policy.schema
-    call, note, dropped = None, "", []
+    call, note = None, ""
     if policy.derive:
         request, critic = await request_text(run), run.caller.backends["feedback"]
         constrained = run.settings.requests.constrained
         known = DERIVED.get(critic, request, constrained)
         if known is not None:
-            checks.derived, note = known, "derived before for the same request: no model call"
+            (checks.derived, checks.dropped), note = known, "derived before for the same request: no model call"
         else:
             yield ProgressStep(what="checks", text=ANNOUNCED)
-            checks.derived, call, note, dropped = await _derive_safely(run)
+            checks.derived, call, note, checks.dropped = await _derive_safely(run)
             if call is not None and call.ok:
-                DERIVED.put(critic, request, constrained, checks.derived)
-    shown = [c.model_dump(mode="json") for c in dropped]
-    yield ChecksStep(checks=checks.records(), call=call, note=note, dropped=shown)
+                DERIVED.put(critic, request, constrained, (checks.derived, checks.dropped))
+    yield ChecksStep(checks=checks.records(), call=call, note=note, dropped=checks.dropped)
 
 
-async def _derive_safely(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[Instruction]]:
+async def _derive_safely(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[DroppedCheck]]:
     """:func:`derive`; a failing backend leaves the run without derived checks (its next
     call meets the same failure and ends the run there, with its drafts kept)."""
     try:
@@ -172,23 +170,41 @@ async def request_text(run: RunContext) -> str:
     return text[:MAX_REQUEST_CHARS]
 
 
-async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[Instruction]]:
+async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[DroppedCheck]]:
     """The request's checks, the derivation's call, a note (how many were dropped, or why
-    there are none) and the dropped checks."""
+    there are none) and the dropped checks, each with why. A check that cannot be built
+    (the wording's "0th paragraph", a 70-character keyword; the model's malformed one) or
+    one past the cap is dropped and said, never ending the run."""
     request = await request_text(run)
     prompt = TEMPLATE.render({"input": request}).strip()
     schema = {"type": "object", "properties": {"checks": checks_schema(MAX_DERIVED)}, "required": ["checks"]}
     found, call, error = await run.parsed_call(
         "feedback", 0, prompt, schema if run.settings.requests.constrained else None, _parse, purpose=PURPOSE
     )
-    read = parse_checks(stated(request))
+    read, unusable = build_checks(stated(request))
     if error is not None:
-        return read, call, f"the model gave no usable checks ({error}); {len(read)} read from the request's wording", []
-    kept = [c for c in found if grounded(c, request)]
-    dropped = [c for c in found if c not in kept]
+        note = f"the model gave no usable checks ({error}); {len(read)} read from the request's wording"
+        return read, call, _with_unusable(note, unusable), unusable
+    listed_all, malformed = found
+    unusable += malformed
+    kept = [c for c in listed_all if grounded(c, request)]
+    ungrounded = [c for c in listed_all if c not in kept]
     listed = [c for c in kept if _subject(c) not in {_subject(r) for r in read}]
-    note = dropped_note(dropped)
-    return [*read, *listed], call, note, dropped
+    dropped = [DroppedCheck(check=c.model_dump(mode="json"), reason=NOT_STATED) for c in ungrounded]
+    return [*read, *listed], call, _with_unusable(dropped_note(ungrounded), unusable), [*unusable, *dropped]
+
+
+NOT_STATED = "the request does not state it"
+
+
+def _with_unusable(note: str, unusable: list[DroppedCheck]) -> str:
+    """``note``, and the checks that could not be used, each named with why."""
+    if not unusable:
+        return note
+    named = "; ".join(d.said() for d in unusable[:5])
+    more = f"; and {len(unusable) - 5} more" if len(unusable) > 5 else ""
+    said = f"{len(unusable)} check(s) read from the request could not be used: {named}{more}"
+    return f"{note}; {said}" if note else said
 
 
 def dropped_note(dropped: list[Instruction]) -> str:
@@ -207,9 +223,10 @@ def _subject(check: Instruction) -> tuple[Any, ...]:
     return (data["type"], data.get("unit"), data.get("word"), data.get("letter"), data.get("letters"))
 
 
-def _parse(reply: str) -> list[Instruction]:
-    """The checks of a reply: ``{"checks": [...]}`` (or a bare list); each invalid check is
-    left out, a reply with no list at all is a ParseError (the call is asked again)."""
+def _parse(reply: str) -> tuple[list[Instruction], list[DroppedCheck]]:
+    """The checks of a reply: ``{"checks": [...]}`` (or a bare list), and the ones left out
+    with why (invalid, or past ``MAX_DERIVED``); a reply with no list at all is a ParseError
+    (the call is asked again)."""
     text = reply.strip()
     start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
     try:
@@ -220,13 +237,7 @@ def _parse(reply: str) -> list[Instruction]:
         data = data.get("checks")
     if not isinstance(data, list):
         raise ParseError('no list of checks; reply with {"checks": [...]}')
-    kept = []
-    for item in data[:MAX_DERIVED]:
-        try:
-            kept += parse_checks([item])
-        except (TaskError, ValidationError, TypeError):
-            continue  # one malformed check is dropped, not the others
-    return kept
+    return build_checks(data, MAX_DERIVED)  # one malformed check is dropped, not the others
 
 
 def grounded(check: Instruction, request: str) -> bool:

@@ -228,6 +228,7 @@ class Refinement:
             answer=answer,
             answer_error=answer_error,
             checks=state.checks.records(),
+            checks_dropped=state.checks.dropped,
             parsed=await self._parsed(output),
         )
 

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from ..core.errors import ConfigError, TaskError
-from ..core.records import RequestCheck, Verification
+from ..core.records import DroppedCheck, RequestCheck, Verification
 from ..core.saferegex import within_budget
 from ..core.stoprule import STOP_FLAGS
 from ..core.structured import listed, parse_error, pydantic_errors, schema_errors
@@ -130,6 +130,7 @@ class RunChecks:
     given: tuple[Instruction, ...] = ()
     derived: list[Instruction] = field(default_factory=list)
     schema: SchemaCheck | None = None
+    dropped: list[DroppedCheck] = field(default_factory=list)  # derived ones left out, each with why
 
     @property
     def active(self) -> bool:

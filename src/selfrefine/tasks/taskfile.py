@@ -48,6 +48,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
+from ..core.config import Finite
 from ..core.errors import TaskError, TaskFileError
 from ..engine.checks import Checks
 from ..engine.instructions import InstructionChecks
@@ -62,7 +63,7 @@ class StopSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     contains: str | list[str] | None = None  # whole words, never negated ("not done" is no stop)
     matches: str | list[str] | None = None  # regular expressions, taken as written
-    score_at_least: float | None = None
+    score_at_least: Finite | None = None
 
 
 # a task file's ``checks:``: the mapping of regexes and counts (engine/checks.py), or a list of
@@ -71,6 +72,14 @@ class StopSpec(BaseModel):
 CheckSpec = Annotated[
     Annotated[Checks, Tag("mapping")] | Annotated[list[dict[str, Any]], Tag("list")],
     Discriminator(lambda value: "list" if isinstance(value, list) else "mapping"),
+]
+
+
+# a temperature for every role, or {role: temperature}; which one is read from the value's
+# shape, so an error names the key and not both forms
+PerRoleTemperature = Annotated[
+    Annotated[Finite, Tag("number")] | Annotated[dict[str, Finite], Tag("per role")],
+    Discriminator(lambda value: "per role" if isinstance(value, dict) else "number"),
 ]
 
 
@@ -87,7 +96,7 @@ class TaskSpec(BaseModel):
     stop: StopSpec | None = None
     max_iterations: int | None = Field(default=None, ge=0)
     generic_feedback: str | None = None
-    temperature: float | dict[str, float] | None = None
+    temperature: PerRoleTemperature | None = None
     max_tokens: int | dict[str, int] | None = None
     feedback_schema: dict[str, Any] | None = None
     stop_sequences: list[str] | dict[str, list[str]] | None = None
@@ -218,14 +227,14 @@ def check_shape(data: Any, what: str) -> None:
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {"stop": StopSpec, "checks": Checks}
-_BRANCHES = ("mapping", "list")  # CheckSpec's forms, left out of the keys an error names
+_BRANCHES = ("mapping", "list", "number", "per role")  # the tagged unions' forms, left out of the keys an error names
 
 
 def _describe(exc: ValidationError) -> str:
     messages = []
     for err in exc.errors():
         loc = err["loc"]
-        if loc[:1] == ("checks",) and loc[1:2] and loc[1] in _BRANCHES:
+        if loc[:1] in (("checks",), ("temperature",)) and loc[1:2] and loc[1] in _BRANCHES:
             loc = (loc[0], *loc[2:])
         key = ".".join(str(p) for p in loc) or "(top level)"
         if err["type"] == "missing":
