@@ -133,4 +133,4 @@ def test_a_model_never_derives_a_regex_check():
     assert all(c.check["type"] != "regex" for c in step.checks) and all(
         c.check["type"] != "regex" for c in found[-1].result.checks
     )
-    assert [c["type"] for c in step.dropped] == ["regex", "regex"]  # recorded as dropped, not silently lost
+    assert [d.check["type"] for d in step.dropped] == ["regex", "regex"]  # recorded as dropped, not silently lost
