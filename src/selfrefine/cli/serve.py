@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,9 @@ from ..core.errors import ConfigError
 from ..engine.spec import BackendPool, ModelSpec
 from ..tasks import get_task
 from .options import Flags, ModelFlags, flag, loop_flag, main_model, models_of, part
+
+
+SWITCH_INTERVAL = 0.001  # seconds a thread holds the interpreter before another may take it
 
 
 def is_loopback(host: str) -> bool:
@@ -168,6 +172,10 @@ def serve(**params: Any) -> None:
         )
     import uvicorn
 
+    # the event loop shares the interpreter with the threads doing the requests' CPU work
+    # (service/offload.py): each of its I/O steps waits for the lock, by default up to 5 ms
+    # per thread in line; 1 ms keeps /health's many steps within a second under 30 requests
+    sys.setswitchinterval(SWITCH_INTERVAL)
     from ..service import create_app
     from ..service.connections import server_config
 
