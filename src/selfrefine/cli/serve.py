@@ -16,7 +16,6 @@ from ..engine.spec import BackendPool, ModelSpec
 from ..tasks import get_task
 from .options import Flags, ModelFlags, flag, loop_flag, main_model, models_of, part
 
-
 SWITCH_INTERVAL = 0.001  # seconds a thread holds the interpreter before another may take it
 
 
