@@ -80,6 +80,14 @@ class ServeFlags(Flags):
         help="Seconds a client may take to send a request's headers, or its body, or to read "
         "anything of a reply; then it is dropped.",
     )
+    keep_alive: float = flag(
+        "--keep-alive",
+        type=click.FloatRange(min=0, min_open=True),
+        default=5.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="A stream's longest silence: an SSE comment is sent at once and after this long without an event.",
+    )
     insecure: bool = flag("--insecure", is_flag=True, help="Allow a non-loopback --host without an API key.")
     max_concurrency: int = flag(
         "--max-concurrency",
@@ -212,6 +220,7 @@ def _settings(opts: ServeFlags) -> Any:
         upstream=_upstream(opts.upstream_models, main, pool),
         allowed_hosts=allowed_hosts(opts.host, opts.allowed_host),
         client_timeout=opts.client_timeout,
+        keep_alive=opts.keep_alive,
     )
 
 
