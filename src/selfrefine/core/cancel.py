@@ -21,10 +21,11 @@ class RunCancelledError(SelfRefineError):
     """The run this work belongs to was cancelled (raised in its threads, seen by nobody)."""
 
 
-def cancellable() -> threading.Event:
+def cancellable(event: threading.Event | None = None) -> threading.Event:
     """Mark the current context's run (an asyncio task's own context: set it at the task's
-    start) as cancellable; set the event returned to cancel its work in threads."""
-    event = threading.Event()
+    start) as cancellable by ``event`` (a new one if None); set it to cancel the run's work
+    in threads."""
+    event = event if event is not None else threading.Event()
     _CANCELLED.set(event)
     return event
 

@@ -151,7 +151,7 @@ class Service:
         self.pool = EnginePool(settings.backends, tasks, settings.caps, settings.upstream, wrap=tracing.backend)
         self.admission = Admission(settings.max_concurrency, settings.max_queue)
         # the requests' CPU work: off the event loop, in bounded pools (offload.py)
-        self.offload = Offload(threads=max(4, 2 * settings.max_concurrency))
+        self.offload = Offload(runs=settings.max_concurrency)
         self.tracing = tracing
         self.started = int(time.time())
 

@@ -11,6 +11,7 @@ import hmac
 import ipaddress
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 Scope = dict[str, Any]
@@ -153,7 +154,7 @@ class BodyLimit:
             return
         # checked here, where the body is already buffered; a big one in a thread: a body of
         # 900 KB of numbers with an escape in it took 0.7 s to walk, on the event loop
-        problem = text_problem(body) if len(body) < SMALL_BODY else await asyncio.to_thread(text_problem, body)
+        problem = text_problem(body) if len(body) < SMALL_BODY else await _in_thread(text_problem, body)
         if problem is not None:
             param, text = problem
             await send_error(send, 400, text, "invalid_request_error", "invalid_text", param=param)
@@ -184,6 +185,14 @@ class BodyLimit:
             "invalid_request_error",
             "request_too_large",
         )
+
+
+# two threads for big bodies' checks: more would only contend for the interpreter with the loop
+_CHECKERS = ThreadPoolExecutor(2, thread_name_prefix="selfrefine-body")
+
+
+async def _in_thread(check: Any, body: bytes) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(_CHECKERS, check, body)
 
 
 def _replay(body: bytes, receive: Any) -> Any:

@@ -4,7 +4,8 @@ run's checks and echo test, rendering its reply) is done elsewhere, so ``/health
 other client are answered while 30 hostile requests are in flight.
 
 - a request's preparation (parsing and validating its body, its engine, its input) runs in
-  a bounded pool of threads (``prepare``);
+  a pool of two threads (``prepare``), after the request took its queue place (admission:
+  beyond the queue, a 429 before any of this work);
 - the runs themselves run on an event loop of their own, in a thread (``run``, ``stream``);
   their ``asyncio.to_thread`` work goes to a bounded pool of threads there;
 - cancelling the caller (the client left) cancels the run on its loop, marks it cancelled
@@ -98,7 +99,7 @@ class _Remote:
 
     async def _body(self, work: Callable[[], Awaitable[Any]]) -> Any:
         _RUN.set(self.run)
-        self.run.cancelled = cancellable()  # the event the run's threads look at
+        cancellable(self.run.cancelled)  # the event the run's threads look at (stop() sets it)
         return await work()
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
@@ -136,13 +137,17 @@ class _Remote:
             self._task.cancel()
 
 
+PREPARE_THREADS = 2  # pure-Python work gains nothing from more threads, and each more contends with the loop
+
+
 class Offload:
     """The threads and the loop a server's requests do their work in (module docstring);
-    ``threads``: the size of each pool."""
+    ``runs``: the runs in flight at once, each with its jobs in threads (a check, a model
+    call, samples' checks side by side)."""
 
-    def __init__(self, threads: int) -> None:
-        self.threads = max(1, threads)
-        self._prepare = concurrent.futures.ThreadPoolExecutor(self.threads, thread_name_prefix="selfrefine-prepare")
+    def __init__(self, runs: int) -> None:
+        self.threads = max(4, runs)
+        self._prepare = concurrent.futures.ThreadPoolExecutor(PREPARE_THREADS, thread_name_prefix="selfrefine-prepare")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
