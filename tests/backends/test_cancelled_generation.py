@@ -16,7 +16,7 @@ async def _written(backend, cancel: bool, stream: bool) -> int:
     event = cancellable()  # this task's run; a server's stop() sets it
     if cancel:
         event.set()
-    request = CompletionRequest(role="generate", prompt=PROMPT, max_tokens=120, temperature=0.0)
+    request = CompletionRequest(role="generate", prompt=PROMPT, max_tokens=40, temperature=0.0)
     reply = await (backend.stream(request, lambda _: None) if stream else backend.complete(request))
     return reply.completion_tokens
 
