@@ -263,3 +263,25 @@ def test_the_run_record_of_a_schema_request_is_unchanged(serve):
     )
     assert json.loads(reply.choices[0].message.content) == {"a": "x"}
     assert reply.selfrefine["config"]["json_schema"] == schema
+
+
+class _Closing(FakeBackend):
+    """The fake model, saying on which thread its connections were closed."""
+
+    closed_on: list[str] = []
+
+    async def aclose(self) -> None:
+        self.closed_on.append(threading.current_thread().name)
+
+
+@pytest.mark.parametrize("asked", [False, True], ids=["idle", "after_a_run"])
+def test_stopping_the_server_closes_its_backends(serve, asked):
+    backend = _Closing(default="fine")
+    backend.closed_on = []
+    served = serve(backend)
+    if asked:
+        served.client().chat.completions.create(model="selfrefine/chat", messages=user("Say hi."))
+    served.stop()
+    assert len(backend.closed_on) == 1, backend.closed_on
+    if asked:  # on the runs' own loop (offload.py), where the backend's connections were made
+        assert backend.closed_on == ["selfrefine-runs"]

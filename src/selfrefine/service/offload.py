@@ -198,9 +198,10 @@ class Offload:
             return self._loop
 
     async def aclose(self, closing: Callable[[], Awaitable[Any]] | None = None) -> None:
-        """Run ``closing`` (the backends' close) on the runs loop, then stop it and the pools."""
-        if self._loop is not None and closing is not None:
-            await self.run(closing)
+        """Run ``closing`` (the backends' close) on the runs loop (here, if no run started
+        it: the backends were never used), then stop it and the pools."""
+        if closing is not None:
+            await (self.run(closing) if self._loop is not None else closing())
         with self._lock:
             loop, thread, self._loop = self._loop, self._thread, None
         if loop is not None and thread is not None:
