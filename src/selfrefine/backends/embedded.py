@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..core.cancel import cancelled
 from ..core.errors import BackendError, ConfigError, ModelNotFoundError
 from . import catalogue
 from .base import (
@@ -289,7 +290,8 @@ class LlamaCppBackend(Backend):
                 return self._response(choice["message"].get("content"), out, choice, cached=None, recorder=recorder)
             tokens, stop = self._prompt_tokens(llm, request)
             cached = self._prepare_context(llm, tokens)
-            watch = {} if pieces is None else {"stopping_criteria": pieces.watching(llm, stop)}
+            # a run cancelled meanwhile (its client left) stops the model at its next token
+            watch = {"stopping_criteria": _until_cancelled if pieces is None else pieces.watching(llm, stop)}
             out = _rejecting(llm.create_completion, prompt=tokens, stop=stop, **watch, **self._sampling(request, llm))
             self._after_call(llm, tokens)
         choice = out["choices"][0]
@@ -426,7 +428,7 @@ class Pieces:
         return self.check
 
     def check(self, input_ids: Any, logits: Any) -> bool:
-        if self.cancelled:
+        if self.cancelled or cancelled():
             return True
         if self.start is None:  # first call: nothing sampled is in the context yet
             self.start = len(input_ids)
@@ -442,6 +444,11 @@ class Pieces:
             return
         piece, self.sent = text[len(self.sent) :], text
         self.emit(piece)
+
+
+def _until_cancelled(input_ids: Any, logits: Any) -> bool:
+    """A stopping criterion: stop once the run this call belongs to is cancelled (core/cancel.py)."""
+    return cancelled()
 
 
 def settled(text: str, stops: list[str]) -> str:

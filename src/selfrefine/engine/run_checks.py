@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from ..core.cancel import checkpoint
 from ..core.errors import ConfigError, TaskError
 from ..core.records import DroppedCheck, RequestCheck, Verification
 from ..core.saferegex import within_budget
@@ -163,11 +164,18 @@ class RunChecks:
         schema = self.schema.verify(draft) if self.schema is not None else None
         if not checks:
             return schema
-        failed = [o.finding for o in (c.check(draft) for c in checks) if not o.passed]
+        failed = [o.finding for o in (_checked(c, draft) for c in checks) if not o.passed]
         score = (len(checks) - len(failed)) / len(checks)
         text = "\n".join(f"- {f}" for f in failed) or "every check passes"
         verdict = Verification(text=text, passed=not failed, score=round(score, 6))
         return verdict if schema is None else both(verdict, schema)
+
+
+def _checked(check: Instruction, draft: str) -> Any:
+    """One check's outcome; first, a run cancelled meanwhile stops here (these run in a
+    thread, which nothing else can stop: :mod:`~selfrefine.core.cancel`)."""
+    checkpoint()
+    return check.check(draft)
 
 
 def both(checks: Verification, schema: Verification) -> Verification:
