@@ -98,7 +98,7 @@ async def derive_one(run_engine: Any, prompt: str) -> dict[str, Any]:
         if isinstance(step, ChecksStep):
             call = step.call
             tokens = (call.prompt_tokens + call.completion_tokens) if call else 0
-            return {"checks": [c.check for c in step.checks], "dropped": step.dropped, "note": step.note, "tokens": tokens,
+            return {"checks": [c.check for c in step.checks], "dropped": [d.model_dump() for d in step.dropped], "note": step.note, "tokens": tokens,
                     "reply": call.response if call else None,
                     "seconds": round(time.monotonic() - started, 2)}  # fmt: skip
     return {"checks": [], "note": "no checks step", "tokens": 0, "seconds": round(time.monotonic() - started, 2)}
@@ -145,12 +145,12 @@ def sources(row: dict[str, Any], derived: dict[str, Any]) -> dict[str, list[dict
     re-read from its recorded reply), and both as the derivation joins them (the code's check
     stands where both state one of the same thing), all with today's rules."""
     from selfrefine.engine.derivation import _parse, _subject, grounded
-    from selfrefine.engine.instructions import parse_checks
+    from selfrefine.engine.instructions import build_checks
     from selfrefine.engine.instructions.phrases import stated
 
-    code = parse_checks(stated(row["prompt"]))
+    code = build_checks(stated(row["prompt"]))[0]
     try:
-        listed = _parse(derived.get("reply") or "")
+        listed = _parse(derived.get("reply") or "")[0]
     except Exception:
         listed = []
     model = [c for c in listed if grounded(c, row["prompt"].lower())]

@@ -88,8 +88,8 @@ def require_smollm() -> None:
 
 @pytest.fixture(scope="session")
 def embedded():
-    """The default catalogue model (Qwen2.5-Coder-1.5B-Instruct) for the session: each
-    role's few-shot prefix stays in its KV cache."""
+    """The default catalogue model (Qwen2.5-Coder-1.5B-Instruct) for the session: the roles
+    share its one Llama, and each role's few-shot prefix comes back from the KV snapshot store."""
     require_embedded()
     from selfrefine.backends.embedded import LlamaCppBackend
 

@@ -9,49 +9,116 @@ history of earlier drafts and feedback, until a stop rule holds::
     print(result.output, result.stop_reason)
 """
 
-from .backends import (
-    Backend,
-    CompletionRequest,
-    CompletionResponse,
-    FakeBackend,
-    RoleBackends,
-    get_backend,
-)
-from .core.config import RefineConfig
-from .core.errors import (
-    BackendError,
-    ConfigError,
-    EngineClosedError,
-    FeedbackParseError,
-    InputError,
-    ParseError,
-    SelfRefineError,
-    TaskError,
-    TaskFileError,
-    TemplateError,
-    TransientBackendError,
-)
-from .core.records import (
-    CallRecord,
-    ChecksStep,
-    DecisionStep,
-    DeltaStep,
-    DraftStep,
-    Feedback,
-    FeedbackStep,
-    Iteration,
-    ResultStep,
-    RunResult,
-    StopReason,
-    Usage,
-    Verification,
-)
-from .engine.checks import Checks
-from .engine.loop import SelfRefine, refine
-from .engine.spec import BackendPool, EngineSpec, ModelSpec
-from .engine.task import Capabilities, Task, TaskDefaults
-from .tasks import get_task
-from .tasks.taskfile import load_task
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .backends import (
+        Backend,
+        CompletionRequest,
+        CompletionResponse,
+        FakeBackend,
+        RoleBackends,
+        get_backend,
+    )
+    from .core.config import RefineConfig
+    from .core.errors import (
+        BackendError,
+        ConfigError,
+        EngineClosedError,
+        FeedbackParseError,
+        InputError,
+        ParseError,
+        SelfRefineError,
+        TaskError,
+        TaskFileError,
+        TemplateError,
+        TransientBackendError,
+    )
+    from .core.records import (
+        CallRecord,
+        ChecksStep,
+        DecisionStep,
+        DeltaStep,
+        DraftStep,
+        Feedback,
+        FeedbackStep,
+        Iteration,
+        ProgressStep,
+        ResultStep,
+        RunResult,
+        StopReason,
+        Usage,
+        Verification,
+    )
+    from .engine.checks import Checks
+    from .engine.loop import SelfRefine, refine
+    from .engine.spec import BackendPool, EngineSpec, ModelSpec
+    from .engine.task import Capabilities, Task, TaskDefaults
+    from .tasks import get_task
+    from .tasks.taskfile import load_task
+
+# The names below are imported on first use (PEP 562): `selfrefine --help` and a command that
+# needs none of the engine do not pay for all of it (pydantic models, templates, tasks).
+_EXPORTS = {  # name -> the module it comes from, imported on first use
+    "Backend": ".backends",
+    "CompletionRequest": ".backends",
+    "CompletionResponse": ".backends",
+    "FakeBackend": ".backends",
+    "RoleBackends": ".backends",
+    "get_backend": ".backends",
+    "RefineConfig": ".core.config",
+    "BackendError": ".core.errors",
+    "ConfigError": ".core.errors",
+    "EngineClosedError": ".core.errors",
+    "FeedbackParseError": ".core.errors",
+    "InputError": ".core.errors",
+    "ParseError": ".core.errors",
+    "SelfRefineError": ".core.errors",
+    "TaskError": ".core.errors",
+    "TaskFileError": ".core.errors",
+    "TemplateError": ".core.errors",
+    "TransientBackendError": ".core.errors",
+    "CallRecord": ".core.records",
+    "ChecksStep": ".core.records",
+    "DecisionStep": ".core.records",
+    "DeltaStep": ".core.records",
+    "DraftStep": ".core.records",
+    "Feedback": ".core.records",
+    "FeedbackStep": ".core.records",
+    "Iteration": ".core.records",
+    "ProgressStep": ".core.records",
+    "ResultStep": ".core.records",
+    "RunResult": ".core.records",
+    "StopReason": ".core.records",
+    "Usage": ".core.records",
+    "Verification": ".core.records",
+    "Checks": ".engine.checks",
+    "SelfRefine": ".engine.loop",
+    "refine": ".engine.loop",
+    "BackendPool": ".engine.spec",
+    "EngineSpec": ".engine.spec",
+    "ModelSpec": ".engine.spec",
+    "Capabilities": ".engine.task",
+    "Task": ".engine.task",
+    "TaskDefaults": ".engine.task",
+    "get_task": ".tasks",
+    "load_task": ".tasks.taskfile",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'selfrefine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __version__ = "0.1.0"
 
@@ -80,6 +147,7 @@ __all__ = [
     "InputError",
     "Iteration",
     "ParseError",
+    "ProgressStep",
     "RefineConfig",
     "RoleBackends",
     "ResultStep",

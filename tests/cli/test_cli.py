@@ -199,7 +199,7 @@ def test_live_view_shows_typed_feedback_as_its_fields(runner, replies):
     result = runner.invoke(cli, ["run", "commongen", "dog, frisbee, catch", "-m", f"fake:{replies}"])
     assert result.exit_code == 0, result.output
     assert "missing concepts: frisbee" in result.output and "commonsense: NONE" in result.output
-    assert "missing concepts: none" in result.output  # the critique that found nothing missing
+    assert "no missing concepts found" in result.output  # the critique that found nothing missing
     assert '"missing_concepts"' not in result.output  # not the raw JSON
 
 
@@ -208,7 +208,7 @@ def test_feedback_fields_format_nested_and_long_values():
 
     assert feedback_lines('{"ease_of_spelling": {"reason": "short", "score": 4}, "issues": []}') == [
         "ease of spelling: 4 (short)",
-        "issues: none",
+        "no issues found",
     ]
     long = ["The reply names the wrong capital of France entirely.", "It is rude."]
     assert feedback_lines(json.dumps({"issues": long})) == ["issues:", f"  - {long[0]}", f"  - {long[1]}"]

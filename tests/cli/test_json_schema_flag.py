@@ -63,3 +63,30 @@ def test_a_bad_schema_file_is_one_line_before_any_model_call(tmp_path, content, 
 def test_a_missing_schema_file_is_named():
     result = CliRunner().invoke(cli, ["run", "chat", "hi", "-m", "fake", "--json-schema", "/nonexistent/s.json"])
     assert result.exit_code == 2 and "cannot read '/nonexistent/s.json'" in result.output
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{name}: &{name} [{', '.join(['*' + prev] * 10)}]\n" for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
+)  # 10**9 values once its aliases are expanded, in under 1 KB
+
+
+def test_a_yaml_alias_bomb_is_refused_in_one_line_as_a_task_file_is(tmp_path):
+    # issue 46 item 11: c3793c2 expanded it (84.5 s, 6.77 GB for a 1 KB file)
+    schema = tmp_path / "bomb.yaml"
+    schema.write_text(BOMB)
+    assert len(BOMB) < 1024
+    result = CliRunner().invoke(cli, ["run", "chat", "hi", "-m", "fake", "--json-schema", str(schema)])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "expands to more than 100,000 values (YAML aliases?)" in result.output and str(schema) in result.output
+
+
+def test_a_reference_loop_is_one_line_before_any_model_call(tmp_path):
+    # issue 46 item 8: c3793c2 printed a RecursionError traceback
+    schema = tmp_path / "loop.json"
+    schema.write_text(json.dumps({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}))
+    result = CliRunner().invoke(
+        cli, ["run", "chat", "hi", "-m", "fake:/nonexistent.json", "--json-schema", str(schema)]
+    )
+    assert result.exit_code != 0 and "Traceback" not in result.output and "RecursionError" not in result.output
+    assert "Error: invalid option json_schema: the schema's $ref '#/$defs/a' loops back to itself" in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output

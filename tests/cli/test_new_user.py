@@ -78,7 +78,7 @@ def test_a_critics_score_says_its_scale():
     assert score_note(Feedback(text="Total: 27 / 30", total=27)) == "feedback score 27/30 (the critic's)"
     rated = Feedback(text="{}", total=16, scores={"a": 4, "b": 4, "c": 4, "d": 4})
     assert score_note(rated) == "feedback score 16 (the critic's, sum of its 4 ratings)"
-    assert score_note(Feedback(text="{}", total=0.6667)) == "feedback score 0.667 of 1 (the critic's)"
+    assert score_note(Feedback(text="{}", total=0.6667)) == "the critic's score 0.667 (0 to 1, higher is better)"
     assert score_note(Feedback(text="Score: 8", total=8)) == "feedback score 8 (the critic's, no scale stated)"
 
 

@@ -178,7 +178,7 @@ def test_under_a_schema_a_quoted_phrase_is_no_check_and_a_valid_draft_stops():
     engine = SelfRefine("chat", fake, json_schema=CUSTOMER)
     steps = asyncio.run(_steps(engine, NOTE))
     checks = next(s for s in steps if isinstance(s, ChecksStep))
-    assert {"type": "ends_with", "phrase": "paid in full"} in checks.dropped
+    assert {"type": "ends_with", "phrase": "paid in full"} in [d.check for d in checks.dropped]
     assert "no JSON reply can pass" in checks.note
     result = steps[-1].result
     assert all(c.check["type"] != "ends_with" for c in result.checks)

@@ -17,9 +17,11 @@ from selfrefine.engine.drafting.best_of import BestOfK
 from selfrefine.engine.drafting.one import OneDraft
 from selfrefine.engine.drafting.registry import find_strategy
 from selfrefine.engine.drafting.voting import Votes
+from selfrefine.engine.refinement import verifies_every_draft
 from selfrefine.engine.scoreboard import Scoreboard
 from selfrefine.engine.settings import Settings
 from selfrefine.engine.state import RunState
+from selfrefine.engine.stopping import StopRules
 
 
 class StubCaller:
@@ -53,7 +55,9 @@ def context(task: Task, replies: list[str], **options) -> tuple[RunContext, Stub
     settings = Settings.resolve(RefineConfig.build(**options), task, find_strategy)
     state = RunState(input="cats", reference=None, board=Scoreboard(votes=settings.sampling.votes))
     caller = StubCaller(state.log, replies)
-    return RunContext(task, settings, state, caller), caller  # type: ignore[arg-type]
+    run = RunContext(task, settings, state, caller)  # type: ignore[arg-type]
+    run.verify_every_draft = verifies_every_draft(settings, find_strategy(settings.sampling.strategy), StopRules(run))
+    return run, caller
 
 
 def test_one_draft_makes_one_call_and_keeps_its_reply():
@@ -127,7 +131,7 @@ def test_the_settings_choose_one_part_per_run():
 
     def part(**options):
         settings = Settings.resolve(RefineConfig.build(**options), task, find_strategy)
-        return type(settings.sampling.strategy.drafter(settings)).__name__
+        return type(find_strategy(settings.sampling.strategy).drafter(settings)).__name__
 
     assert part() == "OneDraft"
     assert part(samples=3) == "BestOfK"

@@ -454,7 +454,7 @@ def test_final_critique_is_skipped_when_select_last_reaches_the_cap(task):
     assert result.output == "d1" and result.iterations[1].feedback is None
     assert result.stop_reason is StopReason.MAX_ITERATIONS
     stop = [s for s in got if isinstance(s, DecisionStep)][-1]
-    assert stop.stop and stop.iteration == 1 and "critique is skipped" in stop.detail
+    assert stop.stop and stop.iteration == 1 and "the last draft is not critiqued" in stop.detail
 
 
 def test_final_feedback_asks_for_the_last_critique(task):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from selfrefine import FakeBackend, SelfRefine, Task
+from selfrefine.engine.instructions import parse_checks
 from selfrefine.engine.preamble import preamble, without_preamble
 
 LIMERICK = "There once was a cat in the night\nwho danced in the moonlight so bright"
@@ -76,3 +77,54 @@ def test_every_task_parses_its_draft_without_the_preamble():
     )
     result = SelfRefine(task_v, sampled, samples=2, max_iterations=0, temperature=0.7).run("Q")
     assert [c.draft for c in result.iterations[0].candidates] == ["A.", "B."]
+
+
+# issue 46 item 17: seven kinds of first line that say more than "here it comes", each
+# dropped before; the line is the reply's own (an answer, a reason, a fact), so it stays
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Yes, here are the reasons:\n1. It is cheaper.\n2. It is faster.",  # "yes" answers the question
+        "Yes! Here is what I found:\nThe shop opens at nine.",
+        "Certainly not! Here is why:\nThe bridge is closed.",  # a negated assent is an answer
+        "Of course not, here are the facts:\n- It rained.",
+        "Absolutely not. Here are the risks:\n- fire",
+        "Okay, the answer is 42, and here are the steps:\n6 x 7 = 42",  # an answer before the "here"
+        "Sure, I checked the schedule, and here are the trains:\n8:10, 9:40",
+        "Here is why the answer is yes:\nThe law changed in 2020.",  # about the answer, not announcing it
+        "Here are the reasons my answer is no:\n- cost",
+        "Sure! Here is the answer: Paris. And here is why:\nIt is the seat of government.",  # content in the line
+        "Here is my answer: the second option is better, because:\nit is cheaper.",
+    ],
+)
+def test_a_first_line_that_says_more_than_an_announcement_stays(reply):
+    assert preamble(reply) is None and without_preamble(reply) == reply
+
+
+DEMANDED = "Here is my answer:\nParis is the capital of France."
+
+
+def test_a_first_line_a_check_asks_for_stays():
+    """The request demanded the line ("start your reply with 'Here is my answer:'"): dropping
+    it would fail the draft that complied. A check of the first paragraph's first word too."""
+    starts = parse_checks([{"type": "starts_with", "phrase": "Here is my answer:"}])
+    first_word = parse_checks([{"type": "paragraph_start", "nth": 1, "word": "Here"}])
+    other = parse_checks(
+        [{"type": "starts_with", "phrase": "Paris"}, {"type": "paragraph_start", "nth": 2, "word": "x"}]
+    )
+    assert without_preamble(DEMANDED) == "Paris is the capital of France."  # no check asks for it: it announces
+    assert without_preamble(DEMANDED, starts) == DEMANDED and without_preamble(DEMANDED, first_word) == DEMANDED
+    assert without_preamble(DEMANDED, other) == "Paris is the capital of France."  # these do not ask for the line
+
+
+def test_the_line_a_request_demands_is_kept_in_the_run_and_passes_its_check():
+    request = "What is the capital of France? Start your reply with 'Here is my answer:' and keep it short."
+    backend = FakeBackend({"checks": ['{"checks": []}'], "generate": [DEMANDED]}, default='{"issues": []}')
+    result = SelfRefine("chat", backend, max_iterations=0).run(request)
+    assert [c.check for c in result.checks] == [{"type": "starts_with", "phrase": "Here is my answer:"}]
+    assert result.output == DEMANDED and result.iterations[0].verification.passed is True
+    # a check given with the run asks for it as well
+    given = [{"type": "paragraph_start", "nth": 1, "word": "Here"}]
+    backend = FakeBackend({"generate": [DEMANDED]}, default='{"issues": []}')
+    result = SelfRefine("chat", backend, max_iterations=0, checks=given, derive_checks=False).run("Capital of France?")
+    assert result.output == DEMANDED and result.iterations[0].verification.passed is True

@@ -20,19 +20,19 @@ def test_task_defaults_fill_what_the_run_leaves_unset():
     s = resolve("gsm8k")
     defaults = find_task("gsm8k").declared.defaults
     assert s.requests.temperature == defaults.temperature and s.requests.max_tokens == defaults.max_tokens
-    assert (s.sampling.strategy.name, s.sampling.samples, s.sampling.several) == ("fixed", 1, False)
+    assert (s.sampling.strategy, s.sampling.samples, s.sampling.several) == ("fixed", 1, False)
 
 
 def test_sampling_resolves_width_selection_votes_and_the_greedy_first_sample():
     s = resolve("gsm8k", samples=3)
-    assert (s.sampling.samples, s.select, s.sampling.votes, s.verify_every_draft) == (3, "verified", True, True)
+    assert (s.sampling.samples, s.select, s.sampling.votes) == (3, "verified", True)
     assert s.sampling.greedy_first["generate"] is True  # gsm8k drafts greedily; its greedy draft is kept
     assert resolve("gsm8k", samples=3, temperature=0.5).sampling.greedy_first["generate"] is False
 
 
 def test_auto_samples_several_and_needs_a_budget():
     s = resolve("commongen", strategy="auto", max_total_tokens=900)
-    assert (s.sampling.strategy.name, s.sampling.several, s.calls.max_total_tokens) == ("auto", True, 900)
+    assert (s.sampling.strategy, s.sampling.several, s.calls.max_total_tokens) == ("auto", True, 900)
     with pytest.raises(ConfigError, match="budget"):
         resolve("commongen", strategy="auto")
 

@@ -7,6 +7,8 @@ each draft was asked under."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import httpx2
 import openai
@@ -138,3 +140,67 @@ def test_the_native_api_takes_a_json_schema_and_returns_the_parsed_value(serve):
     assert result["parsed"] == {"name": "Di", "age": 9} and result["checks"][-1]["source"] == "schema"
     bad = httpx2.post(f"{served.url}/v1/refine", json={**body, "options": {"json_schema": {"type": 1}}}, timeout=30)
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "options.json_schema"
+
+
+# -- issue 46 items 3 and 8: large and recursive schemas -------------------------------------
+
+
+def test_a_reference_loop_is_a_400_not_a_500(serve):
+    served = serve(FakeBackend(default="{}"))
+    loop = {"$defs": {"x": {"$ref": "#/$defs/x"}}, "$ref": "#/$defs/x"}
+    fmt = {"type": "json_schema", "json_schema": {"name": "loop", "schema": loop}}
+    with pytest.raises(openai.BadRequestError) as caught:  # c3793c2: 500 RecursionError
+        served.client().chat.completions.create(model=CHAT, messages=user("hi"), response_format=fmt)
+    error = error_of(caught.value)
+    assert error["param"] == "response_format.json_schema.schema" and "loops back to itself" in error["message"]
+    assert served.fake.requests == []
+
+
+TREE = {
+    "$defs": {
+        "T": {
+            "type": "object",
+            "properties": {"v": {"type": "integer"}, "c": {"type": "array", "items": {"$ref": "#/$defs/T"}}},
+        }
+    },
+    "$ref": "#/$defs/T",
+}
+
+
+def test_a_deep_reply_to_a_recursive_schema_is_refined_not_a_500(serve):
+    tree: dict = {"v": 1, "c": []}
+    for _ in range(150):  # c3793c2: RecursionError while validating it, a 500
+        tree = {"v": 1, "c": [tree]}
+    served = serve(drafts_then_critic(json.dumps(tree), '{"v": 1, "c": [{"v": 2}]}'))
+    fmt = {"type": "json_schema", "json_schema": {"name": "tree", "schema": TREE}}
+    reply = served.client().chat.completions.create(
+        model=CHAT, messages=user("A tree."), response_format=fmt, extra_body={"selfrefine": {"max_tokens": 8192}}
+    )
+    assert json.loads(reply.choices[0].message.content) == {"v": 1, "c": [{"v": 2}]}
+    [refine] = served.fake.prompts("refine")
+    assert "$: the JSON is nested deeper than 64 levels" in refine
+
+
+def test_a_large_schema_is_checked_off_the_event_loop(serve):
+    # 5,000 properties (59 KB, under the limit): its check takes seconds here; on c3793c2 it ran
+    # on the event loop, three times a request, and /health waited for it
+    served = serve(drafts_then_critic('{"0": 1}'))
+    schema = {"title": "wide", "type": "object", "properties": {str(i): {} for i in range(5000)}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "wide", "schema": schema}}
+    took: list[float] = []
+
+    def request() -> None:
+        started = time.monotonic()
+        served.client().chat.completions.create(model=CHAT, messages=user("JSON."), response_format=fmt)
+        took.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    waits = []
+    while thread.is_alive():
+        started = time.monotonic()
+        assert httpx2.get(f"{served.url}/health", timeout=60).status_code == 200
+        waits.append(time.monotonic() - started)
+        time.sleep(0.05)
+    thread.join()
+    assert took and max(waits) < max(0.2, took[0] / 4), (max(waits), took)

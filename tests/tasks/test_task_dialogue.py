@@ -126,3 +126,33 @@ def test_partial_text_feedback_keeps_raw_sum(task):
 def test_malformed_feedback(task, raw, message):
     with pytest.raises(FeedbackParseError, match=message):
         parse(task, raw)
+
+
+# issue 46 item 18: a score the critique gives but that cannot be read (NaN, infinity, off the
+# scale) was dropped silently; now it is said in the feedback's fields, and in the parse error
+@pytest.mark.parametrize(
+    "value, said",
+    [
+        ("NaN", "relevant: NaN is not a finite number"),  # Python's json reads NaN, Infinity and 1e999
+        ("Infinity", "relevant: infinity is not a finite number"),
+        ("-1e999", "relevant: -infinity is not a finite number"),
+        ("7", "relevant: 7 is not a score of 1, 2 or 3"),
+        ('{"score": NaN, "reason": "odd"}', "relevant: NaN is not a finite number"),
+    ],
+)
+def test_an_unreadable_aspect_score_is_said_not_dropped_silently(task, value, said):
+    rest = {k: 3 for k in KEYS[1:]}
+    fb = parse(task, '{"relevant": ' + value + ", " + json.dumps(rest)[1:])
+    assert fb.scores == {k: 3.0 for k in KEYS[1:]} and fb.total == 27.0  # the rest is read
+    assert fb.fields["unread_scores"] == [said] and fb.fields["missing_aspects"] == ["relevant"]
+
+
+def test_a_non_finite_total_is_said_and_too_few_aspects_name_what_was_unread(task):
+    fb = parse(task, json.dumps({**ALL3, "total": float("nan")}))
+    assert fb.total == 30.0 and "stated_total" not in fb.fields
+    assert fb.fields["unread_scores"] == ["total: NaN is not a finite number"]
+    nans = ", ".join(f'"{k}": NaN' for k in KEYS[:6])
+    with pytest.raises(FeedbackParseError, match=r"only 4 of 10 aspects .*\(relevant: NaN is not a finite number;"):
+        parse(task, "{" + nans + ", " + json.dumps({k: 3 for k in KEYS[6:]})[1:])
+    text = parse(task, TEXT.replace("Relevant: 3", "Relevant: 5"))
+    assert text.fields["unread_scores"] == ["relevant: 5 is not a score of 1, 2 or 3"]

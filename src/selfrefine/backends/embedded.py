@@ -5,16 +5,20 @@ them through package metadata, assembles and verifies them; ``gguf:PATH`` is any
 
 Prefix reuse, the thing that makes Self-Refine affordable on a CPU:
 
-- one ``Llama`` per role. A ``Llama`` keeps a single KV sequence and reuses only the
-  longest token prefix shared with its previous call; each role has its own byte-stable
-  few-shot block, so each role's instance keeps that block warm across iterations and
-  examples (weights are mmapped, so extra instances are cheap);
+- one ``Llama`` per model file and load settings in the process, shared by every role and
+  every backend that loads the same file the same way (:mod:`.shared_llama`). Each
+  ``Llama`` is a whole copy of the model in memory: the file's mapping, the weights
+  llama.cpp repacks for its CPU kernels, a KV cache and compute buffers. One per role held
+  three or four copies (5.7 GB RSS for the 1.1 GB default model in one ``run``, issue 46);
 - a :class:`~.prefix_cache.PrefixCache` of KV snapshots (within ``prefix_cache_mb``).
-  When eval interleaves examples, example B's call replaces example A's history in the
-  role's context; before A's next call the snapshot of A's previous prompt is restored, so
-  only the newly appended draft and feedback are computed.
+  A ``Llama`` keeps a single KV sequence and reuses only the longest token prefix shared
+  with its previous call. When the roles take turns, or eval interleaves examples, another
+  call replaces a prompt's history in the context; before the next call that extends it,
+  the snapshot of the previous prompt is restored (a copy of its KV cells, milliseconds),
+  so only the newly appended draft and feedback are computed.
 
-Instances are not thread-safe: every call on one instance holds that instance's lock.
+A ``Llama`` is not thread-safe: every call on one holds its lock (calls are CPU-bound on
+the same cores, so they would only split the threads anyway).
 Greedy (temperature 0) outputs are identical with and without reuse on SmolLM2 (tested);
 on Qwen the logits are, but grammar-constrained replies can differ (docs/performance.md).
 """
@@ -33,6 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..core.cancel import cancelled
 from ..core.errors import BackendError, ConfigError, ModelNotFoundError
 from . import catalogue
 from .base import (
@@ -44,7 +49,9 @@ from .base import (
     chat_messages,
     flat_prompt,
 )
+from .grammars import GrammarRefused, check_grammar
 from .prefix_cache import PrefixCache, as_tokens, common_prefix
+from .shared_llama import Loaded, release, shared_llama
 from .token_probabilities import TopRecorder
 
 log = logging.getLogger("selfrefine.embedded")
@@ -115,6 +122,7 @@ class LlamaCppBackend(Backend):
         chat_format: str | None = None,
         prefix_reuse: bool = True,
         prefix_cache_mb: float = 512,
+        use_mmap: bool = False,
         model: str | None = None,
     ) -> None:
         # model: a catalogue name (embedded, embedded:smollm2-135m); neither it nor
@@ -140,6 +148,10 @@ class LlamaCppBackend(Backend):
         self.seed = int(seed)
         self.repeat_penalty = float(repeat_penalty)
         self.chat_format = chat_format
+        # Read, not mapped: llama.cpp repacks most of a Q4_K model's weights for its CPU kernels,
+        # and a mapped file kept the original pages resident beside the copy (1.87 GB RSS after
+        # loading the 1.1 GB default model, against 1.28 GB read)
+        self.use_mmap = bool(use_mmap)
         if self.n_ctx < 256:
             raise ConfigError(f"n_ctx={self.n_ctx} is too small; use at least 256")
         if prefix_cache_mb < 0:
@@ -149,8 +161,7 @@ class LlamaCppBackend(Backend):
         self.prefix_reuse = bool(prefix_reuse)
         self.prefix_cache = PrefixCache(int(prefix_cache_mb * 2**20))
         self._formatters: dict[int, Any] = {}
-        self._instances: dict[str, Any] = {}
-        self._locks: dict[str, threading.Lock] = {}
+        self._shared: Loaded | None = None  # the process's Llama for this file, once loaded
         self._create_lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
 
@@ -182,11 +193,16 @@ class LlamaCppBackend(Backend):
     # -- instances ----------------------------------------------------------------------
 
     def _instance(self, role: str) -> tuple[Any, threading.Lock]:
+        """The ``Llama`` (and its lock) that serves ``role``: the same one for every role."""
         with self._create_lock:
-            if role not in self._instances:
-                self._instances[role] = self._load()
-                self._locks[role] = threading.Lock()
-            return self._instances[role], self._locks[role]
+            if self._shared is None:
+                self._shared = shared_llama(self._load_key(), self._load)
+            return self._shared.llm, self._shared.lock
+
+    def _load_key(self) -> tuple[Any, ...]:
+        """What makes two loads the same ``Llama``: the file and every setting it is built with."""
+        return (str(self.model_path.resolve()), self.n_ctx, self.n_threads, self.n_batch, self.n_ubatch,
+                self.seed, self.chat_format, self.use_mmap)  # fmt: skip
 
     def _load(self) -> Any:
         try:
@@ -204,6 +220,7 @@ class LlamaCppBackend(Backend):
                 n_ubatch=self.n_ubatch,
                 seed=self.seed,
                 chat_format=self.chat_format,
+                use_mmap=self.use_mmap,
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
@@ -224,10 +241,12 @@ class LlamaCppBackend(Backend):
                     # build from the schema as written: llama.cpp keeps property order, and a
                     # sorted dump would make the model write e.g. a "reason" before the scores
                     grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-                    _check_grammar(llm, grammar)
+                    check_grammar(llm, grammar)  # llama.cpp's dump of a refused one: one log line
                     self._grammars[key] = grammar
                 except Exception as exc:  # noqa: BLE001 - the converter's own errors: Assertion, Key, Attribute
-                    log.warning("llama.cpp cannot decode under this JSON schema (%s); decoding free", exc)
+                    said = str(exc) if isinstance(exc, GrammarRefused) else f"{type(exc).__name__}: {exc}"
+                    reason = " ".join(said.split())[:240]  # one line, however long the converter's words
+                    log.warning("llama.cpp cannot decode under this JSON schema (%s); decoding free", reason)
                     self._grammars[key] = None
                 while len(self._grammars) > MAX_GRAMMARS:
                     self._grammars.pop(next(iter(self._grammars)))
@@ -271,7 +290,8 @@ class LlamaCppBackend(Backend):
                 return self._response(choice["message"].get("content"), out, choice, cached=None, recorder=recorder)
             tokens, stop = self._prompt_tokens(llm, request)
             cached = self._prepare_context(llm, tokens)
-            watch = {} if pieces is None else {"stopping_criteria": pieces.watching(llm, stop)}
+            # a run cancelled meanwhile (its client left) stops the model at its next token
+            watch = {"stopping_criteria": _until_cancelled if pieces is None else pieces.watching(llm, stop)}
             out = _rejecting(llm.create_completion, prompt=tokens, stop=stop, **watch, **self._sampling(request, llm))
             self._after_call(llm, tokens)
         choice = out["choices"][0]
@@ -383,11 +403,9 @@ class LlamaCppBackend(Backend):
 
     async def aclose(self) -> None:
         with self._create_lock:
-            instances, self._instances = self._instances, {}
-        for llm in instances.values():
-            close = getattr(llm, "close", None)
-            if close is not None:
-                close()
+            shared, self._shared = self._shared, None
+        if shared is not None:
+            release(shared)
 
 
 class Pieces:
@@ -410,7 +428,7 @@ class Pieces:
         return self.check
 
     def check(self, input_ids: Any, logits: Any) -> bool:
-        if self.cancelled:
+        if self.cancelled or cancelled():
             return True
         if self.start is None:  # first call: nothing sampled is in the context yet
             self.start = len(input_ids)
@@ -426,6 +444,11 @@ class Pieces:
             return
         piece, self.sent = text[len(self.sent) :], text
         self.emit(piece)
+
+
+def _until_cancelled(input_ids: Any, logits: Any) -> bool:
+    """A stopping criterion: stop once the run this call belongs to is cancelled (core/cancel.py)."""
+    return cancelled()
 
 
 def settled(text: str, stops: list[str]) -> str:
@@ -543,15 +566,3 @@ def _log_errors_only(level: int, text: bytes, user_data: Any) -> None:
     if _log_level == _GGML_LOG_ERROR:
         sys.stderr.write(text.decode("utf-8", "replace"))
         sys.stderr.flush()
-
-
-def _check_grammar(llm: Any, grammar: Any) -> None:
-    """Raise ValueError where llama.cpp cannot parse ``grammar`` (its sampler would be NULL)."""
-    import llama_cpp
-
-    sampler = llama_cpp.llama_sampler_init_grammar(
-        llm._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8")
-    )
-    if not sampler:
-        raise ValueError("llama.cpp cannot parse the grammar its converter wrote")
-    llama_cpp.llama_sampler_free(sampler)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..core.config import Finite
 from ..core.errors import ConfigError
 
 
@@ -31,10 +32,13 @@ class LlamaCppOptions(BackendOptions):
     n_threads: int | None = Field(None, description="CPU threads (default: all cores)")
     n_batch: int = Field(512, description="prompt tokens evaluated per batch")
     seed: int = Field(0, description="llama.cpp sampling seed")
-    repeat_penalty: float = Field(1.0, description="1.0 is off; above 1 makes output depend on the KV cache")
+    repeat_penalty: Finite = Field(1.0, description="1.0 is off; above 1 makes output depend on the KV cache")
     chat_format: str | None = Field(None, description="llama.cpp chat format (default: the GGUF's template)")
     prefix_reuse: bool = Field(True, description="reuse each role's shared prompt prefix (false: recompute)")
-    prefix_cache_mb: float = Field(512, description="memory for KV snapshots of earlier prompts (0: off)")
+    prefix_cache_mb: Finite = Field(512, description="memory for KV snapshots of earlier prompts (0: off)")
+    use_mmap: bool = Field(
+        False, description="map the model file, not read it (shared by processes; repacked weights twice)"
+    )
 
 
 class OpenAIOptions(BackendOptions):
@@ -43,7 +47,7 @@ class OpenAIOptions(BackendOptions):
     base_url: str | None = Field(None, description="server URL (default: OPENAI_BASE_URL, else api.openai.com)")
     api_key: str | None = Field(None, description="API key (default: OPENAI_API_KEY)")
     api: Literal["chat", "completion"] = Field("chat", description="which endpoint")
-    timeout: float = Field(600.0, description="seconds per request")
+    timeout: Finite = Field(600.0, description="seconds per request")
     concurrency: int = Field(4, description="requests sent at once (match the server's slots)")
     json_format: Literal["auto", "json_schema", "json_object", "off"] = Field(
         "auto", description="how constrained feedback is asked for"
@@ -58,7 +62,7 @@ class FakeOptions(BackendOptions):
     """``fake`` (deterministic test model); ``fake:FILE`` takes everything from the file."""
 
     reply: str = Field("fake reply", description="the reply to every request")
-    latency: float = Field(0.0, description="seconds each call waits")
+    latency: Finite = Field(0.0, description="seconds each call waits")
 
 
 def validate(backend: str, model: type[BaseModel], options: dict[str, Any]) -> dict[str, Any]:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
-import traceback
-import warnings
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,64 +14,20 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .. import __version__
 from ..backends import catalogue
-from ..backends.catalogue import ModelFallbackWarning
 from ..backends.fake import REPLIES_FILE_FORMAT
 from ..backends.registry import schemes
-from ..core.errors import ConfigError, InputError, SelfRefineError
+from ..core.errors import ConfigError, InputError
 from ..core.records import ResultStep, RunResult, StopReason
 from ..engine.loop import SelfRefine
 from ..engine.spec import ModelSpec
 from ..engine.task import PreparedInput, Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
+from .group import cli, main  # noqa: F401 - main: the entry point, also importable from here
 from .inputs import one_input, read_input
-from .options import EngineFlags, Flags, evaluation_judge_model, flag, flags_of, part
-from .tables import keep_whole
-
-
-class Group(click.Group):
-    """Turns library errors into one clear line and an exit code; --debug shows tracebacks."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        with warnings.catch_warnings():  # restores the filters and showwarning afterwards
-            warnings.simplefilter("always", ModelFallbackWarning)  # on every run, never once
-            warnings.showwarning = _show_warning
-            try:
-                return super().invoke(ctx)
-            except SelfRefineError as exc:
-                if _debug(ctx):
-                    traceback.print_exc()
-                click.echo(f"Error: {exc}", err=True)
-                ctx.exit(exc.exit_code)
-            except KeyboardInterrupt:
-                click.echo("Interrupted.", err=True)
-                ctx.exit(130)
-
-
-_showwarning = warnings.showwarning
-
-
-def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
-    """A model fallback is one yellow line on stderr; other warnings print as usual."""
-    if issubclass(category, ModelFallbackWarning):
-        click.secho(f"Warning: {message}", fg="yellow", err=True)
-    else:
-        _showwarning(message, category, *args, **kwargs)
-
-
-def _debug(ctx: click.Context) -> bool:
-    return bool((ctx.obj or {}).get("debug")) or os.environ.get("SELFREFINE_DEBUG") == "1"
-
-
-@click.group(cls=Group)
-@click.version_option(__version__, prog_name="selfrefine")
-@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
-@click.pass_context
-def cli(ctx: click.Context, debug: bool) -> None:
-    """Self-Refine: draft, critique and refine with one LLM until a stop rule holds."""
-    ctx.ensure_object(dict)["debug"] = debug
+from .options import EngineFlags, FiniteRange, Flags, evaluation_judge_model, flag, flags_of, part
+from .tables import fit_words, keep_whole
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,7 +152,7 @@ class EvalFlags(Flags):
     )
     ray_cpus_per_actor: float | None = flag(
         "--ray-cpus-per-actor",
-        type=click.FloatRange(min=0, min_open=True),
+        type=FiniteRange(min=0, min_open=True),
         help="CPUs each actor reserves, and the threads of its embedded/gguf model (default: 1 for a "
         "server model, else 4 or the largest node's CPUs if fewer).",
     )
@@ -392,10 +346,16 @@ def tasks(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = Table("task", "description", "stop rule", "metric", "default loop", "--preset best", title="built-in tasks")
+    # two tables: six columns at 80 had room for under 10 characters each, and rich cut the
+    # preset column's words ("verifier_m", "ode=hybrid"); each of these fits its words whole
+    table = Table("task", "description", "stop rule", "metric", title="built-in tasks")
     for row in rows:
-        table.add_row(row["name"], row["description"], row["stop"], row["metric"], row["default"], row["best"])
-    Console().print(table)
+        table.add_row(row["name"], row["description"], row["stop"], row["metric"])
+    _print_whole(table)
+    table = Table("task", "default loop", "--preset best", title="their loops (--preset best: run TASK --preset best)")
+    for row in rows:
+        table.add_row(row["name"], row["default"], row["best"])
+    _print_whole(table)
     click.echo("Any other task: give the path of a YAML task file (see README).")
 
 
@@ -423,7 +383,7 @@ def datasets(as_json: bool) -> None:
     _print_whole(table, keep=0)  # a name cut or wrapped ('commongen_ha' / 'rd') could not be typed back
     for row in rows:
         if not row["shipped"] and not row["path"]:
-            click.echo(f"{row['name']}: get {row['get']}; save it as ${DATA_ENV}/{row['file']} or give --data PATH")
+            _echo_wrapped(f"{row['name']}: get {row['get']}; save it as ${DATA_ENV}/{row['file']} or give --data PATH")
 
 
 @cli.group(invoke_without_command=True)
@@ -447,7 +407,7 @@ def models(ctx: click.Context, as_json: bool) -> None:
         click.echo(json.dumps(data, indent=2))
         return
     _print_models(entries, rows)
-    click.echo(f"fake:REPLIES.json reads {REPLIES_FILE_FORMAT}")
+    _echo_wrapped(f"fake:REPLIES.json reads {REPLIES_FILE_FORMAT}")
     if not default["installed"]:
         click.echo(
             f"The default model is not installed; `embedded` falls back to {catalogue.FALLBACK}. "
@@ -484,7 +444,7 @@ def _print_models(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
     _print_whole(table)
     # paths outside the table: a cell of a narrow (or piped, 80-column) table would cut them
     for e in entries:
-        click.echo(f"  file of {e['name']}: {e['file'] or '-'}")
+        _echo_wrapped(f"  file of {e['name']}: {e['file'] or '-'}", indent="    ")
     table = Table("model", "description", title="model backends")
     for row in rows:
         table.add_row(row["model"], row["description"])
@@ -496,18 +456,27 @@ def _print_models(entries: list[dict[str, Any]], rows: list[dict[str, Any]]) -> 
         for opt in row["options"] or undeclared:
             shown = "-" if opt["default"] is None else str(opt["default"])
             table.add_row(row["model"], opt["name"], opt["type"], shown, opt["description"])
-    _print_whole(table)
+    _print_whole(table, keep=0)  # "fake[:REPLIES.json]" folded in two at 80 columns
 
 
 def _print_whole(table: Table, keep: int | None = None) -> None:
     """A table whose cells wrap rather than end in '…': names and values stay whole; column
     ``keep`` (names a reader types back) never wraps at all (tables.keep_whole)."""
     console = Console()
-    for column in table.columns:
-        column.overflow = "fold"
-    if keep is not None:
+    if keep is None:
+        fit_words(table, console.width)
+    else:
+        for column in table.columns:
+            column.overflow = "fold"
         keep_whole(table, keep, console.width)
     console.print(table)
+
+
+def _echo_wrapped(text: str, indent: str = "") -> None:
+    """A line wrapped at the terminal's width (80 when piped) between words; a path or URL
+    longer than a line stays whole on a line of its own, so it can still be copied."""
+    width = Console().width
+    click.echo(textwrap.fill(text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False))
 
 
 def _scheme_options(scheme: Any) -> list[dict[str, Any]] | None:
@@ -539,7 +508,3 @@ def _add_commands() -> None:
 
 
 _add_commands()
-
-
-def main() -> None:
-    cli(prog_name="selfrefine")

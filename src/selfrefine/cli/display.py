@@ -16,12 +16,13 @@ from ..core.records import (
     DeltaStep,
     DraftStep,
     FeedbackStep,
+    ProgressStep,
     ResultStep,
     RunResult,
     Step,
     StopReason,
 )
-from ..core.wording import feedback_text, output_standing, plural, score_note, verifier_note
+from ..core.wording import feedback_text, output_standing, plural, score_note, typed_reply, verifier_note
 from ..engine.incomplete import cut_off
 
 
@@ -54,6 +55,8 @@ class StepPrinter:
             self._decision(step)
         elif isinstance(step, ChecksStep):
             self._checks(step)
+        elif isinstance(step, ProgressStep):  # said as it starts: the wait that follows is not silent
+            self.console.print(f"[magenta]{escape(step.text)}[/magenta]")
         elif isinstance(step, CallStep):
             call = step.call
             self.console.print(
@@ -159,6 +162,7 @@ class Writing:
 
     def __init__(self, console: Console, step: DeltaStep) -> None:
         self.console, self.key, self.text = console, (step.role, step.iteration, step.attempt), ""
+        self.role, self.printed = step.role, 0  # printed: the characters of the text printed so far (a pipe)
         what = f"feedback {step.iteration}" if step.role == "feedback" else f"draft {step.iteration} ({step.role})"
         if step.sample is not None:  # one of the step's samples, not a retry
             self.title = f"{what}, sample {step.sample}, writing…"
@@ -176,7 +180,14 @@ class Writing:
         if self.view is not None:
             self.view.update(self._panel())
         else:
-            self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+            shown = self._shown()
+            self.console.print(shown[self.printed :], end="", markup=False, highlight=False, soft_wrap=True)
+            self.printed = len(shown)
+
+    def _shown(self) -> str:
+        """The text as shown while it is written: a critique written as JSON is held back (its
+        step's panel shows it read as its fields, not as raw JSON)."""
+        return "" if self.role == "feedback" and typed_reply(self.text) is not False else self.text
 
     def end(self) -> None:
         if self.view is not None:
@@ -186,8 +197,10 @@ class Writing:
 
     def _panel(self) -> Panel:
         """The text so far, its last lines when it is taller than the terminal."""
-        rows = max(3, self.console.height - 4)
-        lines = self.text[-rows * max(20, self.console.width - 4) :].split("\n")[-rows:]
+        rows, shown = max(3, self.console.height - 4), self._shown()
+        if not shown and self.text.strip():
+            shown = f"(a structured critique, shown read when it is complete: {len(self.text)} characters so far)"
+        lines = shown[-rows * max(20, self.console.width - 4) :].split("\n")[-rows:]
         return Panel(Text("\n".join(lines)), title=self.title, border_style="dim")
 
 

@@ -18,6 +18,7 @@ a choice flag offers exactly the field's values and takes either spelling (``not
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import Field, dataclass, fields
 from types import UnionType
@@ -29,6 +30,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..backends.registry import DEFAULT_MODEL, scheme_of
 from ..core.config import RefineConfig, canonical, choices, offers
+from ..core.errors import TaskFileError
 from ..engine.drafting.registry import strategy_names
 from ..engine.spec import EngineSpec, ModelSpec
 
@@ -150,10 +152,18 @@ class DataFile(click.ParamType):
             self.fail(f"cannot read {value!r}: {exc.strerror or exc}", param, ctx)
         if len(raw) > self.MAX_BYTES:
             self.fail(f"{value!r} is over {self.MAX_BYTES:,} bytes", param, ctx)
+        from ..tasks.taskfile import check_shape  # the task file's own caps (imported when a flag is read)
+
         try:
-            return yaml.safe_load(raw.decode("utf-8"))  # JSON is YAML
+            data = yaml.safe_load(raw.decode("utf-8"))  # JSON is YAML
+            check_shape(data, repr(value))  # a YAML alias bomb is refused before it is expanded
         except (UnicodeDecodeError, yaml.YAMLError) as exc:
             self.fail(f"{value!r} is not JSON or YAML: {' '.join(str(exc).split())}", param, ctx)
+        except RecursionError:  # the YAML composer recurses once per level
+            self.fail(f"{value!r} is nested too deeply", param, ctx)
+        except TaskFileError as exc:
+            self.fail(str(exc), param, ctx)
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,16 +228,35 @@ def _kind(annotation: Any) -> Any:
     return get_origin(annotation) or annotation
 
 
+class FiniteFloat(click.types.FloatParamType):
+    """A number flag: finite ("nan" and "inf" are no setting: core/config.py ``Finite``)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+class FiniteRange(click.FloatRange):
+    """A number flag within its bounds, finite (:class:`FiniteFloat`)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return super().convert(FiniteFloat().convert(value, param, ctx), param, ctx)
+
+
 def _bounded(kind: type, metadata: list[Any]) -> click.ParamType | type:
     """``int``/``float`` within the option's declared bounds (ge, gt, le, lt), as click types."""
     ge, gt, le, lt = (next((getattr(m, k) for m in metadata if hasattr(m, k)), None) for k in ("ge", "gt", "le", "lt"))
     if ge is None and gt is None and le is None and lt is None:
-        return kind
+        return FiniteFloat() if kind is float else kind
+    if kind is float:
+        return FiniteRange(
+            min=ge if gt is None else gt, max=le if lt is None else lt, min_open=gt is not None, max_open=lt is not None
+        )
     if kind is int:
         return click.IntRange(min=ge if gt is None else gt + 1, max=le if lt is None else lt - 1)
-    return click.FloatRange(
-        min=ge if gt is None else gt, max=le if lt is None else lt, min_open=gt is not None, max_open=lt is not None
-    )
+    return kind
 
 
 def loop_flag(name: str, help: str | None = None) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,9 @@ import click
 from ..core.errors import ConfigError
 from ..engine.spec import BackendPool, ModelSpec
 from ..tasks import get_task
-from .options import Flags, ModelFlags, flag, loop_flag, main_model, models_of, part
+from .options import FiniteRange, Flags, ModelFlags, flag, loop_flag, main_model, models_of, part
+
+SWITCH_INTERVAL = 0.001  # seconds a thread holds the interpreter before another may take it
 
 
 def is_loopback(host: str) -> bool:
@@ -71,11 +74,19 @@ class ServeFlags(Flags):
     )
     client_timeout: float = flag(
         "--client-timeout",
-        type=click.FloatRange(min=0, min_open=True),
+        type=FiniteRange(min=0, min_open=True),
         default=30.0,
         show_default=True,
         help="Seconds a client may take to send a request's headers, or its body, or to read "
         "anything of a reply; then it is dropped.",
+    )
+    keep_alive: float = flag(
+        "--keep-alive",
+        type=click.FloatRange(min=0, min_open=True),
+        default=5.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="A stream's longest silence: an SSE comment is sent at once and after this long without an event.",
     )
     insecure: bool = flag("--insecure", is_flag=True, help="Allow a non-loopback --host without an API key.")
     max_concurrency: int = flag(
@@ -168,6 +179,10 @@ def serve(**params: Any) -> None:
         )
     import uvicorn
 
+    # the event loop shares the interpreter with the threads doing the requests' CPU work
+    # (service/offload.py): each of its I/O steps waits for the lock, by default up to 5 ms
+    # per thread in line; 1 ms keeps /health's many steps within a second under 30 requests
+    sys.setswitchinterval(SWITCH_INTERVAL)
     from ..service import create_app
     from ..service.connections import server_config
 
@@ -205,6 +220,7 @@ def _settings(opts: ServeFlags) -> Any:
         upstream=_upstream(opts.upstream_models, main, pool),
         allowed_hosts=allowed_hosts(opts.host, opts.allowed_host),
         client_timeout=opts.client_timeout,
+        keep_alive=opts.keep_alive,
     )
 
 

@@ -15,19 +15,48 @@ def keep_whole(table: Table, keep: int, width: int) -> None:
     _fit_words(table, keep, width)
 
 
-def _fit_words(table: Table, keep: int, width: int) -> None:
+def fit_words(table: Table, width: int) -> None:
+    """Cells wrap at spaces within ``width`` instead of ending in '…' (rich's default cut
+    `tasks`' preset column at 80 columns): every word stays whole while the longest words
+    fit, and longer words fold onto the next line rather than lose their ends."""
+    for column in table.columns:
+        column.overflow = "fold"
+    _fit_words(table, None, width)
+
+
+def _fit_words(table: Table, keep: int | None, width: int) -> None:
     """Fixed widths for the columns but ``keep`` when the table is too wide for ``width``:
     each column's longest word, and the room left shared by how much more each wants. When
-    even the longest words do not fit, rich folds them (``keep`` still whole)."""
+    even the longest words do not fit, the columns with the shortest longest words keep
+    them whole and the rest fold theirs (``keep`` still whole)."""
     n = len(table.columns)
     others = [i for i in range(n) if i != keep]
     overhead = (n - 1) + 2 * n - (0 if table.pad_edge else 2) + (2 if table.show_edge else 0)
-    room = width - overhead - (table.columns[keep].min_width or 0)
+    room = width - overhead - (table.columns[keep].min_width or 0 if keep is not None else 0)
     texts = {i: [str(c) for c in [table.columns[i].header, *table.columns[i].cells]] for i in others}
     want = {i: max(len(t) for t in texts[i]) for i in others}
     least = {i: max(len(w) for t in texts[i] for w in t.split() or [""]) for i in others}
-    if sum(want.values()) <= room or sum(least.values()) > room:
+    if sum(want.values()) <= room:
+        return
+    if sum(least.values()) > room:
+        _fold_the_longest(table, room, least)
         return
     spare, extra = room - sum(least.values()), {i: want[i] - least[i] for i in others}
     for i in others:
         table.columns[i].width = least[i] + spare * extra[i] // max(1, sum(extra.values()))
+
+
+FOLDED = 8  # the narrowest a column that folds its words is made
+
+
+def _fold_the_longest(table: Table, room: int, least: dict[int, int]) -> None:
+    """Not every column's longest word fits: from the shortest up, a column gets its longest
+    word's width while the columns after it keep ``FOLDED`` each; those share what is left
+    and fold ("auto|json_schema|json_object|off" folds, "prefix_cache_mb" beside it does not)."""
+    order = sorted(least, key=lambda i: least[i])
+    left = room
+    for k, i in enumerate(order):
+        after = len(order) - k - 1
+        fits = left - least[i] >= FOLDED * after
+        table.columns[i].width = max(1, least[i] if fits else left // (after + 1))
+        left -= table.columns[i].width

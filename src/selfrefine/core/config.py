@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, TypedDict, get_args
 import annotated_types
 from pydantic import (
     AfterValidator,
+    AllowInfNan,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -68,6 +69,11 @@ def checked_strategy(name: str) -> str:
 
 # how a run spends its calls: "fixed" (the default), "auto", or a third party's registered strategy
 Strategy = Annotated[str, AfterValidator(checked_strategy)]
+
+# a number a setting takes: NaN and infinity are refused, naming the field ("Input should be a
+# finite number"), wherever settings are read (options, task files, requests, backend options),
+# not when the first model call cannot encode them as JSON
+Finite = Annotated[float, AllowInfNan(False)]
 
 # a JSON Schema the drafts must validate against: checked before any model call (core/structured.py)
 JsonSchema = Annotated[dict[str, Any], BeforeValidator(checked_schema)]
@@ -197,7 +203,7 @@ class RefineConfig(Later):
     ] = Field(default_factory=list)
     # None: the task's default threshold, if any
     score_threshold: Annotated[
-        float | None, Offer(("--score-threshold",), help="Stop once the feedback score reaches this.")
+        Finite | None, Offer(("--score-threshold",), help="Stop once the feedback score reaches this.")
     ] = None
     stop_on_no_change: bool = True
     max_total_tokens: Annotated[
@@ -205,7 +211,7 @@ class RefineConfig(Later):
         Offer(("--budget-tokens", "--max-total-tokens"), api=True, help="Stop after this many tokens in total."),
     ] = Field(default=None, gt=0)
     max_seconds: Annotated[
-        float | None,
+        Finite | None,
         Offer(("--budget-seconds", "--max-seconds"), api=True, help="Stop after this many seconds."),
     ] = Field(default=None, gt=0)
     seed: Annotated[
@@ -220,7 +226,7 @@ class RefineConfig(Later):
     ] = 0
     # overrides the task for all roles
     temperature: Annotated[
-        float | None, Offer(("--temperature",), api=True, help="Sampling temperature for every role.")
+        Finite | None, Offer(("--temperature",), api=True, help="Sampling temperature for every role.")
     ] = Field(default=None, ge=0)
     # overrides the task for all roles
     max_tokens: Annotated[int | None, Offer(("--max-tokens",), api=True, help="Completion tokens per call.")] = Field(
@@ -238,8 +244,8 @@ class RefineConfig(Later):
     ] = True
     parse_retries: int = Field(default=2, ge=0)
     backend_retries: int = Field(default=4, ge=0)
-    retry_base_delay: float = Field(default=1.0, ge=0)
-    retry_max_delay: float = Field(default=30.0, ge=0)
+    retry_base_delay: Finite = Field(default=1.0, ge=0)
+    retry_max_delay: Finite = Field(default=30.0, ge=0)
     record_prompts: bool = False
     # at the refinement cap, a critique that cannot change the returned draft is skipped
     # (select "last"; select "verified" when no other draft ties with the last on the

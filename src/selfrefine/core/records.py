@@ -7,6 +7,7 @@ serialises to JSON and back without loss (``RunResult.model_dump_json`` /
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from typing import Any, Literal
 
@@ -166,6 +167,20 @@ class FailedCheck(BaseModel):
     finding: str  # what the output does wrong: "remove the 3 commas"
 
 
+class DroppedCheck(BaseModel):
+    """A check derived from the request that the run does not use, and why: one that cannot
+    be built ("nth: Input should be greater than or equal to 1"), one past the cap on a
+    run's checks, or one the request does not state (engine/derivation.py)."""
+
+    check: dict[str, Any]  # as it was read or listed: {"type": "paragraph_start", "nth": 0, ...}
+    reason: str  # in words
+
+    def said(self) -> str:
+        """The check (its data, cut) and why it was left out, on one line."""
+        data = json.dumps(self.check, ensure_ascii=False)
+        return f"{data if len(data) <= 120 else data[:119] + '…'} ({self.reason})"
+
+
 class Candidate(Later):
     """One of the ``samples`` drafts sampled for one step (``RefineConfig.samples`` > 1):
     its text, the task's check of it and the call that produced it. The chosen one became
@@ -230,7 +245,7 @@ class RunConfig(RefineConfig):
 class RunResult(Later):
     """Everything about one Self-Refine run; serialises to JSON and back."""
 
-    LATER = ("checks", "parsed", "fails")
+    LATER = ("checks", "parsed", "checks_dropped", "fails")
 
     task: str
     input: str
@@ -247,6 +262,7 @@ class RunResult(Later):
     metric_error: str | None = None  # the metric hook raised on `output` (metric is then None)
     answer_error: str | None = None  # the answer hook raised on `output` (answer is then None)
     checks: list[RequestCheck] = Field(default_factory=list)  # the run's checks besides the task's own
+    checks_dropped: list[DroppedCheck] = Field(default_factory=list)  # derived checks left out, with why
     # a run with a JSON Schema (json_schema, response_model): the output's JSON value when it
     # validates, else None
     parsed: Any = None
@@ -302,7 +318,17 @@ class ChecksStep(BaseModel):
     checks: list[RequestCheck]
     call: CallRecord | None = None
     note: str = ""  # what else is worth saying ("the derivation gave no usable check: …")
-    dropped: list[dict[str, Any]] = Field(default_factory=list)  # derived checks the request does not state
+    dropped: list[DroppedCheck] = Field(default_factory=list)  # derived checks left out, each with why
+
+
+class ProgressStep(BaseModel):
+    """Work that takes a while has started; its result comes in a later step. ``what``:
+    ``"checks"``, the derivation of the request's checks (a model call before the first
+    draft, minutes on a small machine), said the moment it starts so the wait is not silent."""
+
+    kind: Literal["progress"] = "progress"
+    what: Literal["checks"]
+    text: str  # what a reader sees: "deriving checks from the request…"
 
 
 class CallStep(BaseModel):
@@ -331,4 +357,4 @@ class ResultStep(BaseModel):
     result: RunResult
 
 
-Step = DraftStep | FeedbackStep | DecisionStep | ChecksStep | CallStep | DeltaStep | ResultStep
+Step = DraftStep | FeedbackStep | DecisionStep | ChecksStep | ProgressStep | CallStep | DeltaStep | ResultStep

@@ -20,6 +20,7 @@ from __future__ import annotations
 import _sre  # type: ignore[import-not-found]  # re's own lower case, for what IGNORECASE equates
 import math
 import re
+from collections.abc import Sequence
 
 # the parser behind re.compile (Python 3.11+), to bound a pattern before it is used
 from re import _constants as sre  # type: ignore[attr-defined]
@@ -57,18 +58,25 @@ def bounded_together(patterns: list[str], flags: int = 0, what: str = "regexes")
     """Each pattern bounded, all of them within ``MAX_REGEX_STEPS`` together (they search
     the same text), and no more than ``MAX_PATTERNS``; a ValueError naming the problem
     otherwise."""
+    within_budget([(p, flags) for p in patterns], what)
+
+
+def within_budget(patterns: Sequence[tuple[str, int]], what: str = "regexes") -> None:
+    """Every regex of one run, each with its flags, within one budget: each bounded, all of
+    them within ``MAX_REGEX_STEPS`` together and no more than ``MAX_PATTERNS`` (a run
+    searches each of its texts with its regexes: a task file's checks, stop patterns and
+    score, and a request's checks, in whatever form they came); a ValueError naming the
+    problem otherwise."""
     if len(patterns) > MAX_PATTERNS:
         raise ValueError(f"{len(patterns)} {what}; the limit is {MAX_PATTERNS}")
     steps = 0.0
-    for pattern in patterns:
+    for pattern, flags in patterns:
         steps += regex_steps(pattern, flags)
         if steps > MAX_REGEX_STEPS:
-            break
-    if steps > MAX_REGEX_STEPS:
-        raise ValueError(
-            f"these {len(patterns)} {what} together could backtrack too long on a long text "
-            f"(more than {MAX_REGEX_STEPS:.0e} steps): use fewer, or {_BOUND}"
-        )
+            raise ValueError(
+                f"these {len(patterns)} {what} together could backtrack too long on a long text "
+                f"(more than {MAX_REGEX_STEPS:.0e} steps): use fewer, or {_BOUND}"
+            )
 
 
 def _checked(pattern: str, flags: int) -> tuple[re.Pattern[str], float]:

@@ -20,7 +20,8 @@ def plural(n: int, noun: str, many: str | None = None) -> str:
 
 def score_note(fb: Feedback) -> str:
     """What a feedback's score is: the verifier's, or the critic's on its scale: the one the
-    critique writes (``8/10``), the sum of its per-aspect ratings, or 0 to 1."""
+    critique writes (``8/10``), the sum of its per-aspect ratings, or 0 to 1 (a 0 or 1 that is
+    the critic's verdict, done or not, is said as that verdict)."""
     if fb.verification is not None and fb.total == fb.verification.score:
         return verifier_note(fb.verification, said=False)  # the critique's text holds the findings
     total = fb.total if fb.total is not None else float("nan")
@@ -30,7 +31,9 @@ def score_note(fb: Feedback) -> str:
     if fb.scores:
         return f"feedback score {total:g} (the critic's, sum of its {plural(len(fb.scores), 'rating')})"
     if 0 <= total <= 1:
-        return f"feedback score {total:.3g} of 1 (the critic's)"
+        if total in (0, 1) and fb.done is not None and fb.done == (total == 1):  # a verdict as a score
+            return "the critic finds nothing to fix" if fb.done else "the critic asks for changes"
+        return f"the critic's score {total:.3g} (0 to 1, higher is better)"
     return f"feedback score {total:g} (the critic's, no scale stated)"
 
 
@@ -118,6 +121,18 @@ def feedback_lines(text: str) -> list[str] | None:
         return None
 
 
+def typed_reply(text: str) -> bool | None:
+    """Whether a critique being written is JSON (``{…}``, or fenced as ```` ```json ````), which
+    a live view holds back and shows read as its fields once its step comes; None: too little
+    written yet to tell."""
+    head = text.lstrip()[:7].lower()
+    if not head:
+        return None
+    if head.startswith("{") or head.startswith("```json"):
+        return True
+    return None if "```json".startswith(head) else False
+
+
 def feedback_text(fb: Feedback) -> str:
     """A critique as a reader sees it: a typed (JSON) one as its fields, one per line; an
     unparsed or free-text one as it came."""
@@ -129,7 +144,9 @@ def _field_lines(data: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for key, value in data.items():
         label = str(key).replace("_", " ")
-        if isinstance(value, list) and any(len(_value_text(v)) > LONG_ITEM for v in value):
+        if value == []:  # "no issues found", not "issues: none" (or the raw JSON)
+            lines.append(f"no {label} found")
+        elif isinstance(value, list) and any(len(_value_text(v)) > LONG_ITEM for v in value):
             lines += [f"{label}:", *(f"  - {_value_text(v)}" for v in value)]
         else:
             lines.append(f"{label}: {_value_text(value)}")

@@ -1,16 +1,21 @@
 """The engine: the Self-Refine loop and what it is made of.
 
-``loop`` (:class:`SelfRefine`: the draft → feedback → refine loop as a stream of typed
-steps), ``spec`` (an engine described as data), ``settings`` (a run's options resolved
-once), ``refinement`` (one run's loop), ``state`` (its record), ``context`` (the model
-steps every part uses), ``drafting`` (the strategies, one module each, found by name: one
-draft, best of K, votes, the auto strategy), ``stopping`` (the stop rules), ``calls`` (model
-calls, retries, budgets), ``scoreboard`` (every draft's scores, stored once), ``votes``,
-``ranking`` and ``selection`` (votes, how drafts rank, which is returned), ``judged`` and
-``judging`` (the task's judge in the loop; closed questions read as probabilities), ``task`` (the Task contract), ``plugins``
-(tasks by name), ``templates`` and ``template_bounds`` (strict, bounded prompt rendering),
-``checks`` (verifiers as data), ``deltas`` (token streaming) and ``incomplete`` (refusals,
-cut-off drafts). The records, run options and errors it shares with every layer are in
-``core``; it depends only on ``core`` and ``backends``; tasks, evaluation, service and cli
-build on it.
+The loop: ``loop`` (:class:`SelfRefine`: the draft → feedback → refine loop as a stream of
+typed steps), ``spec`` (an engine described as data), ``settings`` (a run's options resolved
+once), ``refinement`` (one run's loop), ``state`` (its record), ``context`` (the model steps
+every part uses), ``drafting`` (the strategies, one module each, found by name: one draft,
+best of K, votes, the auto strategy), ``stopping`` (the stop rules), ``calls`` (model calls,
+retries, budgets), ``deltas`` (token streaming) and ``incomplete`` (refusals, cut-off drafts).
+Scoring: ``scoreboard`` (every draft's scores, stored once), ``votes``, ``ranking`` and
+``selection`` (votes, how drafts rank, which is returned), ``judge`` (the task's judge in the
+loop) and ``questions`` (closed questions read as probabilities). The task contract: ``task``
+(the Task), ``declaration`` (what a task declares, compiled once), ``templates`` and
+``template_bounds`` (strict, bounded prompt rendering), ``preamble`` (a draft's announcing
+first line) and ``plugins`` (tasks by name). The checks: ``checks`` (verifiers as data),
+``instructions`` (checkable instructions, one module per kind), ``run_checks`` (the run's
+checks besides the task's), ``derivation`` (checks derived from the request) and
+``verify_threads`` (a task's checks in threads, under the run's time budget). The records,
+run options, errors and the list of built-in plugins it shares with every layer are in
+``core``; it depends only on ``core`` and ``backends``; tasks, evaluation,
+service and cli build on it.
 """

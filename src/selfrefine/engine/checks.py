@@ -151,7 +151,7 @@ class Pattern(BaseModel):
     """A check regex with the rule it stands for in words (``says``), which is what a failed
     check's finding tells the model: a raw regex is nothing a model can act on."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     pattern: str = Field(min_length=1)
     says: str = Field(default="", max_length=300)  # "start with a capital letter, at most 50 characters"
@@ -169,9 +169,10 @@ class Checks(BaseModel):
     """Simple checks of a draft, declared without code. Each regex, each required word, the
     word count and the line count (blank lines not counted) is one check; the score is the
     share that pass and the findings say what failed ("needs 3 lines, has 4"). A regex may
-    carry its rule in words (``{pattern: ..., says: ...}``), which its finding gives."""
+    carry its rule in words (``{pattern: ..., says: ...}``), which its finding gives. Strict: a
+    count is an integer ("40" and true are refused, naming the key)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     # regexes (re syntax, ^/$ per line; (?i) ignores case), each a pattern or {pattern, says}
     must_match: list[str | Pattern] = Field(default_factory=list)
@@ -224,6 +225,10 @@ class Checks(BaseModel):
             if first["type"] == "extra_forbidden":
                 raise TaskError(f"unknown check {where!r}; known: {', '.join(cls.model_fields)}") from None
             raise TaskError(f"check {where}: {first['msg'].removeprefix('Value error, ')}") from None
+
+    def regexes(self) -> list[tuple[str, int]]:
+        """Its regexes, each with its flags (for :func:`selfrefine.core.saferegex.within_budget`)."""
+        return [(pattern_of(p), re.MULTILINE) for p in (*self.must_match, *self.must_not_match)]
 
     def count(self) -> int:
         """How many checks a draft is scored on."""

@@ -32,6 +32,7 @@ from ..core.seeds import attempt_seed
 from ..core.structured import json_text, schema_note
 from .calls import Caller
 from .incomplete import demoted, echo_check
+from .instructions import Instruction, InstructionChecks
 from .preamble import without_preamble
 from .run_checks import combined
 from .scoreboard import Scoreboard
@@ -72,6 +73,8 @@ class RunContext:
 
     def __init__(self, task: Task, settings: Settings, state: RunState, caller: Caller) -> None:
         self.task, self.settings, self.state, self.caller = task, settings, state, caller
+        # whether each draft is verified as it arrives: set by the run from what its parts need
+        self.verify_every_draft = False
 
     def at_cap(self, refinements: int) -> bool:
         """Whether ``refinements`` reach the refinement cap."""
@@ -203,9 +206,17 @@ class RunContext:
     def parse_draft(self, text: str, way: str | None = None) -> str:
         """A reply as a draft: its preamble dropped (:mod:`.preamble`), then parsed by the task
         (as written its ``way``, where the run's ways drew it); under a JSON Schema, the JSON in it."""
-        text = without_preamble(text)
+        text = without_preamble(text, self._start_checks())
         draft = self.task.parse_draft(text) if way is None else self.task.parse_way(way, text)
         return json_text(draft) if self.settings.checks.schema is not None else draft
+
+    def _start_checks(self) -> list[Instruction]:
+        """The checks a draft's first line may be asked for by (:mod:`.preamble` keeps it):
+        the run's, and a task file's own list of checks."""
+        own = getattr(
+            self.task.declared.verifier, "fn", None
+        )  # a task file's list: FunctionVerifier(InstructionChecks)
+        return [*self.state.checks.all, *(own.checks if isinstance(own, InstructionChecks) else ())]
 
     # -- checks ----------------------------------------------------------------------------
 
@@ -239,7 +250,8 @@ class RunContext:
         checks = self.state.checks
         requested = await asyncio.to_thread(checks.verify, draft) if checks.active else None
         check = demoted(combined(own, requested), finish_reason)
-        return echo_check(check, draft, self.asked, self.task.declared.defaults.echo)
+        # linear, but on a long draft still milliseconds of Python: off the event loop
+        return await asyncio.to_thread(echo_check, check, draft, self.asked, self.task.declared.defaults.echo)
 
 
 def whole_sentences(reply: str, schema: dict[str, Any] | None) -> str:

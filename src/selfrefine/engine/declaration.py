@@ -24,11 +24,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from ..core.config import RefineConfig
+from ..core.config import Finite, RefineConfig
 from ..core.errors import TaskError
-from ..core.saferegex import bounded
+from ..core.saferegex import bounded, within_budget
 from ..core.stoprule import checked_patterns, compile_pattern
 from .checks import Checks, FunctionVerifier, Verifier
+from .instructions import InstructionChecks
 from .templates import BASE_VARIABLES, Template, packaged_template
 
 TEMPLATE_ROLES = ("generate", "feedback", "refine", "refine_nofeedback")
@@ -62,10 +63,10 @@ class TaskDefaults(BaseModel):
 
     system: str | None = None
     generic_feedback: str = "Improve the answer."
-    temperature: dict[str, float] = Field(default_factory=lambda: dict.fromkeys(REQUIRED_ROLES, 0.0))
+    temperature: dict[str, Finite] = Field(default_factory=lambda: dict.fromkeys(REQUIRED_ROLES, 0.0))
     # the temperature of each of several samples (RefineConfig.samples > 1), also for a task
     # whose single sample is greedy (gsm8k): K greedy samples would be one sample K times
-    sampling_temperature: float = Field(default=0.7, gt=0)
+    sampling_temperature: Finite = Field(default=0.7, gt=0)
     max_tokens: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(REQUIRED_ROLES, 300))
     feedback_schema: dict[str, Any] | None = None
     # text at which the engine stops generating, per role (cuts rambling on completion APIs)
@@ -74,7 +75,7 @@ class TaskDefaults(BaseModel):
     stop_contains: list[str] = Field(default_factory=list)
     stop_matches: list[str] = Field(default_factory=list)
     score: str | None = None
-    score_threshold: float | None = None
+    score_threshold: Finite | None = None
     max_iterations: int | None = None
     history: Literal["full", "last", "none"] = "full"  # the paper's per-task choices differ
     select: Literal["last", "best", "verified"] = "last"
@@ -207,7 +208,7 @@ class Declaration:
         score_pattern = compile_score(defaults.score)
         stop_matches = [compile_pattern(p) for p in defaults.stop_matches]
         templates = {**_roles(sources, given), **_judges(sources, judge), **_ways(sources)}
-        return cls(
+        declared = cls(
             templates=templates,
             judges=tuple(n.removeprefix("judge_") for n in templates if n.startswith("judge_")),
             ways=sources.ways,
@@ -218,6 +219,7 @@ class Declaration:
             score_pattern=score_pattern,
             stop_matches=stop_matches,
         )
+        return declared.within_budget()
 
     @classmethod
     def of(
@@ -246,7 +248,26 @@ class Declaration:
         if isinstance(verify, Mapping):  # checks as a task file writes them
             verify = Checks.parse(verify)
         verifier = verify if isinstance(verify, Checks) else FunctionVerifier(verify)
-        return replace(self, verifier=verifier, capabilities=self.capabilities.model_copy(update={"verifier": True}))
+        verified = replace(
+            self, verifier=verifier, capabilities=self.capabilities.model_copy(update={"verifier": True})
+        )
+        return verified.within_budget()
+
+    def regexes(self) -> list[tuple[str, int]]:
+        """Every regex the task brings, each with its flags: its score regex, its stop
+        patterns and its checks' regexes (a mapping's or a list's)."""
+        found = [(p.pattern, p.flags) for p in (self.score_pattern, *self.stop_matches) if p is not None]
+        checks = self.verifier.fn if isinstance(self.verifier, FunctionVerifier) else self.verifier
+        return found + (checks.regexes() if isinstance(checks, (Checks, InstructionChecks)) else [])
+
+    def within_budget(self) -> Declaration:
+        """This declaration, once its regexes together stay within one budget
+        (:func:`~selfrefine.core.saferegex.within_budget`); a TaskError otherwise."""
+        try:
+            within_budget(self.regexes(), "regexes (score, stop patterns and checks)")
+        except ValueError as exc:
+            raise TaskError(f"the task's {exc}") from None
+        return self
 
     # -- the defaults as the engine reads them ------------------------------------------------
 

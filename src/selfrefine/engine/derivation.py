@@ -20,17 +20,21 @@ the run without derived checks (it says so in its checks step) and never ends it
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import AsyncIterator
 from importlib import resources
 from typing import Any
 
-from pydantic import ValidationError
-
-from ..core.errors import BackendError, ParseError, TaskError
-from ..core.records import CallRecord, ChecksStep
+from ..backends.base import Backend
+from ..core.errors import BackendError, ParseError
+from ..core.records import CallRecord, ChecksStep, DroppedCheck, ProgressStep
 from .context import RunContext
-from .instructions import Instruction, checks_schema, parse_checks
+from .instructions import Instruction, build_checks, checks_schema
 from .instructions.form import Language
 from .instructions.language import LANGUAGES
 from .instructions.phrases import stated
@@ -76,40 +80,91 @@ def _template() -> Template:
 TEMPLATE = _template()
 
 
-Memo = dict[str, list[Instruction]]  # derived checks by request text (an engine's, across its runs)
-MEMO_SIZE = 512
+ANNOUNCED = "deriving checks from the request… (one call to the critic's model, before the first draft)"
+CACHE_SIZE = 512  # requests whose derived checks a process keeps
 
 
-async def run_checks(run: RunContext, memo: Memo) -> ChecksStep | None:
+def _prompt_version() -> str:
+    """What the derivation asks, as a digest: a changed prompt or limit derives again."""
+    return hashlib.sha256(f"{TEMPLATE.source}\n{MAX_DERIVED}".encode()).hexdigest()[:16]
+
+
+PROMPT_VERSION = _prompt_version()
+Key = tuple[int, str, str, bool]  # (the critic's backend, request text, prompt version, constrained)
+Derived = tuple[list[Instruction], list[DroppedCheck]]  # the checks kept, and the ones dropped with why
+
+
+class DerivedCache:
+    """Checks derived per (the critic's backend, request text, derivation prompt, constrained
+    decoding), shared by every engine of the process: a server makes one engine per set of
+    options over the same backends, and a repeated request took the derivation's minutes again.
+    A backend is named by its identity, held weakly (a new backend at a reused address misses);
+    least recently used entries go first."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self.entries: OrderedDict[Key, tuple[weakref.ref[Backend], Derived]] = OrderedDict()
+        self.lock = threading.Lock()  # engines on several threads (sync run() per thread) share it
+
+    def get(self, backend: Backend, request: str, constrained: bool) -> Derived | None:
+        key = (id(backend), request, PROMPT_VERSION, constrained)
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None or entry[0]() is not backend:
+                return None
+            self.entries.move_to_end(key)
+            return list(entry[1][0]), list(entry[1][1])
+
+    def put(self, backend: Backend, request: str, constrained: bool, checks: Derived) -> None:
+        try:
+            ref = weakref.ref(backend)
+        except TypeError:  # a backend that cannot be held weakly is not cached
+            return
+        key = (id(backend), request, PROMPT_VERSION, constrained)
+        with self.lock:
+            self.entries[key] = (ref, (list(checks[0]), list(checks[1])))
+            self.entries.move_to_end(key)
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
+
+
+DERIVED = DerivedCache()
+
+
+async def run_checks(run: RunContext) -> AsyncIterator[ChecksStep | ProgressStep]:
     """The run's checks besides the task's own, set on its state before the first draft: the
     given ones, the run's JSON Schema, and the ones derived from the request (once per
-    request: ``memo``). None: the run has none to set."""
+    request and critic: :data:`DERIVED`), as one ChecksStep; a ProgressStep first when the
+    derivation calls the model, so the wait is announced. Nothing: the run has none to set."""
     policy, checks = run.settings.checks, run.state.checks
     if not policy.on:
-        return None
+        return
     checks.given, checks.schema = policy.given, policy.schema
-    call, note, dropped = None, "", []
+    call, note = None, ""
     if policy.derive:
-        request = await request_text(run)
-        if request in memo:
-            checks.derived, note = list(memo[request]), "derived before for the same request"
+        request, critic = await request_text(run), run.caller.backends["feedback"]
+        constrained = run.settings.requests.constrained
+        known = DERIVED.get(critic, request, constrained)
+        if known is not None:
+            (checks.derived, checks.dropped), note = known, "derived before for the same request: no model call"
         else:
-            checks.derived, call, note, dropped = await _derive_safely(run)
+            yield ProgressStep(what="checks", text=ANNOUNCED)
+            checks.derived, call, note, checks.dropped = await _derive_safely(run)
             if call is not None and call.ok:
-                memo[request] = list(checks.derived)
-                while len(memo) > MEMO_SIZE:
-                    memo.pop(next(iter(memo)))
+                DERIVED.put(critic, request, constrained, (checks.derived, checks.dropped))
     if policy.schema is not None and checks.derived:  # the schema's JSON is the reply: no wording check fits it
         checks.derived, unfit = json_fit(checks.derived)
-        dropped = [*dropped, *unfit]
+        checks.dropped = [
+            *checks.dropped,
+            *(DroppedCheck(check=c.model_dump(mode="json"), reason=UNFIT) for c in unfit),
+        ]
         note = "; ".join(
             filter(None, [note, f"{len(unfit)} wording check(s) no JSON reply can pass were dropped" if unfit else ""])
         )
-    shown = [c.model_dump(mode="json") for c in dropped]
-    return ChecksStep(checks=checks.records(), call=call, note=note, dropped=shown)
+    yield ChecksStep(checks=checks.records(), call=call, note=note, dropped=checks.dropped)
 
 
-async def _derive_safely(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[Instruction]]:
+async def _derive_safely(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[DroppedCheck]]:
     """:func:`derive`; a failing backend leaves the run without derived checks (its next
     call meets the same failure and ends the run there, with its drafts kept)."""
     try:
@@ -125,29 +180,58 @@ async def request_text(run: RunContext) -> str:
     return text[:MAX_REQUEST_CHARS]
 
 
-async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[Instruction]]:
+async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[DroppedCheck]]:
     """The request's checks, the derivation's call, a note (how many were dropped, or why
-    there are none) and the dropped checks."""
+    there are none) and the dropped checks, each with why. A check that cannot be built
+    (the wording's "0th paragraph", a 70-character keyword; the model's malformed one) or
+    one past the cap is dropped and said, never ending the run."""
     request = await request_text(run)
     prompt = TEMPLATE.render({"input": request}).strip()
     schema = {"type": "object", "properties": {"checks": checks_schema(MAX_DERIVED)}, "required": ["checks"]}
     found, call, error = await run.parsed_call(
         "feedback", 0, prompt, schema if run.settings.requests.constrained else None, _parse, purpose=PURPOSE
     )
-    read = parse_checks(stated(request))
+    read, unusable = build_checks(stated(request))
     if error is not None:
-        return read, call, f"the model gave no usable checks ({error}); {len(read)} read from the request's wording", []
-    kept = [c for c in found if grounded(c, request)]
-    dropped = [c for c in found if c not in kept]
+        note = f"the model gave no usable checks ({error}); {len(read)} read from the request's wording"
+        return read, call, _with_unusable(note, unusable), unusable
+    listed_all, malformed = found
+    unusable += malformed
+    kept = [c for c in listed_all if grounded(c, request)]
+    ungrounded = [c for c in listed_all if c not in kept]
     listed = [c for c in kept if _subject(c) not in {_subject(r) for r in read}]
-    note = f"{len(dropped)} derived check(s) the request does not state were dropped" if dropped else ""
-    return [*read, *listed], call, note, dropped
+    dropped = [DroppedCheck(check=c.model_dump(mode="json"), reason=NOT_STATED) for c in ungrounded]
+    return [*read, *listed], call, _with_unusable(dropped_note(ungrounded), unusable), [*unusable, *dropped]
+
+
+NOT_STATED = "the request does not state it"
+
+
+def _with_unusable(note: str, unusable: list[DroppedCheck]) -> str:
+    """``note``, and the checks that could not be used, each named with why."""
+    if not unusable:
+        return note
+    named = "; ".join(d.said() for d in unusable[:5])
+    more = f"; and {len(unusable) - 5} more" if len(unusable) > 5 else ""
+    said = f"{len(unusable)} check(s) read from the request could not be used: {named}{more}"
+    return f"{note}; {said}" if note else said
+
+
+def dropped_note(dropped: list[Instruction]) -> str:
+    """The derived checks left out, named: a reader can tell whether the request meant them."""
+    if not dropped:
+        return ""
+    what = "a check" if len(dropped) == 1 else f"{len(dropped)} checks"
+    return f"the model also proposed {what} the request does not state, dropped: " + "; ".join(
+        c.describe() for c in dropped
+    )
 
 
 # the derived checks a JSON reply can pass as such: the rest (start and end phrases, keywords,
 # counts of words or lines, a title, ...) read the request's wording, often text it quotes, and
 # no JSON value can pass them (a first draft that validates would still be refined)
 JSON_FIT = ("json", "forbidden_words")
+UNFIT = "under a JSON Schema: no JSON reply can pass a wording check"
 
 
 def json_fit(checks: list[Instruction]) -> tuple[list[Instruction], list[Instruction]]:
@@ -162,9 +246,10 @@ def _subject(check: Instruction) -> tuple[Any, ...]:
     return (data["type"], data.get("unit"), data.get("word"), data.get("letter"), data.get("letters"))
 
 
-def _parse(reply: str) -> list[Instruction]:
-    """The checks of a reply: ``{"checks": [...]}`` (or a bare list); each invalid check is
-    left out, a reply with no list at all is a ParseError (the call is asked again)."""
+def _parse(reply: str) -> tuple[list[Instruction], list[DroppedCheck]]:
+    """The checks of a reply: ``{"checks": [...]}`` (or a bare list), and the ones left out
+    with why (invalid, or past ``MAX_DERIVED``); a reply with no list at all is a ParseError
+    (the call is asked again)."""
     text = reply.strip()
     start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
     try:
@@ -175,21 +260,19 @@ def _parse(reply: str) -> list[Instruction]:
         data = data.get("checks")
     if not isinstance(data, list):
         raise ParseError('no list of checks; reply with {"checks": [...]}')
-    kept = []
-    for item in data[:MAX_DERIVED]:
-        try:
-            kept += parse_checks([item])
-        except (TaskError, ValidationError, TypeError):
-            continue  # one malformed check is dropped, not the others
-    return kept
+    return build_checks(data, MAX_DERIVED)  # one malformed check is dropped, not the others
 
 
 def grounded(check: Instruction, request: str) -> bool:
     """Whether the request states the check: its numbers and words are in the request's
-    text, with a word naming what it checks."""
+    text, with a word naming what it checks. A regex never is: a request's checks are never
+    regexes (a model's pattern would search each draft beside the run's own, past their
+    shared bound: core/saferegex.py)."""
     text = request.lower()
     data = check.model_dump()
     kind = data["type"]
+    if kind == "regex":
+        return False
     if "n" in data and not _says_number(text, data["n"]):
         return False
     if kind == "count":

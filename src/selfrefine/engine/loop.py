@@ -24,7 +24,6 @@ from ..core.errors import ConfigError, EngineClosedError, RunInterrupted
 from ..core.records import ResultStep, RunResult, Step
 from .checks import Checks, Verifier
 from .deltas import with_deltas
-from .derivation import Memo
 from .drafting.registry import find_strategy
 from .plugins import find_task
 from .refinement import Refinement
@@ -71,7 +70,6 @@ class SelfRefine:
         **options: Unpack[RunOptions],
     ) -> None:
         self.closed = False
-        self._derived: Memo = {}  # checks derived from each request, across this engine's runs
         self.task = find_task(task)
         if verify is not None:
             self.task = self.task.with_verifier(verify)
@@ -157,7 +155,7 @@ class SelfRefine:
                 "or use `with SelfRefine(...) as engine:` around the runs"
             )
         input = prepared_input(self.task, input)
-        run = Refinement(self.task, self.settings, self.backends, input, reference, self._derived)
+        run = Refinement(self.task, self.settings, self.backends, input, reference)
         steps = with_deltas(run) if deltas else run.stream()
         try:
             async for step in steps:

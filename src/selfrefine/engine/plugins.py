@@ -1,10 +1,11 @@
-"""Tasks by name: every task, built-in or a third party's, is an entry point.
+"""Tasks by name: every task, built-in or a third party's, is a plugin of one group.
 
 The engine takes a :class:`~.task.Task` object; when it is given a name instead, it finds
-the task here, in the entry-point group ``selfrefine.tasks`` (the package registers its own
-tasks there, as a plugin package does), or, for the path of a task file, through the loader
-registered for the file's suffix in ``selfrefine.task_files``. So the engine never imports
-the tasks package, and a built-in task is found the way a third party's is.
+the task here, in the group ``selfrefine.tasks`` (the package registers its own tasks there
+in-process, :mod:`selfrefine.core.builtins`; a third party by an entry point or
+:func:`~selfrefine.core.entrypoints.register`), or, for the path of a task file, through the
+loader registered for the file's suffix in ``selfrefine.task_files``. So the engine never
+imports the tasks package, and a built-in task is found the way a third party's is.
 """
 
 from __future__ import annotations
@@ -12,16 +13,16 @@ from __future__ import annotations
 import importlib.metadata
 from pathlib import Path
 
+from ..core.builtins import TASK_FILES_GROUP, TASKS_GROUP
 from ..core.entrypoints import entry_points
 from ..core.errors import TaskError
 from .task import Task
 
-TASKS_GROUP = "selfrefine.tasks"
-TASK_FILES_GROUP = "selfrefine.task_files"
+__all__ = ["TASKS_GROUP", "TASK_FILES_GROUP", "find_task", "looks_like_path", "task_entry_points"]
 
 
 def task_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
-    """Every registered task by name (nothing is imported until one is used)."""
+    """Every registered task by name, the built-ins first (nothing is imported until one is used)."""
     return entry_points(TASKS_GROUP)
 
 
@@ -42,20 +43,11 @@ def find_task(spec: str | Task) -> Task:
         return task
     if looks_like_path(spec):
         return _load_file(spec)
-    if not registered:
-        raise TaskError(
-            f"unknown task {spec!r}: no task is registered; install selfrefine "
-            "(pip install -e .) so that its entry points exist"
-        )
     raise TaskError(f"unknown task {spec!r}; tasks: {', '.join(registered)}, or give the path of a YAML task file")
 
 
 def _load_file(path: str) -> Task:
     loaders = entry_points(TASK_FILES_GROUP)
     suffix = Path(path).suffix.lstrip(".").lower()
-    loader = loaders.get(suffix) or loaders.get("yaml")  # the YAML loader names what is wrong
-    if loader is None:
-        raise TaskError(
-            f"cannot load task file {path}: no task-file loader is registered; install selfrefine (pip install -e .)"
-        )
+    loader = loaders.get(suffix) or loaders["yaml"]  # the YAML loader (a built-in) names what is wrong
     return loader.load()(path)

@@ -36,18 +36,32 @@ from ..core.records import (
 )
 from .calls import BudgetExceeded, Caller, CallLog
 from .context import RunContext, verifier_feedback
-from .derivation import Memo, run_checks
-from .drafting.base import Drafted, Drafter
+from .derivation import run_checks
+from .drafting.base import Drafted, Drafter, Strategy
+from .drafting.registry import find_strategy
 from .incomplete import output_metric
 from .judge import judge_iterations
 from .output_checks import output_fails
 from .ranking import score
 from .scoreboard import Scoreboard, normal_text
-from .selection import rejection_detail, select_index
+from .selection import acceptance_needs_verification, rejection_detail, select_index, selection_needs_verification
 from .settings import Settings
 from .state import RunState
 from .stopping import Stop, StopRules
 from .task import Task
+
+
+def verifies_every_draft(settings: Settings, strategy: Strategy, stops: StopRules) -> bool:
+    """Whether each draft is verified as it arrives: when a part of the run reads the drafts'
+    checks (the strategy, the selection, the acceptance, a stop rule). Each part says so
+    itself, so a new one needs no list kept here or in the settings."""
+    needs = (
+        strategy.needs_verification,
+        selection_needs_verification,
+        acceptance_needs_verification,
+        stops.needs_verification,
+    )
+    return any(need(settings) for need in needs)
 
 
 class Refinement:
@@ -60,16 +74,16 @@ class Refinement:
         backends: Mapping[Role, Backend],
         input: str,
         reference: Any = None,
-        memo: Memo | None = None,
     ) -> None:
         self.task, self.settings, self.backends = task, settings, backends
-        self.memo: Memo = memo if memo is not None else {}  # checks derived per request (the engine's)
         board = Scoreboard(votes=settings.sampling.votes)
         self.state = RunState(input=input, reference=reference, board=board, log=CallLog())
         self.caller = Caller(settings.calls, backends, self.state.log)
         self.run = RunContext(task, settings, self.state, self.caller)
-        self.drafter: Drafter = settings.sampling.strategy.drafter(settings)  # a new one per run: it keeps run state
+        strategy = find_strategy(settings.sampling.strategy)
+        self.drafter: Drafter = strategy.drafter(settings)  # a new one per run: it keeps run state
         self.stops = StopRules(self.run, lambda t: self.drafter.before_round(self.run, t))
+        self.run.verify_every_draft = verifies_every_draft(settings, strategy, self.stops)
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -92,16 +106,15 @@ class Refinement:
         yield ResultStep(result=await self.result(stop, error))
 
     async def _steps(self) -> AsyncIterator[Step]:
-        checks = await run_checks(self.run, self.memo)  # before the first draft: drafts are checked by them
-        if checks is not None:
-            yield checks
+        async for step in run_checks(self.run):  # before the first draft: drafts are checked by them
+            yield step
         prompt = await self.run.first_prompt()
         self.state.first_prompt_chars = len(prompt)  # what the auto strategy prices a prompt's tokens by
         made = await self.drafter.first(self.run, prompt)
         self.state.iterations.append(made.iteration)
         for step in self._drafted(made):
             yield step
-        if self.settings.verify_every_draft or not self.task.has_verifier:  # without one: an echo is failed
+        if self.run.verify_every_draft or not self.task.has_verifier:  # without one: an echo is failed
             await self.run.verify(0)
         while not self.state.stopped:
             async for step in self._round():
@@ -217,6 +230,7 @@ class Refinement:
             answer=answer,
             answer_error=answer_error,
             checks=state.checks.records(),
+            checks_dropped=state.checks.dropped,
             parsed=await self._parsed(output),
             fails=await self._fails(output, selected),
         )

@@ -27,10 +27,13 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from ..core.cancel import checkpoint
 from ..core.errors import ConfigError, TaskError
-from ..core.records import RequestCheck, Verification
+from ..core.records import DroppedCheck, RequestCheck, Verification
+from ..core.saferegex import within_budget
+from ..core.stoprule import STOP_FLAGS
 from ..core.structured import listed, parse_error, pydantic_errors, schema_errors
-from .instructions import Instruction, parse_checks
+from .instructions import Instruction, parse_checks, regexes
 
 
 def given_checks(data: Sequence[dict] | None) -> tuple[Instruction, ...]:
@@ -42,6 +45,23 @@ def given_checks(data: Sequence[dict] | None) -> tuple[Instruction, ...]:
         return tuple(parse_checks(list(data)))
     except TaskError as exc:
         raise ConfigError(f"invalid option checks: {exc}") from None
+
+
+def within_run_budget(
+    task_regexes: Sequence[tuple[str, int]], stop_matches: Sequence[str], given: Sequence[Instruction]
+) -> None:
+    """Every regex of one run within the one budget they share
+    (:func:`~selfrefine.core.saferegex.within_budget`): the task's (its score regex, stop
+    patterns and checks: :meth:`~.declaration.Declaration.regexes`), the run's stop patterns
+    and its regex checks, however each came (a task file's mapping or list, an API request,
+    the CLI); a ConfigError before any model call otherwise."""
+    asked = [*((p, STOP_FLAGS) for p in stop_matches), *regexes(given)]
+    if not asked:  # the task's own were bounded together when it was made
+        return
+    try:
+        within_budget([*task_regexes, *asked], "regexes (the task's, the stop patterns and the regex checks)")
+    except ValueError as exc:
+        raise ConfigError(f"invalid options: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -70,6 +90,11 @@ class SchemaCheck:
         value = json.loads(draft)
         if self.adapter is None:
             return value, schema_errors(self.schema, value)
+        from ..core.structured import value_shape_error  # only a pydantic type's check needs it here
+
+        too_deep = value_shape_error(value)  # pydantic recurses into a recursive type too
+        if too_deep is not None:
+            return value, [too_deep]
         try:
             self.adapter.validate_json(draft)
         except ValidationError as exc:
@@ -106,6 +131,7 @@ class RunChecks:
     given: tuple[Instruction, ...] = ()
     derived: list[Instruction] = field(default_factory=list)
     schema: SchemaCheck | None = None
+    dropped: list[DroppedCheck] = field(default_factory=list)  # derived ones left out, each with why
 
     @property
     def active(self) -> bool:
@@ -138,11 +164,18 @@ class RunChecks:
         schema = self.schema.verify(draft) if self.schema is not None else None
         if not checks:
             return schema
-        failed = [o.finding for o in (c.check(draft) for c in checks) if not o.passed]
+        failed = [o.finding for o in (_checked(c, draft) for c in checks) if not o.passed]
         score = (len(checks) - len(failed)) / len(checks)
         text = "\n".join(f"- {f}" for f in failed) or "every check passes"
         verdict = Verification(text=text, passed=not failed, score=round(score, 6))
         return verdict if schema is None else both(verdict, schema)
+
+
+def _checked(check: Instruction, draft: str) -> Any:
+    """One check's outcome; first, a run cancelled meanwhile stops here (these run in a
+    thread, which nothing else can stop: :mod:`~selfrefine.core.cancel`)."""
+    checkpoint()
+    return check.check(draft)
 
 
 def both(checks: Verification, schema: Verification) -> Verification:

@@ -8,6 +8,19 @@ from __future__ import annotations
 
 from ..core.records import DecisionStep, Iteration, Verification
 from .ranking import best_iteration, score, worse
+from .settings import Settings
+
+
+def selection_needs_verification(settings: Settings) -> bool:
+    """Whether the returned draft is chosen by the drafts' checks (``select="verified"``
+    ranks every returnable draft by them), so each draft is verified as it arrives."""
+    return settings.select == "verified"
+
+
+def acceptance_needs_verification(settings: Settings) -> bool:
+    """Whether a refinement is accepted by its checks (``accept="not_worse"`` compares its
+    score with its parent's), so each draft is verified as it arrives."""
+    return settings.accept == "not_worse"
 
 
 def select_index(iterations: list[Iteration], policy: str) -> int | None:
@@ -35,7 +48,7 @@ def rejection_detail(rejected: str, t: int, decision: DecisionStep) -> str:
     """What the loop does after rejecting a refinement of draft t: refine draft t again, or
     stop (the decision's reason) instead."""
     if decision.stop:
-        return f"{rejected}; the run stops ({decision.detail}) instead of refining draft {t} again"
+        return f"{rejected}; the run stops instead of refining draft {t} again ({decision.detail})"
     return f"{rejected}; draft {t} is refined again"
 
 

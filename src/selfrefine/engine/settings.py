@@ -10,29 +10,40 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
 from ..core.config import DEFAULT_MAX_ITERATIONS, RefineConfig
 from ..core.errors import ConfigError
 from ..core.records import ROLES, Role, RunConfig
 from ..core.structured import checked_schema
 from .instructions import Instruction
-from .run_checks import SchemaCheck, given_checks
+from .run_checks import SchemaCheck, given_checks, within_run_budget
 from .task import Task
 
 
-class StrategyRules(Protocol):
-    """What resolving the settings asks of the run's strategy (:mod:`.drafting`)."""
+class StrategyRules:
+    """What resolving the settings asks of a strategy, with the defaults: the base class of
+    :class:`~selfrefine.engine.drafting.base.Strategy`, which adds the drafter it makes (the
+    drafting package builds on this module, so the rules live here, stated once)."""
 
-    name: str
+    name: ClassVar[str]
+    summary: ClassVar[str] = ""  # one line for help texts
 
     def several(self, config: RefineConfig) -> bool:
-        """Whether its steps sample several drafts."""
-        ...
+        """Whether its steps sample several drafts (then chosen by the task's verifier or
+        judge, and on an answer task by votes); default: ``samples`` > 1."""
+        return config.samples > 1
 
     def check(self, config: RefineConfig, task: Task) -> None:
-        """Raise ConfigError for a combination it cannot run."""
-        ...
+        """Raise ConfigError for options or a task it cannot run (default: several samples
+        need a verifier or judge, and sampling)."""
+        if self.several(config):
+            check_sampling(f"samples {config.samples}", config, task)
+
+    def needs_verification(self, settings: Settings) -> bool:
+        """Whether its drafters need every draft verified as it arrives (default: when they
+        sample several, which the verifier chooses among)."""
+        return settings.sampling.several
 
 
 Strategies = Callable[[str], StrategyRules]  # a strategy by name (drafting.registry.find_strategy)
@@ -89,7 +100,7 @@ class RequestPolicy:
 class SamplingPolicy:
     """How many drafts a step samples, and how: the strategy and what it was given."""
 
-    strategy: Any  # the run's strategy (drafting.base.Strategy): it makes each run's drafter
+    strategy: str  # the run's strategy by name (drafting.registry.find_strategy): it makes each run's drafter
     samples: int  # the samples option
     several: bool  # the strategy samples several drafts a step
     votes: bool  # several samples of an answer task: agreement is part of the score
@@ -103,7 +114,7 @@ class SamplingPolicy:
         votes = several and task.declared.capabilities.answer
         defaults = task.declared.defaults
         return cls(
-            strategy=strategy,
+            strategy=config.strategy,
             samples=config.samples,
             several=several,
             votes=votes,
@@ -172,7 +183,9 @@ class ChecksPolicy:
         defaults = task.declared.defaults
         derive = config.derive_checks if config.derive_checks is not None else defaults.derive_checks
         schema = SchemaCheck.of(config.json_schema, response_model) if config.json_schema is not None else None
-        return cls(given=given_checks(config.checks), derive=derive, source=defaults.checks_from, schema=schema)
+        given = given_checks(config.checks)
+        within_run_budget(task.declared.regexes(), config.stop_matches, given)
+        return cls(given=given, derive=derive, source=defaults.checks_from, schema=schema)
 
     @property
     def on(self) -> bool:
@@ -230,17 +243,6 @@ class Settings:
     def critic(self) -> bool:
         """Whether a round's feedback comes from the critic (not the code's findings alone)."""
         return self.feedback_mode == "actionable" and self.verifier_mode != "verifier"
-
-    @property
-    def verify_every_draft(self) -> bool:
-        """Whether each draft is verified as it arrives (selection, acceptance or a schema's
-        stop need it)."""
-        return (
-            self.select == "verified"
-            or self.accept == "not_worse"
-            or self.sampling.several
-            or self.checks.schema is not None
-        )
 
     def draft_schema(self) -> dict[str, Any] | None:
         """The JSON Schema a draft's reply is decoded under (None: none, or not constrained)."""

@@ -11,12 +11,15 @@ decisions here. Every stop is a :class:`~selfrefine.core.records.DecisionStep` w
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core.records import DecisionStep, Feedback, StopReason
 from ..core.stoprule import stop_hit
+from ..core.wording import plural
 from .context import RunContext
+from .settings import Settings
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,42 @@ class Stop:
 Contributed = Callable[[int], "Stop | None"]  # the drafter's stop before draft t's round
 
 
+class StopRule(ABC):
+    """A stop rule asked before draft t's round, and what it needs of the run: a rule that
+    reads draft t's checks says so (``needs_verification``), and every draft is verified."""
+
+    def needs_verification(self, settings: Settings) -> bool:
+        """Whether this rule reads each draft's checks under these settings."""
+        return False
+
+    @abstractmethod
+    def before_round(self, run: RunContext, t: int) -> DecisionStep | None:
+        """Its stop before draft t is critiqued (None: the round goes on)."""
+
+
+class SchemaValidated(StopRule):
+    """The stop of a run with a JSON Schema once its draft t passes its code checks: the
+    schema (and the run's other checks, the task's verifier) is what the run asked for."""
+
+    def needs_verification(self, settings: Settings) -> bool:
+        return settings.checks.schema is not None
+
+    def before_round(self, run: RunContext, t: int) -> DecisionStep | None:
+        if run.settings.checks.schema is None:
+            return None
+        check = run.board.of_iteration(t)
+        if check is None or not check.passed:
+            return None
+        detail = f"draft {t} validates against the schema" + (
+            " and passes every check" if run.state.checks.all or run.task.has_verifier else ""
+        )
+        return DecisionStep(iteration=t, stop=True, reason=StopReason.VERIFIED, detail=detail)
+
+
+# the rules asked before a round, in order, besides the wasted critique's and the drafter's
+BEFORE_ROUND: tuple[StopRule, ...] = (SchemaValidated(),)
+
+
 class StopRules:
     """The stop rules of one run, read from its settings, state, scores and budgets, with
     the stops its drafter contributes (``contributed``)."""
@@ -37,6 +76,11 @@ class StopRules:
     def __init__(self, run: RunContext, contributed: Contributed | None = None) -> None:
         self.run = run
         self.contributed = contributed or (lambda t: None)
+        self.rules = BEFORE_ROUND
+
+    def needs_verification(self, settings: Settings) -> bool:
+        """Whether a stop rule of the run reads each draft's checks."""
+        return any(rule.needs_verification(settings) for rule in self.rules)
 
     def after(self, t: int, feedback: Feedback | None) -> DecisionStep:
         """Stop or refine after draft t. ``feedback`` None: t is a rejected refinement, whose
@@ -44,7 +88,7 @@ class StopRules:
         run = self.run
         reason = self._asked_by(feedback) if feedback is not None else None
         if reason is None and run.at_cap(len(run.state.iterations) - 1):
-            reason = (StopReason.MAX_ITERATIONS, f"reached {run.settings.stops.max_iterations} refinement(s)")
+            reason = (StopReason.MAX_ITERATIONS, at_cap(run.settings.stops.max_iterations))
         reason = reason or run.caller.budget_spent()
         if reason is not None:
             return DecisionStep(iteration=t, stop=True, reason=reason[0], detail=reason[1])
@@ -64,40 +108,26 @@ class StopRules:
         return None
 
     def before_round(self, t: int) -> DecisionStep | None:
-        """The stop before draft t is critiqued: under a JSON Schema, draft t validates (and
-        passes the run's other checks); at the cap when that critique is wasted; or the one the
-        drafter contributes."""
-        valid = self._validates(t)
-        if valid is not None:
-            return valid
+        """The stop before draft t is critiqued: a rule's of :data:`BEFORE_ROUND` (under a
+        JSON Schema, draft t validates and passes the run's other checks); at the cap when that
+        critique is wasted; or the one the drafter contributes."""
+        for rule in self.rules:
+            decided = rule.before_round(self.run, t)
+            if decided is not None:
+                return decided
         wasted = self._before_critique(t)
         if wasted is not None:
             return wasted
         stop = self.contributed(t)
         return self.decision(t, stop) if stop is not None else None
 
-    def _validates(self, t: int) -> DecisionStep | None:
-        """The stop of a run with a JSON Schema once its draft t passes its code checks: the
-        schema (and the run's other checks, the task's verifier) is what the run asked for."""
-        run = self.run
-        if run.settings.checks.schema is None:
-            return None
-        check = run.board.of_iteration(t)
-        if check is None or not check.passed:
-            return None
-        detail = f"draft {t} validates against the schema" + (
-            " and passes every check" if run.state.checks.all or run.task.has_verifier else ""
-        )
-        return DecisionStep(iteration=t, stop=True, reason=StopReason.VERIFIED, detail=detail)
-
     def _before_critique(self, t: int) -> DecisionStep | None:
         """The stop at the cap without the critique of draft t, when that critique is wasted."""
         if not self._critique_wasted():
             return None
-        detail = (
-            f"reached {self.run.settings.stops.max_iterations} refinement(s); the last draft's critique is "
-            "skipped (it cannot change the result; final_feedback asks for it)"
-        )
+        n = self.run.settings.stops.max_iterations
+        last = "not critiqued" if n == 0 else "the last draft is not critiqued"
+        detail = f"{at_cap(n)} ({last}, as a critique could change nothing; --final-feedback asks for one)"
         return DecisionStep(iteration=t, stop=True, reason=StopReason.MAX_ITERATIONS, detail=detail)
 
     def _critique_wasted(self) -> bool:
@@ -142,3 +172,9 @@ class StopRules:
         iterations = self.run.state.iterations
         t = iterations[-1].index if iterations else 0
         return DecisionStep(iteration=t, stop=True, reason=reason, detail=detail)
+
+
+def at_cap(n: int) -> str:
+    """The stop at the refinement cap in words: "stopped after the first draft: max_iterations is 0"."""
+    done = "the first draft" if n == 0 else plural(n, "refinement")
+    return f"stopped after {done}: max_iterations is {n}"

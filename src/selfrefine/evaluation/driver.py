@@ -142,7 +142,7 @@ def summary_table(summary: EvalSummary, folder: Path, metric: bool = True, metri
     elif metric_name:
         table.add_row("metric", escape(metric_name))
     for t, value in enumerate(summary.by_iteration if metric else ()):
-        table.add_row("one-step (iteration 0)" if t == 0 else f"after {t} refinement(s)", fmt(value))
+        table.add_row("one-step (iteration 0)" if t == 0 else f"after {plural(t, 'refinement')}", fmt(value))
     if metric:
         table.add_row("final (returned output)", fmt(summary.final))
     if summary.cumulative is not None:

@@ -105,8 +105,8 @@ def _cost_of_iteration(rows: Sequence[ExampleRow], t: int) -> Cost:
 def run_table(folder: str | Path, *, seed: int = 0) -> RunReport:
     """Every number the report shows for one run folder."""
     meta, rows = _load(folder)
-    k = _max_iterations(meta, rows)
-    summary = summarize(meta.task, rows, k)
+    summary = summarize(meta.task, rows, _max_iterations(meta, rows))
+    k = len(summary.by_iteration) - 1  # the rounds that ran, not the cap: no rows for rounds that never ran
     done = [r for r in rows if not r.failed]  # a failed run has no comparable trajectory
     finals = [_metric_of(r, r.result.selected) for r in done]  # type: ignore[union-attr]
     bests = [_metric_of(r, select_index(r.result.iterations, "best")) for r in done]  # type: ignore[union-attr]
@@ -380,7 +380,8 @@ def compare_table(folder_a: str | Path, folder_b: str | Path, *, seed: int = 0) 
     # runs of different tasks share example ids ("a", "0", ...) by chance only: no pairing
     paired = _paired_runs(folder_a, folder_b, seed) if ra.task == rb.task else None
     buffer = io.StringIO()
-    console = Console(file=buffer, width=120, color_system=None, force_terminal=False, highlight=False)
+    # the terminal's width (COLUMNS, else 80 when piped): the cells fold to fit it
+    console = Console(file=buffer, color_system=None, force_terminal=False, highlight=False)
     console.print(table)
     if ra.task != rb.task:
         console.print(

@@ -165,7 +165,33 @@ def tables(reports: Sequence[RunReport]) -> list[Table]:
     names = unique_names(reports)
     out = [_main_table(names, reports), _iteration_table(names, reports), _cost_table(names, reports),
            _cost_by_iteration_table(names, reports)]  # fmt: skip
+    out.append(_stop_table(names, reports))
     return out + _judge_tables(names, reports) + _error_tables(names, reports) + _ablation_tables(names, reports)
+
+
+# what each stop reason (core.records.StopReason) means, for a reader of the report
+STOP_MEANINGS = {
+    "feedback": "the critique said the draft needs no change",
+    "score_threshold": "the critique's score reached the threshold",
+    "max_iterations": "the refinement cap was reached",
+    "no_change": "a refinement returned the same draft",
+    "token_budget": "the token budget was used up",
+    "time_budget": "the time budget was used up",
+    "error": "a model call failed after its retries",
+    "verified": "the draft passed the task's checks",
+}
+
+
+def _stop_table(names: list[str], reports: Sequence[RunReport]) -> Table:
+    """How many examples stopped for each reason, per run (a run where every example
+    stopped at draft 0 ran no refinement: its iteration table has only y0)."""
+    rows = []
+    for name, r in zip(names, reports):
+        counts = sorted(r.stop_reasons.items(), key=lambda item: (-item[1], item[0]))
+        rows += [[name, reason, str(count), STOP_MEANINGS.get(reason, "-")] for reason, count in counts]
+        if not counts:
+            rows.append([name, "-", "0", "no example finished"])
+    return "Why examples stopped (examples per stop reason)", ["Run", "Stop reason", "Examples", "Meaning"], rows
 
 
 def _main_table(names: list[str], reports: Sequence[RunReport]) -> Table:

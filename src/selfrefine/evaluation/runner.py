@@ -66,7 +66,7 @@ class EvalSummary(BaseModel):
     task: str
     examples: int  # rows, one per example id
     failed: int  # rows without a result or stopped by an error: left out of every mean below
-    by_iteration: list[float | None]  # mean metric after t refinements, t = 0..max
+    by_iteration: list[float | None]  # mean metric after t refinements, t = 0..the most any example ran
     final: float | None  # mean metric of the returned outputs (per the select policy)
     cumulative: float | None  # share solved at any iteration (binary metrics)
     calls_per_example: float
@@ -197,7 +197,10 @@ def summarize(task: str, rows: Sequence[ExampleRow], max_iterations: int) -> Eva
     """Means over the rows that did not fail (a failed row has no comparable trajectory);
     failures and hook errors are counted apart."""
     ok = [r for r in rows if not r.failed]
-    by_iteration = [mean_known([r.metric_at(t) for r in ok]) for t in range(max_iterations + 1)]
+    # only the rounds that ran: with every example stopped at draft 0, "after 2 refinements"
+    # would repeat draft 0's number as if two rounds had run (carry-forward)
+    rounds = min(max_iterations, max((len(r.result.iterations) - 1 for r in ok if r.result), default=0))
+    by_iteration = [mean_known([r.metric_at(t) for r in ok]) for t in range(rounds + 1)]
     final = mean_known(
         [r.metrics[r.result.selected] if r.result.selected is not None and r.metrics else None for r in ok]
     )

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 from pydantic import BaseModel
+
+if TYPE_CHECKING:  # numpy is imported where a bootstrap runs: it adds half a second to every command's start
+    import numpy as np
 
 RESAMPLES = 2000
 LEVEL = 0.95
@@ -43,6 +46,8 @@ def bootstrap_mean(
     values: Sequence[float | None], *, resamples: int = RESAMPLES, level: float = LEVEL, seed: int = 0
 ) -> Interval | None:
     """Mean of the known values with a percentile interval; None when there are none."""
+    import numpy as np
+
     data = np.asarray([v for v in values if v is not None], dtype=float)
     return _bootstrap(data, resamples=resamples, level=level, seed=seed)
 
@@ -62,11 +67,15 @@ def paired_bootstrap_diff(
     """
     if len(base) != len(refined):
         raise ValueError(f"paired samples differ in length: {len(base)} base vs {len(refined)} refined")
+    import numpy as np
+
     diffs = np.asarray([r - b for b, r in zip(base, refined) if b is not None and r is not None], dtype=float)
     return _bootstrap(diffs, resamples=resamples, level=level, seed=seed)
 
 
 def _bootstrap(data: np.ndarray, *, resamples: int, level: float, seed: int) -> Interval | None:
+    import numpy as np
+
     if data.size == 0:
         return None
     if not 0 < level < 1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -31,6 +31,8 @@ from ..tasks import BUILTIN_TASKS, get_task
 from ..tasks.chat import ChatMessage, conversation_text
 from .engines import Admission, Caps, EnginePool, QueueFullError, Reservation
 from .guards import BearerAuth, BodyLimit, HostCheck
+from .offload import Offload
+from .prechecks import SchemaPrecheck
 from .public import BrokenTaskError, public_message, public_steps
 from .reasoning import ReasoningFormat
 from .refusals import refuse_unsupported
@@ -41,6 +43,7 @@ from .runs import (
     collect,
     detached,
     error_event,
+    no_answer,
     step_events,
     until_disconnected,
 )
@@ -58,9 +61,10 @@ from .schemas import (
 )
 from .tracing import Tracing, end
 from .upstream import UPSTREAM_SEPARATOR, Upstream, UpstreamModelError, split_model_id
-from .validation import describe
+from .validation import describe, parsed_body
 
 MAX_BODY_BYTES = 1_000_000
+KEEP_ALIVE_SECONDS = 5.0
 
 
 @dataclass
@@ -80,6 +84,7 @@ class ServeSettings:
     tracing: Tracing = field(default_factory=Tracing.from_environment)
     reasoning_format: ReasoningFormat = "reasoning_content"  # where a chat reply puts the trace
     upstream: Upstream | None = None  # upstream models a request may choose (selfrefine/TASK@MODEL)
+    keep_alive: float = KEEP_ALIVE_SECONDS  # a stream's longest silence: then an SSE comment is sent
 
 
 class ApiError(SelfRefineError):
@@ -125,7 +130,9 @@ def as_api_error(exc: Exception) -> ApiError:
         return ApiError(500, str(exc), "server_error", "task_failed")
     if isinstance(exc, SelfRefineError):  # config and task errors: the request asked for it
         return ApiError(400, str(exc), code="invalid_option")
-    return ApiError(500, f"internal error: {type(exc).__name__}: {exc}", "server_error", "internal_error")
+    return ApiError(
+        500, public_message(f"internal error: {type(exc).__name__}: {exc}"), "server_error", "internal_error"
+    )
 
 
 class Service:
@@ -144,6 +151,8 @@ class Service:
         # the tracer wraps each backend once, the upstream models a request chooses included
         self.pool = EnginePool(settings.backends, tasks, settings.caps, settings.upstream, wrap=tracing.backend)
         self.admission = Admission(settings.max_concurrency, settings.max_queue)
+        # the requests' CPU work: off the event loop, in bounded pools (offload.py)
+        self.offload = Offload(runs=settings.max_concurrency)
         self.tracing = tracing
         self.started = int(time.time())
 
@@ -224,14 +233,16 @@ def create_app(settings: ServeSettings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        await service.pool.aclose()  # the backends: connections, model files
+        await service.offload.aclose(service.pool.aclose)  # the backends (connections, model files), then the runs loop
 
     app = FastAPI(
         title="selfrefine", version=__version__, docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
     )
     app.state.service = service
     # innermost first: the Host and the key are checked before the body is read, the size
-    # before the text (BodyLimit), the text before parsing
+    # before the text (BodyLimit), the text before parsing; a body's JSON Schemas are checked
+    # in a worker thread before the route validates it on the event loop (SchemaPrecheck)
+    app.add_middleware(SchemaPrecheck)
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, timeout=settings.client_timeout)
     app.add_middleware(BearerAuth, key=settings.api_key, open_paths={"/health", "/"})
     app.add_middleware(HostCheck, allowed=settings.allowed_hosts)
@@ -278,46 +289,92 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         return service.models()
 
     @app.post("/v1/chat/completions", response_model=None)
-    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
-        refuse_unsupported(body)  # tools, other roles, images: 400, not silently dropped
-        task = service.task_of(body.model)
-        text = chat_input(task, body.messages)
-        engine = service.pool.get(task, options_of(body.model, body.loop_options()))
-        engine.task.prepare_input(text)  # too long or empty: 400 before a slot is taken
+    async def chat_completions(request: Request) -> Any:
+        chat = await _prepared(service, request, _chat_request)
+        body, engine, text, completion = chat.work
         span = service.tracing.request("/v1/chat/completions", model=body.model, stream=body.stream)
-        reservation = _reserve(service, span)
-        structured = engine.settings.checks.schema is not None
-        completion = Completion(body.model, reply_format(body, service.settings.reasoning_format, structured))
         if body.stream:
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            events = _guarded(
-                service,
-                reservation,
-                span,
-                request,
-                engine,
-                text,
-                lambda steps: completion.stream(steps, include_usage),
-                deltas=completion.reasoning_format != "none",  # the trace token by token
+            deltas = completion.reasoning_format != "none"  # the trace token by token
+
+            def events() -> AsyncIterator[str]:
+                steps = _public_run(service, span, engine, text, deltas=deltas)
+                return completion.stream(steps, include_usage)
+
+            return _stream_response(
+                service, _guarded(service, chat.reservation, span, request, events), chat.reservation, span
             )
-            return _stream_response(events, reservation, span)
-        result, decisions = await _run(service, reservation, span, request, engine, text)
-        if result.output is None:  # not even a first draft: nothing to return
-            raise ApiError(502, f"the run produced no answer: {result.error}", "backend_error", "no_output")
-        return _json(completion.whole(result, decisions).model_dump_json(exclude_none=True))
+
+        async def whole() -> str:
+            result, decisions = await collect(_public_run(service, span, engine, text))
+            if result.output is None:  # not even a first draft: nothing to return
+                raise ApiError(502, no_answer(result, decisions), "backend_error", "no_output")
+            return completion.whole(result, decisions).model_dump_json(exclude_none=True)
+
+        return _json(await _run(service, chat.reservation, span, request, whole))
 
     @app.post("/v1/refine", response_model=None)
-    async def refine(body: RefineRequest, request: Request) -> Any:
-        task = service.task_of(MODEL_PREFIX + body.task)
-        engine = service.pool.get(task, options_of(MODEL_PREFIX + body.task, body.options))
-        engine.task.prepare_input(body.input)
-        span = service.tracing.request("/v1/refine", task=task, stream=body.stream)
-        reservation = _reserve(service, span)
+    async def refine(request: Request) -> Any:
+        asked = await _prepared(service, request, _refine_request)
+        body, engine = asked.work
+        span = service.tracing.request("/v1/refine", task=engine.task.name, stream=body.stream)
         if body.stream:
-            events = _guarded(service, reservation, span, request, engine, body.input, step_events, deltas=body.deltas)
-            return _stream_response(events, reservation, span)
-        result, _ = await _run(service, reservation, span, request, engine, body.input)
-        return _json(result.model_dump_json())
+
+            def events() -> AsyncIterator[str]:
+                return step_events(_public_run(service, span, engine, body.input, deltas=body.deltas))
+
+            return _stream_response(
+                service, _guarded(service, asked.reservation, span, request, events), asked.reservation, span
+            )
+
+        async def whole() -> str:
+            result, _ = await collect(_public_run(service, span, engine, body.input))
+            return result.model_dump_json()
+
+        return _json(await _run(service, asked.reservation, span, request, whole))
+
+
+@dataclass
+class _Prepared:
+    reservation: Reservation
+    work: Any
+
+
+async def _prepared(service: Service, request: Request, prepare: Any) -> _Prepared:
+    """A queue place, then the request read, checked and its engine built in a thread
+    (offload.py): every refusal (400, 404) before a run slot is taken or a model called."""
+    raw = await request.body()
+    reservation = _reserve(service)
+    try:
+        return _Prepared(reservation, await service.offload.prepare(prepare, service, raw))
+    except BaseException:
+        reservation.release_if_unused()
+        raise
+
+
+def _chat_request(service: Service, raw: bytes) -> tuple[ChatCompletionRequest, SelfRefine, str, Completion]:
+    body = parsed_body(ChatCompletionRequest, raw)
+    refuse_unsupported(body)  # tools, other roles, images: 400, not silently dropped
+    task = service.task_of(body.model)
+    text = chat_input(task, body.messages)
+    engine = service.pool.get(task, options_of(body.model, body.loop_options()))
+    engine.task.prepare_input(text)  # too long or empty: 400 before a slot is taken
+    structured = engine.settings.checks.schema is not None
+    return body, engine, text, Completion(body.model, reply_format(body, service.settings.reasoning_format, structured))
+
+
+def _refine_request(service: Service, raw: bytes) -> tuple[RefineRequest, SelfRefine]:
+    body = parsed_body(RefineRequest, raw)
+    task = service.task_of(MODEL_PREFIX + body.task)
+    engine = service.pool.get(task, options_of(MODEL_PREFIX + body.task, body.options))
+    engine.task.prepare_input(body.input)
+    return body, engine
+
+
+def _public_run(service: Service, span: Any, engine: SelfRefine, text: str, *, deltas: bool = False) -> Any:
+    """A run's steps as a client may see them (run on the runs loop: offload.py)."""
+    traced = service.tracing.steps(engine.astream(text, deltas=deltas), engine.task.name, span)
+    return public_steps(traced, engine.task.name)
 
 
 def _json(text: str) -> Response:
@@ -325,23 +382,20 @@ def _json(text: str) -> Response:
     return Response(content=text, media_type="application/json")
 
 
-def _reserve(service: Service, span: Any) -> Reservation:
-    try:
-        return service.admission.reserve()
-    except QueueFullError as exc:
-        end(span, str(exc))
-        raise
+def _reserve(service: Service) -> Reservation:
+    return service.admission.reserve()  # full: QueueFullError, a 429
 
 
 async def _run(
-    service: Service, reservation: Reservation, span: Any, request: Request, engine: SelfRefine, text: str
-) -> Any:
+    service: Service, reservation: Reservation, span: Any, request: Request, work: Callable[[], Awaitable[str]]
+) -> str:
+    """``work()`` (a run and its reply's JSON) on the runs loop, under a run slot; cancelled,
+    and its slot held until it has stopped, when the client leaves."""
     error = None
 
-    async def run() -> Any:
+    async def run() -> str:
         async with service.admission.slot(reservation):
-            steps = service.tracing.steps(engine.astream(text), engine.task.name, span)
-            return await collect(public_steps(steps, engine.task.name))
+            return await service.offload.run(work)
 
     try:  # the wait for a slot is watched too: a client gone from the queue frees its place
         return await cancel_on_disconnect(request, run)
@@ -357,21 +411,15 @@ async def _guarded(
     reservation: Reservation,
     span: Any,
     request: Request,
-    engine: SelfRefine,
-    text: str,
-    render: Any,
-    *,
-    deltas: bool = False,
+    events: Callable[[], AsyncIterator[str]],
 ) -> AsyncIterator[str]:
-    """A streamed run: under a slot, cancelled when the client leaves; an error after the
-    first byte is sent as an error event (the status line has gone already). ``deltas``:
-    the steps include each piece of each draft and critique as the model writes it."""
+    """A streamed run: ``events()`` (the run's steps as server-sent events) computed on the
+    runs loop under a slot, cancelled when the client leaves; an error after the first byte
+    is sent as an error event (the status line has gone already)."""
     error = None
     try:
         async with service.admission.slot(reservation):
-            traced = service.tracing.steps(engine.astream(text, deltas=deltas), engine.task.name, span)
-            steps = public_steps(traced, engine.task.name)
-            async for event in render(until_disconnected(request, steps)):
+            async for event in until_disconnected(request, service.offload.stream(events)):
                 yield event
     except ClientGone as exc:
         error = str(exc)
@@ -386,10 +434,13 @@ async def _guarded(
         end(span, error)
 
 
-def _stream_response(events: AsyncIterator[str], reservation: Reservation, span: Any) -> StreamingResponse:
+def _stream_response(
+    service: Service, events: AsyncIterator[str], reservation: Reservation, span: Any
+) -> StreamingResponse:
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     # the run apart from the socket: a client that stops reading cannot hold its slot
-    return _ReservedStream(detached(events), reservation, span, media_type="text/event-stream", headers=headers)
+    sent = detached(events, service.settings.keep_alive)
+    return _ReservedStream(sent, reservation, span, media_type="text/event-stream", headers=headers)
 
 
 class _ReservedStream(StreamingResponse):

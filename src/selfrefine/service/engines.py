@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -100,6 +101,8 @@ class EnginePool:
     wrap: Wrap | None = None
     _chosen: dict[str, RoleBackends] = field(default_factory=dict)  # an upstream model's, wrapped
     _engines: OrderedDict[tuple[str, str], SelfRefine] = field(default_factory=OrderedDict)
+    # requests are prepared in threads (offload.py): one builds or finds an engine at a time
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.backends = self.backends.map(self.wrap)
@@ -108,16 +111,21 @@ class EnginePool:
         """The engine for a task and a request's options; a bad option is a ConfigError."""
         options = self.caps.apply(options)
         key = (task_name, options.model_dump_json())
-        engine = self._engines.get(key)
-        if engine is None:
+        with self._lock:
+            engine = self._engines.get(key)
+        if engine is None:  # built outside the lock: a big schema's check takes a while
             config = RefineConfig.build(**options.model_dump(exclude_none=True, exclude={"model"}))
             spec = EngineSpec(task=task_name, config=config)
-            backends = self._backends(options.model)
-            engine = SelfRefine.from_spec(spec, backends=backends, task=self.tasks[task_name])
-            self._engines[key] = engine
-            if len(self._engines) > MAX_ENGINES:
-                self._engines.popitem(last=False)  # backends stay open: they are shared
-        self._engines.move_to_end(key)
+            with self._lock:
+                backends = self._backends(options.model)
+            built = SelfRefine.from_spec(spec, backends=backends, task=self.tasks[task_name])
+            with self._lock:
+                engine = self._engines.setdefault(key, built)
+                if len(self._engines) > MAX_ENGINES:
+                    self._engines.popitem(last=False)  # backends stay open: they are shared
+        with self._lock:
+            if key in self._engines:
+                self._engines.move_to_end(key)
         return engine
 
     def _backends(self, upstream_model: str | None) -> RoleBackends:

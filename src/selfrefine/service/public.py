@@ -23,6 +23,7 @@ from ..core.records import (
     CallRecord,
     CallStep,
     Candidate,
+    ChecksStep,
     DecisionStep,
     DraftStep,
     Iteration,
@@ -34,6 +35,19 @@ from ..core.records import (
 # a scheme, then everything up to a space, quote, parenthesis or angle bracket: square
 # brackets are part of it (http://[::1]:9/v1, http://user@[fe80::1%25eth0]/)
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s()'\"<>]+")
+# what else of the server's network and disk an upstream's own message text names: an
+# absolute path of two parts or more (/srv/models/x.gguf, ~/keys, C:\\models), an IPv4
+# or bracketed IPv6 address (its port too), a name with a port (gpu-7:8000), and a host name: three labels
+# or more (gpu-7.lab.example), or two whose last is a common top-level name (corp.internal)
+_PATH = re.compile(r"(?<![\w./<>-])(?:~|[A-Za-z]:)?(?:[/\\][\w.@%+~-]+){2,}[/\\]?")
+_IPV4 = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?\b|\[[0-9A-Fa-f:.%]+\](?::\d{1,5})?")
+_LABEL = r"[A-Za-z][A-Za-z0-9-]*"
+_TLDS = "com|net|org|io|ai|dev|cloud|internal|local|lan|corp|home|intranet|localdomain"
+_HOST = re.compile(
+    rf"\b(?:(?:{_LABEL}\.){{2,}}{_LABEL}|{_LABEL}\.(?:{_TLDS}))(?::\d{{1,5}})?\b|\b{_LABEL}:\d{{2,5}}\b",
+    re.IGNORECASE,
+)
+_HIDDEN = ((_URL, "<upstream>"), (_PATH, "<server path>"), (_IPV4, "<host>"), (_HOST, "<host>"))
 SERVER_FILE = "<server file>"
 log = logging.getLogger("selfrefine.serve")
 
@@ -43,8 +57,12 @@ class BrokenTaskError(SelfRefineError):
 
 
 def public_message(message: str) -> str:
-    """A model failure's message without any URL (:data:`_URL`); logged whole when cut."""
-    redacted = _URL.sub("<upstream>", message)
+    """A failure's message without any URL (:data:`_URL`), path, address or host name of the
+    server's (:data:`_HIDDEN`); logged whole when cut. The texts it reads are bounded (an
+    error message, a note), and each pattern is linear."""
+    redacted = message
+    for pattern, placeholder in _HIDDEN:
+        redacted = pattern.sub(placeholder, redacted)
     if redacted != message:
         log.warning("%s", message)
     return redacted
@@ -87,6 +105,9 @@ def public_step(step: Step) -> Step:
         return step.model_copy(update={"call": call, "candidates": _public_candidates(step.candidates)})
     if isinstance(step, DecisionStep) and step.detail:  # "stop (error): ..."
         return step.model_copy(update={"detail": public_message(step.detail)})
+    if isinstance(step, ChecksStep):  # "the derivation failed (<the upstream's error>); ..."
+        call = _public_call(step.call) if step.call is not None else None
+        return step.model_copy(update={"note": public_message(step.note), "call": call})
     return step
 
 

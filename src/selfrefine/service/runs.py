@@ -19,11 +19,13 @@ from ..core.records import (
     DeltaStep,
     DraftStep,
     FeedbackStep,
+    ProgressStep,
     ResultStep,
     RunResult,
     Step,
+    StopReason,
 )
-from ..core.wording import feedback_text, output_standing, score_note, verifier_note
+from ..core.wording import feedback_text, output_standing, score_note, typed_reply, verifier_note
 from ..engine.incomplete import cut_off
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, replay
 from .schemas import (
@@ -51,12 +53,12 @@ async def _disconnected(request: Request) -> None:
             return
 
 
-async def until_disconnected(request: Request, steps: AsyncIterator[Step]) -> AsyncIterator[Step]:
-    """The steps, until the client leaves: then the step in progress (a model call) is
+async def until_disconnected(request: Request, steps: AsyncIterator[T]) -> AsyncIterator[T]:
+    """The steps (or events), until the client leaves: then the step in progress (a model call) is
     cancelled, the loop's generator is closed, so no further call starts, and ClientGone is
     raised. Server-sent writes alone would notice only at the next write, after the call."""
     watcher = asyncio.ensure_future(_disconnected(request))
-    following: asyncio.Future[Step] | None = None
+    following: asyncio.Future[T] | None = None
     try:
         while True:
             following = asyncio.ensure_future(steps.__anext__())
@@ -95,11 +97,20 @@ async def cancel_on_disconnect(request: Request, work: Callable[[], Awaitable[T]
         task.cancel()  # a no-op once done; else (this handler was cancelled) the run stops too
 
 
-async def detached(events: AsyncIterator[str]) -> AsyncIterator[str]:
+KEEP_ALIVE = ": keep-alive\n\n"  # an SSE comment: clients skip it (the openai SDK, EventSource)
+FIRST_KEEP_ALIVE_SECONDS = 1.0  # the longest a stream waits for its first sign of progress
+
+
+async def detached(events: AsyncIterator[str], keep_alive: float | None = None) -> AsyncIterator[str]:
     """``events`` computed in a task of their own, apart from their sending: a run goes on,
     ends and frees its slot while a client that stopped reading has a full socket (its
     events wait here, bounded by the run's own limits, until the connection's send deadline
-    drops that client). Closing this generator (the client left) cancels the run."""
+    drops that client). Closing this generator (the client left) cancels the run.
+
+    With ``keep_alive`` (seconds), a comment is sent whenever the events have been silent
+    that long, and one at once after the first event (the role chunk, which says nothing of
+    progress) or after a second without one (the run waits for a slot), so that a client, a
+    proxy or a person sees the request is alive while a model call takes minutes."""
     queue: asyncio.Queue[str | None] = asyncio.Queue()
 
     async def pump() -> None:
@@ -111,13 +122,35 @@ async def detached(events: AsyncIterator[str]) -> AsyncIterator[str]:
 
     task = asyncio.ensure_future(pump())
     try:
-        while (event := await queue.get()) is not None:
-            yield event
+        if keep_alive is None:
+            while (event := await queue.get()) is not None:
+                yield event
+        else:
+            async for event in _kept_alive(queue, keep_alive):
+                yield event
         await task  # pump's own failure, if any
     finally:
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def _kept_alive(queue: asyncio.Queue[str | None], interval: float) -> AsyncIterator[str]:
+    """The queue's events, with a KEEP_ALIVE comment in each silence (``detached``)."""
+    wait, started = min(interval, FIRST_KEEP_ALIVE_SECONDS), False
+    while True:
+        try:
+            event = await asyncio.wait_for(queue.get(), wait)
+        except TimeoutError:
+            yield KEEP_ALIVE
+            wait = interval
+            continue
+        if event is None:
+            return
+        yield event
+        if not started and queue.empty():  # the role chunk: the run's first progress may be minutes away
+            yield KEEP_ALIVE
+        started, wait = True, interval
 
 
 # -- the trajectory ---------------------------------------------------------------------------
@@ -157,6 +190,8 @@ def usage_of(result: RunResult) -> UsageOut:
 
 def reasoning_text(step: Step) -> str | None:
     """A step as the 'thinking' a chat UI shows; None for steps that are not shown."""
+    if isinstance(step, ProgressStep):  # work that takes a while has started: said at once
+        return f"{step.text}\n\n"
     if isinstance(step, ChecksStep):
         if not step.checks and not step.note:  # nothing to check and nothing to say: as a whole reply shows it
             return None
@@ -211,6 +246,7 @@ class StreamedTrace:
         self.open: tuple[str, int, int] | None = None  # the call whose pieces are being sent
         self.streamed: tuple[str, int] | None = None  # (draft|feedback, iteration) sent in pieces
         self.pieces = ""
+        self.sent = 0  # the characters of a critique's pieces sent (a JSON one's are held back)
 
     def text(self, step: Step) -> str | None:
         if isinstance(step, DeltaStep):
@@ -218,12 +254,18 @@ class StreamedTrace:
             head = ""
             if key != self.open:  # a new call, or a retry of one: a block of its own
                 head = self._close() + _delta_header(step)
-                self.open, self.pieces = key, ""
+                self.open, self.pieces, self.sent = key, "", 0
                 # a step's samples are each shown whole as they come; the step then says which was kept
                 what = "feedback" if step.role == "feedback" else "draft"
                 self.streamed = (what, step.iteration) if step.sample is None else None
             self.pieces += step.text
-            return head + step.text
+            if step.role != "feedback":
+                return head + step.text
+            # a critique written as JSON is held back: its step sends it read as its fields
+            if typed_reply(self.pieces) is not False:
+                return head or None
+            sent, self.sent = self.sent, len(self.pieces)
+            return head + self.pieces[sent:]
         close = self._close()
         if isinstance(step, CallStep):  # a failed attempt, reported before its step's retry ends
             return close + (reasoning_text(step) or "")
@@ -233,7 +275,9 @@ class StreamedTrace:
         if isinstance(step, FeedbackStep) and streamed == ("feedback", step.iteration):
             fb = step.feedback
             score = f"({score_note(fb)})\n\n" if fb.total is not None else ""
-            read = feedback_text(fb)  # a typed (JSON) critique, streamed as written, then read as text
+            read = feedback_text(fb)  # a typed (JSON) critique, held back as written, is read as text
+            if typed_reply(self.pieces) is not False:  # nothing of it sent yet but its header
+                return f"{read.strip()}\n\n{score}"
             rest = self._rest(fb.text) if read == fb.text else f"Read as:\n{read.strip()}\n\n"
             return close + rest + score
         return close + (reasoning_text(step) or "")
@@ -327,7 +371,7 @@ class Completion:
             if isinstance(step, ResultStep):
                 result = step.result
                 if result.output is None:  # not even a first draft: the plain reply's 502, in-band
-                    yield error_event(f"the run produced no answer: {result.error}", "backend_error", "no_output")
+                    yield error_event(no_answer(result, decisions), "backend_error", "no_output")
                     break
                 said = trace.text(step) if self.reasoning_format != "none" else None
                 if said:  # the checks the output still fails, the trace's last word
@@ -343,6 +387,21 @@ class Completion:
             if text:
                 yield self.chunk(Delta(content=text) if think else Delta(reasoning_content=text))
         yield sse("[DONE]")
+
+
+# the request's option that bounds each budget a run can stop on before its first draft
+_BUDGET_OPTIONS = {StopReason.TIME_BUDGET: "max_seconds", StopReason.TOKEN_BUDGET: "max_total_tokens"}
+
+
+def no_answer(result: RunResult, decisions: list[DecisionStep]) -> str:
+    """Why a run returned no draft at all, in words: its error, else its stop and the stop's
+    detail (a budget spent before draft 0 has no error: it was a bare None), and which
+    option to raise when a budget stopped it."""
+    stop = next((d for d in reversed(decisions) if d.stop), None)
+    why = result.error or (stop.detail if stop is not None else "") or "no draft was made"
+    option = _BUDGET_OPTIONS.get(result.stop_reason)
+    hint = f"; give the run more room (selfrefine.{option}, capped by the server)" if option else ""
+    return f"the run produced no answer: it stopped ({result.stop_reason.value}) before a first draft: {why}{hint}"
 
 
 def sse(data: str) -> str:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
-from ..core.config import JsonSchema, Offer, RefineConfig, offers, spelled_once
+from ..core.config import Finite, JsonSchema, Offer, RefineConfig, offers, spelled_once
 from ..core.errors import ConfigError
 from ..core.structured import ANY_OBJECT
 from .reasoning import ReasoningFormat
@@ -130,7 +130,7 @@ class ChatCompletionRequest(BaseModel):
     messages: list[ChatMessageIn]
     stream: bool = False
     stream_options: StreamOptions | None = None
-    temperature: float | None = Field(default=None, ge=0)
+    temperature: Finite | None = Field(default=None, ge=0)
     seed: int | None = None
     max_tokens: int | None = Field(default=None, gt=0)
     max_completion_tokens: int | None = Field(default=None, gt=0)

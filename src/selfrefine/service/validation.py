@@ -5,11 +5,13 @@ closest name) and the names that are valid there."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..core.config import did_you_mean
 from .schemas import LoopOptions, RefineRequest
@@ -21,6 +23,35 @@ _STRICT: dict[tuple[str, ...], tuple[type[BaseModel], str]] = {
     ("options",): (LoopOptions, "option"),
     (): (RefineRequest, "field"),
 }
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parsed_body(model: type[M], body: bytes) -> M:
+    """A request body as ``model``, or the RequestValidationError FastAPI would raise for it
+    (the routes parse it themselves, in a thread: a body's validation, a JSON Schema's check
+    included, is CPU work the event loop must not do; service/offload.py)."""
+    if not body.strip():
+        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        error = {
+            "type": "json_invalid",
+            "loc": ("body", exc.pos),
+            "msg": "JSON decode error",
+            "ctx": {"error": exc.msg},
+        }
+        raise RequestValidationError([error], body=exc.doc) from None
+    except (RecursionError, UnicodeDecodeError) as exc:  # nested too deeply; not text (BodyLimit reads it first)
+        error = {"type": "json_invalid", "loc": ("body",), "msg": "JSON decode error", "ctx": {"error": str(exc)}}
+        raise RequestValidationError([error]) from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+        raise RequestValidationError(errors, body=data) from None
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..core.builtins import TASKS
 from ..core.errors import TaskError
 from ..engine.plugins import find_task, looks_like_path, task_entry_points
 from ..engine.task import Task
@@ -20,11 +21,13 @@ from .toxicity import Toxicity
 PAPER_TASKS: dict[str, type[Task]] = {
     cls.name: cls for cls in (Sentiment, Dialogue, CodeOpt, Readability, GSM8K, Acronym, CommonGen)
 }
-# built-in tasks beyond the paper's Table 1: the project page's other two (story generation,
-# toxicity removal), then the general chat task (the OpenAI-compatible endpoint's)
-EXTRA_TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (Story, Toxicity, Chat)}
-# every built-in task: the paper's seven, then the extras
-BUILTIN_TASKS: dict[str, type[Task]] = {**PAPER_TASKS, **EXTRA_TASKS}
+_CLASSES = {cls.name: cls for cls in (*PAPER_TASKS.values(), Story, Toxicity, Chat)}
+# every built-in task, as the one list of built-ins (selfrefine.core.builtins) orders them:
+# the paper's seven, then the project page's other two (story generation, toxicity removal),
+# then the general chat task (the OpenAI-compatible endpoint's)
+BUILTIN_TASKS: dict[str, type[Task]] = {name: _CLASSES[name] for name in TASKS}
+# built-in tasks beyond the paper's Table 1
+EXTRA_TASKS: dict[str, type[Task]] = {name: cls for name, cls in BUILTIN_TASKS.items() if name not in PAPER_TASKS}
 
 
 def task_names() -> list[str]:

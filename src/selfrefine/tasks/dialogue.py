@@ -14,6 +14,7 @@ measured by :class:`selfrefine.evaluation.judge.PairwiseJudge`.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -122,10 +123,11 @@ class Dialogue(Task):
         if not raw:
             raise FeedbackParseError("the model returned empty feedback")
         parsed = _parse_json(raw)
-        scores, reasons, stated = parsed if parsed is not None else _parse_text(raw)
+        scores, reasons, stated, unread = parsed if parsed is not None else _parse_text(raw)
         if len(scores) < MIN_ASPECTS:
+            said = f" ({'; '.join(unread[:3])})" if unread else ""
             raise FeedbackParseError(
-                f"only {len(scores)} of 10 aspects have a 1-3 score (need {MIN_ASPECTS}); "
+                f"only {len(scores)} of 10 aspects have a 1-3 score (need {MIN_ASPECTS}){said}; "
                 "write one 'Aspect: N - reason' line per aspect"
             )
         total = float(sum(scores.values()))
@@ -133,6 +135,8 @@ class Dialogue(Task):
         missing = [k for k in KEYS if k not in scores]
         if missing:
             fields["missing_aspects"] = missing
+        if unread:  # a score given but not read (NaN, infinity, off the scale): said, not dropped silently
+            fields["unread_scores"] = unread
         if reasons:
             fields["reasons"] = reasons
         if stated is not None and stated != total:
@@ -156,7 +160,10 @@ def _valid(value: Any) -> float | None:
     return number if number in (1.0, 2.0, 3.0) else None
 
 
-def _parse_json(raw: str) -> tuple[dict[str, float], list[str], float | None] | None:
+Parsed = tuple[dict[str, float], list[str], float | None, list[str]]  # scores, reasons, stated total, unread
+
+
+def _parse_json(raw: str) -> Parsed | None:
     parsed = json_aspect_ratings(raw, _key, _valid, cut_off_is_error=True)
     if parsed is None:
         return None  # no JSON, or text feedback that happens to contain braces
@@ -166,8 +173,33 @@ def _parse_json(raw: str) -> tuple[dict[str, float], list[str], float | None] | 
     norm = {_norm(k): v for k, v in data.items()}
     if isinstance(norm.get("reason"), str) and norm["reason"].strip():
         reasons.append(norm["reason"].strip())
+    unread = [_unread(key, value) for key, value in _rated(data) if key not in scores]
     stated = norm.get("total")
-    return scores, reasons, float(stated) if isinstance(stated, (int, float)) else None
+    if isinstance(stated, bool) or not isinstance(stated, (int, float)):
+        stated = None
+    elif not math.isfinite(stated):  # json reads NaN, Infinity and 1e999
+        unread.append(_unread("total", stated))
+        stated = None
+    return scores, reasons, None if stated is None else float(stated), unread
+
+
+def _rated(data: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The aspects a JSON critique rates, each once (its first mention), with the value given."""
+    found: dict[str, Any] = {}
+    for name, value in data.items():
+        key = _key(str(name))
+        if key is not None and key not in found:
+            found[key] = value.get("score") if isinstance(value, dict) else value
+    return list(found.items())
+
+
+def _unread(key: str, value: Any) -> str:
+    """Why a critique's score for ``key`` is not read, in words: "relevant: NaN is not a finite number"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        shown = "NaN" if math.isnan(value) else ("-" if value < 0 else "") + "infinity"
+        return f"{key}: {shown} is not a finite number"
+    shown = repr(value) if not isinstance(value, str) else repr(value[:40])
+    return f"{key}: {shown} is not a score of 1, 2 or 3"
 
 
 def _norm(name: str) -> str:
@@ -178,16 +210,18 @@ def _key(name: str) -> str | None:
     return _norm(name) if _norm(name) in KEYS else None
 
 
-def _parse_text(raw: str) -> tuple[dict[str, float], list[str], float | None]:
+def _parse_text(raw: str) -> Parsed:
     scores: dict[str, float] = {}
     reasons: list[str] = []
+    unread: list[str] = []
     for key, pattern in _PATTERNS.items():
         match = pattern.search(raw)
         number = _valid(match.group(1)) if match else None
         if number is None:
+            unread += [f"{key}: {match.group(1)[:12]} is not a score of 1, 2 or 3"] if match else []
             continue
         scores[key] = number
         if match.group(2).strip():
             reasons.append(f"{key}: {match.group(2).strip()}")
     total = _TOTAL.search(raw)
-    return scores, reasons, float(total.group(1)) if total else None
+    return scores, reasons, float(total.group(1)) if total else None, unread

@@ -49,6 +49,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
+from ..core.config import Finite
 from ..core.errors import TaskError, TaskFileError
 from ..engine.checks import Checks
 from ..engine.instructions import InstructionChecks
@@ -63,7 +64,7 @@ class StopSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     contains: str | list[str] | None = None  # whole words, never negated ("not done" is no stop)
     matches: str | list[str] | None = None  # regular expressions, taken as written
-    score_at_least: float | None = None
+    score_at_least: Finite | None = None
 
 
 # a task file's ``checks:``: the mapping of regexes and counts (engine/checks.py), or a list of
@@ -72,6 +73,14 @@ class StopSpec(BaseModel):
 CheckSpec = Annotated[
     Annotated[Checks, Tag("mapping")] | Annotated[list[dict[str, Any]], Tag("list")],
     Discriminator(lambda value: "list" if isinstance(value, list) else "mapping"),
+]
+
+
+# a temperature for every role, or {role: temperature}; which one is read from the value's
+# shape, so an error names the key and not both forms
+PerRoleTemperature = Annotated[
+    Annotated[Finite, Tag("number")] | Annotated[dict[str, Finite], Tag("per role")],
+    Discriminator(lambda value: "per role" if isinstance(value, dict) else "number"),
 ]
 
 
@@ -88,7 +97,7 @@ class TaskSpec(BaseModel):
     stop: StopSpec | None = None
     max_iterations: int | None = Field(default=None, ge=0)
     generic_feedback: str | None = None
-    temperature: float | dict[str, float] | None = None
+    temperature: PerRoleTemperature | None = None
     max_tokens: int | dict[str, int] | None = None
     feedback_schema: dict[str, Any] | None = None
     stop_sequences: list[str] | dict[str, list[str]] | None = None
@@ -185,7 +194,7 @@ def _read_yaml(p: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except RecursionError:  # the YAML composer recurses once per level
-        raise TaskFileError(_too_deep(p)) from None
+        raise TaskFileError(_too_deep(f"task file {p}")) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -193,44 +202,44 @@ def _read_yaml(p: Path) -> dict[str, Any]:
         raise TaskFileError(f"task file {p} is not valid YAML{where}: {problem}") from None
     if not isinstance(data, dict):
         raise TaskFileError(f"task file {p} must be a YAML mapping with keys name, generate, feedback, refine")
-    _check_shape(data, p)
+    check_shape(data, f"task file {p}")
     return data
 
 
-def _too_deep(p: Path) -> str:
+def _too_deep(what: str) -> str:
     return (
-        f"task file {p} is nested more than {MAX_NESTING} levels deep; flatten its lists and "
-        "mappings (e.g. feedback_schema)"
+        f"{what} is nested more than {MAX_NESTING} levels deep; flatten its lists and mappings (e.g. feedback_schema)"
     )
 
 
-def _check_shape(data: Any, p: Path) -> None:
+def check_shape(data: Any, what: str) -> None:
     """No deeper than MAX_NESTING (validation, templates and grammars recurse) and no more
-    than MAX_NODES values once YAML aliases are expanded (a loop: no recursion to overflow)."""
+    than MAX_NODES values once YAML aliases are expanded (a loop: no recursion to overflow);
+    a TaskFileError naming ``what`` (the file: a task file, a ``--json-schema`` file) otherwise."""
     todo, visited = [(data, 1)], 0
     while todo:
         node, level = todo.pop()
         if not isinstance(node, (dict, list)):
             continue
         if level > MAX_NESTING:  # also ends a self-referencing alias
-            raise TaskFileError(_too_deep(p))
+            raise TaskFileError(_too_deep(what))
         visited += len(node)
         if visited > MAX_NODES:
             raise TaskFileError(
-                f"task file {p} expands to more than {MAX_NODES:,} values (YAML aliases?); write it out without aliases"
+                f"{what} expands to more than {MAX_NODES:,} values (YAML aliases?); write it out without aliases"
             )
         todo.extend((child, level + 1) for child in (node.values() if isinstance(node, dict) else node))
 
 
 _SECTIONS: dict[str, type[BaseModel]] = {"stop": StopSpec, "checks": Checks}
-_BRANCHES = ("mapping", "list")  # CheckSpec's forms, left out of the keys an error names
+_BRANCHES = ("mapping", "list", "number", "per role")  # the tagged unions' forms, left out of the keys an error names
 
 
 def _describe(exc: ValidationError) -> str:
     messages = []
     for err in exc.errors():
         loc = err["loc"]
-        if loc[:1] == ("checks",) and loc[1:2] and loc[1] in _BRANCHES:
+        if loc[:1] in (("checks",), ("temperature",)) and loc[1:2] and loc[1] in _BRANCHES:
             loc = (loc[0], *loc[2:])
         key = ".".join(str(p) for p in loc) or "(top level)"
         if err["type"] == "missing":

@@ -16,14 +16,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
 
-from ...core.config import RefineConfig
 from ...core.records import CallRecord, Feedback, Iteration
 from ..context import RunContext
-from ..settings import Settings, check_sampling
+from ..settings import Settings, StrategyRules
 from ..stopping import Stop
-from ..task import Task
 
 
 @dataclass(frozen=True)
@@ -74,25 +71,12 @@ class Drafter(ABC):
         """Before the run's result is made (the returned draft is chosen after)."""
 
 
-class Strategy(ABC):
+class Strategy(StrategyRules, ABC):
     """A way to spend a run's calls, chosen by name (``strategy=NAME``, ``--strategy NAME``)
-    and registered in the ``selfrefine.strategies`` entry-point group
-    (:mod:`.registry`): what it needs of the options and the task, and the drafter each run
-    gets. A subclass is instantiated with no arguments."""
-
-    name: ClassVar[str]
-    summary: ClassVar[str] = ""  # one line for help texts
-
-    def several(self, config: RefineConfig) -> bool:
-        """Whether its steps sample several drafts (then chosen by the task's verifier or
-        judge, and on an answer task by votes); default: ``samples`` > 1."""
-        return config.samples > 1
-
-    def check(self, config: RefineConfig, task: Task) -> None:
-        """Raise ConfigError for options or a task it cannot run (default: several samples
-        need a verifier or judge, and sampling)."""
-        if self.several(config):
-            check_sampling(f"samples {config.samples}", config, task)
+    and registered in the ``selfrefine.strategies`` group (:mod:`.registry`): what it needs of
+    the options and the task (``several``, ``check``, ``needs_verification``: the rules
+    :class:`~selfrefine.engine.settings.StrategyRules` states with their defaults), and the
+    drafter each run gets. A subclass is instantiated with no arguments."""
 
     @abstractmethod
     def drafter(self, settings: Settings) -> Drafter:

@@ -26,7 +26,7 @@ class OneDraft(Drafter):
     async def accept(self, run: RunContext, parent: Iteration, new: Iteration) -> Acceptance:
         settings = run.settings
         unchanged = same_text(new.draft, parent.draft)
-        if settings.verify_every_draft:
+        if run.verify_every_draft:
             check = await run.verify(new.index)
             old = run.board.of_iteration(parent.index)
             if settings.accept == "not_worse" and not unchanged and settings.judge.on and code_ties(check, old):

@@ -1,6 +1,7 @@
-"""Strategies by name: every strategy, built-in or a third party's, is an entry point in the
-group ``selfrefine.strategies`` (``name = "package.module:StrategyClass"``), as tasks and
-backends are. A new strategy is one module: a :class:`~.base.Strategy` subclass and the
+"""Strategies by name: every strategy, built-in or a third party's, is a plugin of the group
+``selfrefine.strategies`` (``name = "package.module:StrategyClass"``), as tasks and backends
+are: the built-ins registered in-process (:mod:`selfrefine.core.builtins`), a third party's
+by an entry point of its package. A new strategy is one module: a :class:`~.base.Strategy` subclass and the
 :class:`~.base.Drafter` it makes, registered by its package; the engine finds it by the
 name a run gives (``strategy="NAME"``, ``--strategy NAME``, ``"strategy": "NAME"``).
 """
@@ -10,11 +11,12 @@ from __future__ import annotations
 import difflib
 import importlib.metadata
 
-from ...core.entrypoints import entry_points
+from ...core.builtins import STRATEGIES_GROUP
+from ...core.entrypoints import entry_points, registered
 from ...core.errors import ConfigError
 from .base import Strategy
 
-STRATEGIES_GROUP = "selfrefine.strategies"
+__all__ = ["STRATEGIES_GROUP", "find_strategy", "strategy_entry_points", "strategy_names"]
 
 
 def strategy_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
@@ -23,10 +25,10 @@ def strategy_entry_points() -> dict[str, importlib.metadata.EntryPoint]:
 
 
 def strategy_names() -> tuple[str, ...]:
-    """The registered strategies' names, the built-in ones first."""
-    builtin = ("fixed", "auto")
-    names = list(strategy_entry_points())
-    return tuple(sorted(names, key=lambda n: (builtin.index(n) if n in builtin else len(builtin), n)))
+    """The registered strategies' names: those registered in-process (the built-ins first),
+    then the entry points' in name order."""
+    first = registered(STRATEGIES_GROUP)
+    return (*first, *sorted(set(strategy_entry_points()) - set(first)))
 
 
 def find_strategy(name: str) -> Strategy:
@@ -34,11 +36,6 @@ def find_strategy(name: str) -> Strategy:
     registered = strategy_entry_points()
     if name not in registered:
         valid = list(strategy_names())
-        if not valid:
-            raise ConfigError(
-                f"unknown strategy {name!r}: no strategy is registered; install selfrefine (pip install -e .) "
-                "so that its entry points exist"
-            )
         close = difflib.get_close_matches(name, valid, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(f"unknown strategy {name!r}{hint}; strategies: {', '.join(valid)}")

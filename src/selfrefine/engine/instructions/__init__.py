@@ -10,6 +10,8 @@ answers, the response's language. A task file's regexes are checks too (``regex`
 :func:`from_checks` states a task file's ``checks:`` in this vocabulary.
 
 - :func:`parse_checks` validates a list of checks (a TaskError naming the first problem);
+  :func:`build_checks` builds each on its own, for checks read from a request: one that
+  cannot be built is dropped with its reason, never failing the others;
 - :func:`checks_schema` is the compact JSON schema of such a list, for decoding a model's
   checks under a grammar (``regex`` left out: a request's checks are never regexes);
 - each check's ``check(text)`` gives an :class:`Outcome`: passed, and a finding that says what
@@ -32,11 +34,12 @@ from typing import Annotated, Any, Union
 from pydantic import Field, TypeAdapter, ValidationError
 
 from ...core.errors import TaskError
-from ...core.records import Verification
+from ...core.records import DroppedCheck, Verification
+from ...core.saferegex import within_budget
 from .base import MAX_CHECK_CHARS, Instruction, Outcome, Relation
 from .counts import CapitalWords, Count, LetterFrequency, ParagraphStart, WordFrequency
 from .form import Case, EndsWith, Json, Language, OneOf, Postscript, Quoted, StartsWith, Title, TwoResponses
-from .words import ForbiddenChars, ForbiddenWords, Keywords, Regex
+from .words import REGEX_FLAGS, ForbiddenChars, ForbiddenWords, Keywords, Regex
 
 __all__ = [
     "CHECK_TYPES",
@@ -65,9 +68,11 @@ __all__ = [
     "Title",
     "TwoResponses",
     "WordFrequency",
+    "build_checks",
     "checks_schema",
     "from_checks",
     "parse_checks",
+    "regexes",
     "schema_size",
 ]
 
@@ -89,12 +94,43 @@ def parse_checks(data: Any) -> list[Instruction]:
     if not isinstance(data, Sequence) or len(data) > MAX_CHECKS:
         raise TaskError(f"checks are a list of at most {MAX_CHECKS} mappings, each with a type")
     try:
-        return _CHECKS.validate_python(list(data))
+        checks = _CHECKS.validate_python(list(data))
     except ValidationError as exc:
         raise TaskError(_first_problem(exc)) from None
+    try:  # each regex is bounded alone; all of them search each draft, so together too
+        within_budget(regexes(checks), "regex checks")
+    except ValueError as exc:
+        raise TaskError(str(exc)) from None
+    return checks
 
 
-def _first_problem(exc: ValidationError) -> str:
+def regexes(checks: Sequence[Instruction]) -> list[tuple[str, int]]:
+    """The regexes of ``checks``, each with the flags it searches with (for
+    :func:`selfrefine.core.saferegex.within_budget`)."""
+    return [(c.pattern, REGEX_FLAGS) for c in checks if isinstance(c, Regex)]
+
+
+def build_checks(data: Sequence[Any], limit: int = MAX_CHECKS) -> tuple[list[Instruction], list[DroppedCheck]]:
+    """Checks read from a request (its wording, or the model's list), each built on its own:
+    one that cannot be built is dropped with its reason ("nth: Input should be greater than or
+    equal to 1"), and past the first ``limit`` that can, the rest are dropped as too many."""
+    kept: list[Instruction] = []
+    dropped: list[DroppedCheck] = []
+    for item in data:
+        shown = item if isinstance(item, dict) else {"value": repr(item)[:200]}
+        try:
+            [check] = _CHECKS.validate_python([item])
+        except ValidationError as exc:
+            dropped.append(DroppedCheck(check=shown, reason=_first_problem(exc, labelled=False)))
+            continue
+        if len(kept) < limit:
+            kept.append(check)
+        else:
+            dropped.append(DroppedCheck(check=shown, reason=f"more than {limit} checks: the first {limit} are kept"))
+    return kept, dropped
+
+
+def _first_problem(exc: ValidationError, *, labelled: bool = True) -> str:
     first = exc.errors()[0]
     where = list(first["loc"])
     index = where.pop(0) if where and isinstance(where[0], int) else None
@@ -107,6 +143,8 @@ def _first_problem(exc: ValidationError) -> str:
         "extra_forbidden": "is not an argument of this check",
     }.get(first["type"], first["msg"].removeprefix("Value error, "))
     field = ".".join(str(p) for p in where)
+    if not labelled:  # one check on its own: its kind and the field at fault
+        return f"{kind + ': ' if kind else ''}{field + ': ' if field else ''}{message}"
     label = f"check {index + 1}" + (f" ({kind})" if kind else "") if index is not None else "checks"
     return f"{label}: {field + ': ' if field else ''}{message}"
 
@@ -151,6 +189,10 @@ class InstructionChecks:
         self.checks = list(checks) if all(isinstance(c, Instruction) for c in checks) else parse_checks(checks)
         if not self.checks:
             raise TaskError("no checks given: declare at least one")
+
+    def regexes(self) -> list[tuple[str, int]]:
+        """Its regexes, each with its flags."""
+        return regexes(self.checks)
 
     def outcomes(self, draft: str) -> list[Outcome]:
         return [check.check(draft) for check in self.checks]

@@ -31,7 +31,8 @@ class Instruction(BaseModel):
     """One checkable instruction. Subclasses declare ``type`` (the discriminator) and their
     arguments, and implement ``_problem`` (the finding, or None) and ``describe``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: a number is a number ("40" is not 40, and true is not 1), said naming the key
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     def check(self, text: str) -> Outcome:
         """Whether ``text`` follows the instruction, and if not, what to change."""

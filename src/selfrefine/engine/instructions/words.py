@@ -11,6 +11,7 @@ from ...core.saferegex import MAX_REGEX_CHARS, bounded, shown
 from ...core.wording import plural
 from .base import Instruction, quoted
 
+REGEX_FLAGS = re.MULTILINE  # a regex check's: ^ and $ match at each line
 Word = Annotated[str, StringConstraints(min_length=1, max_length=60, pattern=r"\S")]  # a word or a short phrase
 
 
@@ -91,13 +92,13 @@ class Regex(Instruction):
     @field_validator("pattern")
     @classmethod
     def _bounded(cls, pattern: str) -> str:
-        bounded(pattern, re.MULTILINE)  # a ValueError naming the pattern when it is unsafe or invalid
+        bounded(pattern, REGEX_FLAGS)  # a ValueError naming the pattern when it is unsafe or invalid
         return pattern
 
     def _problem(self, text: str) -> str | None:
         if len(text) > MAX_REGEX_CHARS:
             return f"is {len(text):,} characters; the regex checks read at most {MAX_REGEX_CHARS:,}"
-        hit = bounded(self.pattern, re.MULTILINE).search(text)
+        hit = bounded(self.pattern, REGEX_FLAGS).search(text)
         where = "check must_match" if self.present else "check must_not_match"
         if self.present:
             return None if hit else regex_finding(" ".join(self.says.split()), True, where)
