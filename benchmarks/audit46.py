@@ -65,6 +65,21 @@ DERIVED = {
     "70-char keyword": 'Write a sentence that includes the keyword "' + "k" * 70 + '".',
     "40 instructions": "Write a story. " + " ".join(f"Use the word w{i} at least {i + 1} times." for i in range(40)),
 }
+BEFORE = {  # the issue's figures on c3793c2 (its audit, or this script's stream there)
+    "1.": "77.8 s, /health 9.0 s",
+    "2.": "21.6 s, /health 22.9 s",
+    "3.": "12-17 s, /health 6.5 s",
+    "3b": "/health median 13.7 s, max 113.8 s",
+    "4.": "58.3 s, /health 15.7 s",
+    "5.": "29 of 30 got nothing in 40 s; /health > 30 s",
+    "6.": "36 s of CPU in the next 52 s",
+    "7.": "500 task_failed",
+    "8.": "500 RecursionError",
+    "8b": "500 RecursionError",
+    "9.": "accepted (openai: dies later)",
+    "10": '502 "no answer: None"',
+    "19": "first progress after the 20 s call; silences of 20 s (here: none in 30 s, then a read timeout)",
+}
 LANGUAGES = ["en", "de", "fr", "es", "it", "nl", "pt", "sv"]
 
 
@@ -295,7 +310,7 @@ def disconnect(server: Server) -> Row:
     note += f"(idle server: {idle:.2f} s in 2 s); " + (
         f"running 0 after {freed:.1f} s" if freed is not None else "running still > 0 after 5 s"
     )
-    row = Row("client leaves mid-run (8 x 32 checks)", [499], end - start, server.health_max(start, end), note)
+    row = Row("6. client leaves mid-run (8 x 32 checks)", [499], end - start, server.health_max(start, end), note)
     row.extra_bars.append(("CPU after leaving < 1 s", spent < 1.0))
     print(f"{row.payload:42} {'left':14} {row.seconds:7.1f} s  /health max {row.health:5.2f} s  {note}")
     return row
@@ -333,7 +348,7 @@ def stream(server: Server, seconds: float) -> Row:
     kinds = {k: sum(1 for _, x in events if x == k) for k in ("role", "comment", "reasoning", "content")}
     time.sleep(0.3)
     note = f"first progress {first:.2f} s, longest silence {silence:.2f} s over {end - start:.0f} s; events {kinds}"
-    row = Row("stream, every model call 20 s", [status], end - start, server.health_max(start, end), note)
+    row = Row("19. stream, every model call 20 s", [status], end - start, server.health_max(start, end), note)
     row.extra_bars += [
         (f"first progress <= {FIRST_BAR} s", first <= FIRST_BAR),
         ("silence <= 12 s", silence <= SILENCE_BAR),
@@ -388,11 +403,58 @@ def payloads(server: Server) -> list[Row]:
             )
         ],
     )
-    add("10. max_seconds 1e-320", [_chat(CHAT, "dog, ball", {"max_seconds": 1e-320})])
     nan_top = json.dumps(_chat(CHAT, "rain", {"max_iterations": 0}, temperature=float("nan"))).encode()
     nan_opt = json.dumps(_chat(CHAT, "rain", {"max_iterations": 0, "temperature": float("nan")})).encode()
     add("9. NaN temperature (top level, selfrefine)", [nan_top, nan_opt])
+    add("10. max_seconds 1e-320", [_chat(CHAT, "dog, ball", {"max_seconds": 1e-320})])
     del url
+    return rows
+
+
+BOMB = (
+    "a: &a [x,x,x,x,x,x,x,x,x]\n"
+    + "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+    + "enum: *i\n"
+)  # 9**9 values from ~400 bytes
+NAN_TASK = 'name: nan\ngenerate: "Write {{ input }}."\nfeedback: "Rate {{ draft }}"\nrefine: "Better {{ draft }}"\n'
+
+
+def cli_checks(folder: Path) -> list[tuple[str, int, float, str, bool]]:
+    """The CLI's side of items 8, 9, 11 and 12: (what, exit code, seconds, its one line, held)."""
+    folder.mkdir(parents=True)
+    (folder / "loop.json").write_text(json.dumps(LOOP))
+    (folder / "bomb.yaml").write_text(BOMB)
+    (folder / "nan.yaml").write_text(NAN_TASK + "temperature: .nan\n")
+    (folder / "inf.yaml").write_text(NAN_TASK + "stop:\n  score_at_least: .inf\n")
+    (folder / "d.txt").write_text("rain\nsnow\n")
+    (folder / "runs" / "x").mkdir(parents=True)
+    target = folder / "target.txt"
+    target.write_text("KEEP")
+    (folder / "runs" / "x" / "lock").symlink_to(target)
+    cases = [
+        ("run --json-schema with a $ref loop", ["run", "chat", "JSON.", "--json-schema", "loop.json"]),
+        ("run --json-schema with a 400-byte YAML alias bomb", ["run", "chat", "JSON.", "--json-schema", "bomb.yaml"]),
+        ("run a task file with temperature: .nan", ["run", "nan.yaml", "rain"]),
+        ("run a task file with score_at_least: .inf", ["run", "inf.yaml", "rain"]),
+        ("eval into a folder with a planted lock symlink", ["eval", "chat", "--data", "d.txt", "--out", "runs/x"]),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HOME": str(folder), "TMPDIR": str(folder)}
+    rows = []
+    for what, args in cases:
+        started = time.time()
+        done = subprocess.run(
+            [sys.executable, "-m", "selfrefine", *args, "--model", "fake"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        output = (done.stdout + done.stderr).strip()
+        line = [x for x in output.splitlines() if x.startswith("Error")][-1:] or output.splitlines()[-1:] or [""]
+        held = done.returncode != 0 and "Traceback" not in output and target.read_text() == "KEEP"
+        rows.append((what, done.returncode, time.time() - started, line[0][:200], held))
+        print(f"{what:50} exit {done.returncode} {rows[-1][2]:5.1f} s  {line[0][:100]}")
     return rows
 
 
@@ -426,10 +488,19 @@ def _fmt(row: Row) -> str:
     ]
     verdict = ("held" if row.held else "**broke**") + " (" + "; ".join(bars) + ")"
     note = row.note.replace("|", "/")
-    return f"| {row.payload} | {row.status} | {row.seconds:.1f} | {row.health:.2f} | {verdict} | {note} |"
+    before = BEFORE.get(row.payload[:2], "")
+    return f"| {row.payload} | {before} | {row.status} | {row.seconds:.1f} | {row.health:.2f} | {verdict} | {note} |"
 
 
-def report(rows: list[Row], outside: list[str], inside: list[str], command: str, load: str, out: Path | None) -> None:
+def report(
+    rows: list[Row],
+    clis: list[tuple[str, int, float, str, bool]],
+    outside: list[str],
+    inside: list[str],
+    command: str,
+    load: str,
+    out: Path | None,
+) -> None:
     lines = [
         "# Issue 46, Done when: the audit's payloads against main",
         "",
@@ -440,12 +511,26 @@ def report(rows: list[Row], outside: list[str], inside: list[str], command: str,
         "folder (its cwd, TMPDIR, HOME); /health polled every 0.25 s by a process of its own; the stream on a second "
         "server whose fake model takes 20 s for every call",
         "",
-        "| payload | status | seconds | /health max (s) | verdict | what the reply said |",
-        "|---|---|---|---|---|---|",
+        "| payload | c3793c2 (the issue) | status | seconds | /health max (s) | verdict | what the reply said |",
+        "|---|---|---|---|---|---|---|",
         *(_fmt(r) for r in rows),
         "",
+        "The CLI (`--model fake`, in the run folder; held: a one-line error, no traceback, the lock's target untouched):",
+        "",
+        "| command | exit | seconds | what it said | verdict |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {w} | {rc} | {sec:.1f} | {said.replace('|', '/')} | {'held' if ok else '**broke**'} |"
+            for w, rc, sec, said, ok in clis
+        ),
+        "",
         f"Written outside the run folder (repository, home): {', '.join(outside) if outside else 'nothing'}. "
-        f"Written by the servers inside it (cwd, TMPDIR, HOME): {', '.join(inside) if inside else 'nothing'}.",
+        f"Written by the servers and the CLI inside it (cwd, TMPDIR, HOME): {', '.join(inside) if inside else 'nothing'}.",
+        "",
+        "Every server and CLI process here runs with its cwd, HOME and TMPDIR in the run folder, so a write through "
+        "them lands inside it; the machine is shared, so a file listed as outside may be another process's "
+        "(helpers' browser and dataset tests write ~/.config/chromium, ~/.cache/dconf, ~/.cache/huggingface: a process "
+        "whose HOME is /root, not one of these).",
         "",
     ]
     text = "\n".join(lines)
@@ -484,12 +569,14 @@ def main() -> None:
                 rows.insert(6, disconnect(server))
         with serving(folder / "b", "slow", SLOW_REPLIES) as server:
             rows.append(stream(server, args.stream_seconds))
+        clis = [] if args.only_stream else cli_checks(folder / "cli")
         outside = written_outside(since, folder)
-        ours = {"replies.json", "hostile.yaml", "serve.log", "slow.log", "leaving.log"}
+        ours = {"replies.json", "hostile.yaml", "serve.log", "slow.log", "leaving.log", "target.txt", "lock"}
+        ours |= {"loop.json", "bomb.yaml", "nan.yaml", "inf.yaml", "d.txt"}  # the CLI's inputs
         inside = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name not in ours)
         inside = [p for p in inside if not p.endswith("-health.txt")]
     command = "PYTHONPATH=src .venv/bin/python benchmarks/audit46.py " + " ".join(sys.argv[1:])
-    report(rows, outside, inside, command, (load_before, _uptime()), args.out)
+    report(rows, clis, outside, inside, command, (load_before, _uptime()), args.out)
 
 
 if __name__ == "__main__":
