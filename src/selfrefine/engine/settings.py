@@ -180,8 +180,9 @@ class ChecksPolicy:
 
     @classmethod
     def of(cls, config: RefineConfig, task: Task, response_model: Any = None) -> ChecksPolicy:
+        """The run's checks, parsed and bounded: once per engine (``Settings.resolve``)."""
         defaults = task.declared.defaults
-        derive = config.derive_checks if config.derive_checks is not None else defaults.derive_checks
+        derive = _derives(config, task)
         schema = SchemaCheck.of(config.json_schema, response_model) if config.json_schema is not None else None
         given = given_checks(config.checks)
         within_run_budget(task.declared.regexes(), config.stop_matches, given)
@@ -191,6 +192,17 @@ class ChecksPolicy:
     def on(self) -> bool:
         """Whether the run checks its drafts besides the task's own verifier."""
         return bool(self.given) or self.derive or self.schema is not None
+
+    @staticmethod
+    def asked(config: RefineConfig, task: Task) -> bool:
+        """What :attr:`on` will say, read from the options without parsing the checks (a bad
+        one is refused when :meth:`of` parses them): answering yes/no reparsed them each time."""
+        return bool(config.checks) or _derives(config, task) or config.json_schema is not None
+
+
+def _derives(config: RefineConfig, task: Task) -> bool:
+    """Whether checks are derived from the request: the run's option over the task's default."""
+    return config.derive_checks if config.derive_checks is not None else task.declared.defaults.derive_checks
 
 
 @dataclass(frozen=True)
@@ -291,7 +303,7 @@ def ranks(config: RefineConfig, task: Task) -> bool:
 def verifies(config: RefineConfig, task: Task) -> bool:
     """Whether code checks the run's drafts: the task's verifier, or checks given with the run
     or derived from its request."""
-    return task.has_verifier or ChecksPolicy.of(config, task).on
+    return task.has_verifier or ChecksPolicy.asked(config, task)
 
 
 def with_task_verifier_mode(config: RefineConfig, task: Task) -> RefineConfig:
