@@ -44,3 +44,18 @@ def test_a_bad_check_is_still_refused_before_any_call(parses):
             checks=[{"type": "count", "unit": "words", "relation": "at most", "n": -1}],
         )
     assert parses == [1]
+
+
+def test_each_run_holds_the_engines_checks_and_states_them(parses):
+    from selfrefine.engine.refinement import Refinement
+
+    backend = FakeBackend({"generate": ["A short answer."]})
+    engine = SelfRefine(get_task("chat"), backend, checks=CHECKS, derive_checks=False, max_iterations=0)
+    runs = [Refinement(engine.task, engine.settings, engine.backends, text) for text in ("one", "two")]
+    assert all(run.state.checks.policy is engine.settings.checks for run in runs)  # held, not copied
+    assert all(run.state.checks.given is engine.settings.checks.given for run in runs)
+    result = engine.run("Say something.")
+    assert [c.source for c in result.checks] == ["given", "given"] and result.fails == []
+    assert parses == [2]  # a run parses nothing: it holds what the engine parsed
+    engine.run("Say more.")
+    assert parses == [2]

@@ -16,8 +16,7 @@ from ..core.config import DEFAULT_MAX_ITERATIONS, RefineConfig
 from ..core.errors import ConfigError
 from ..core.records import ROLES, Role, RunConfig
 from ..core.structured import checked_schema
-from .instructions import Instruction
-from .run_checks import SchemaCheck, given_checks, within_run_budget
+from .run_checks import ChecksPolicy
 from .task import Task
 
 
@@ -165,44 +164,6 @@ class JudgePolicy:
     def of(cls, config: RefineConfig, task: Task, votes: bool) -> JudgePolicy:
         available = config.judging and task.has_judge
         return cls(on=available and not votes, available=available)
-
-
-@dataclass(frozen=True)
-class ChecksPolicy:
-    """The run's checks besides the task's own (:mod:`.run_checks`): the ones given with it,
-    parsed, and whether more are derived from the request (:mod:`.derivation`) and from
-    which of its texts."""
-
-    given: tuple[Instruction, ...]
-    derive: bool
-    source: str  # "input" (the request itself) or "prompt" (the rendered generate prompt)
-    schema: SchemaCheck | None = None  # the JSON Schema the drafts must validate against
-
-    @classmethod
-    def of(cls, config: RefineConfig, task: Task, response_model: Any = None) -> ChecksPolicy:
-        """The run's checks, parsed and bounded: once per engine (``Settings.resolve``)."""
-        defaults = task.declared.defaults
-        derive = _derives(config, task)
-        schema = SchemaCheck.of(config.json_schema, response_model) if config.json_schema is not None else None
-        given = given_checks(config.checks)
-        within_run_budget(task.declared.regexes(), config.stop_matches, given)
-        return cls(given=given, derive=derive, source=defaults.checks_from, schema=schema)
-
-    @property
-    def on(self) -> bool:
-        """Whether the run checks its drafts besides the task's own verifier."""
-        return bool(self.given) or self.derive or self.schema is not None
-
-    @staticmethod
-    def asked(config: RefineConfig, task: Task) -> bool:
-        """What :attr:`on` will say, read from the options without parsing the checks (a bad
-        one is refused when :meth:`of` parses them): answering yes/no reparsed them each time."""
-        return bool(config.checks) or _derives(config, task) or config.json_schema is not None
-
-
-def _derives(config: RefineConfig, task: Task) -> bool:
-    """Whether checks are derived from the request: the run's option over the task's default."""
-    return config.derive_checks if config.derive_checks is not None else task.declared.defaults.derive_checks
 
 
 @dataclass(frozen=True)
