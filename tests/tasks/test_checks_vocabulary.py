@@ -96,6 +96,7 @@ def test_the_mapping_keys_spell_the_instruction_kinds():
         )
     ]
     assert checks.count() == 8
+    assert checks == Checks.parse(checks.model_dump()) != Checks(max_words=8)  # a mapping is its keys' values
     # a regex without its rule in words is still named by its key and place
     found = Checks(must_match=["^A", "^B"])("in", "A")
     assert found.text == "does not have the required form (check must_match 2)" and found.score == 1 / 2

@@ -194,7 +194,9 @@ class Checks(BaseModel):
     min_lines: Bound | None = None  # lines with something on them
     max_lines: Bound | None = None
     required_words: list[Word] = Field(default_factory=list)  # whole words, any case
-    _held: InstructionChecks | None = PrivateAttr(default=None)  # the checks these keys spell, built once
+    # the checks these keys spell, built once when it is validated (a tuple of records: equal
+    # mappings stay equal); model_copy(update=...) skips validation: make a new Checks instead
+    _held: tuple[Instruction, ...] = PrivateAttr(default=())
 
     @field_validator("must_match", "must_not_match", "required_words", mode="before")
     @classmethod
@@ -222,10 +224,9 @@ class Checks(BaseModel):
             low, high = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if low is not None and high is not None and low > high:
                 raise ValueError(f"min_{what} {low} is more than max_{what} {high}")
-        stated = from_checks(self)
-        if not stated:
+        self._held = tuple(from_checks(self))
+        if not self._held:
             raise ValueError("no checks given: declare at least one of " + ", ".join(type(self).model_fields))
-        self._held = InstructionChecks(stated)
         return self
 
     @classmethod
@@ -247,9 +248,9 @@ class Checks(BaseModel):
         return list(self._stated().checks)
 
     def _stated(self) -> InstructionChecks:
-        if self._held is None:  # model_construct skips the validator that builds them
-            self._held = InstructionChecks(from_checks(self))
-        return self._held
+        if not self._held:  # model_construct skips the validator that builds them
+            self._held = tuple(from_checks(self))
+        return InstructionChecks(self._held)  # checked by the list form's code
 
     def regexes(self) -> list[tuple[str, int]]:
         """Its regexes, each with its flags (for :func:`selfrefine.core.saferegex.within_budget`)."""
