@@ -191,7 +191,8 @@ def test_a_task_files_mapping_counts_characters_too():
     from selfrefine.engine.instructions import InstructionChecks, from_checks
 
     checks = Checks(max_chars=50, min_chars=5)
-    assert checks("in", "x" * 51).text == "needs 5 to 50 characters, has 51" and checks("in", "Fix it").passed
+    assert checks("in", "x" * 51).text == "needs at most 50 characters (letters, spaces and punctuation), has 51"
+    assert checks("in", "Fix it").passed and checks("in", "x" * 51).score == 1 / 2
     stated_checks = InstructionChecks(from_checks(checks))
     assert [c.describe() for c in stated_checks.checks] == [
         "at least 5 characters (letters, spaces and punctuation)",

@@ -108,8 +108,13 @@ def test_yaml_checks_pick_the_sample_and_reject_a_worse_refinement_from_the_cli(
     first, attempt = data["iterations"]
     assert [c["chosen"] for c in first["candidates"]] == [False, True]
     lost = first["candidates"][0]["verification"]
-    assert lost["score"] == 0 and "needs 3 lines, has 1" in lost["text"] and "found 'Sorry'" in lost["text"]
-    assert first["verification"] == {"text": "needs 3 lines, has 2", "passed": False, "score": 2 / 3, "answer": None}
+    assert lost["score"] == 0 and "needs exactly 3 lines, has 1" in lost["text"] and "found 'Sorry'" in lost["text"]
+    assert first["verification"] == {
+        "text": "needs exactly 3 lines, has 2",
+        "passed": False,
+        "score": 2 / 3,
+        "answer": None,
+    }
     assert attempt["accepted"] is False  # 1/3 and 1/3 after 2/3: rejected
     assert data["output"] == "The moon on the lake\nripples in the night"
 
@@ -164,6 +169,7 @@ def test_findings_say_what_failed():
 
     checks = Checks(min_lines=3, max_lines=3, min_words=2, max_words=5, required_words=["Lumo", "lamp"])
     found = checks("in", "lumo\nlamps\nglow\nbright")
-    assert found.text == "needs 3 lines, has 4; needs the word 'lamp'" and found.score == pytest.approx(2 / 4)
+    # five checks: a line count (equal bounds: exactly), two word bounds, two words
+    assert found.text == "needs exactly 3 lines, has 4; needs the word 'lamp'" and found.score == pytest.approx(3 / 5)
     assert Checks(max_words=1)("in", "a b").text == "needs at most 1 word, has 2"
     assert Checks(min_words=3)("in", "a b").text == "needs at least 3 words, has 2"

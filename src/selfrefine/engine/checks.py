@@ -21,15 +21,16 @@ import math
 import re
 import reprlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ..core.errors import TaskError
 from ..core.records import Verification
-from ..core.saferegex import MAX_REGEX_CHARS, bounded, bounded_together
-from ..core.wording import plural
-from .instructions.words import regex_finding
+from ..core.saferegex import MAX_REGEX_CHARS as MAX_REGEX_CHARS  # the longest draft a check regex searches
+from ..core.saferegex import bounded, bounded_together
+from .instructions import Instruction, InstructionChecks, from_checks
+from .instructions.words import Word
 
 Verifier = Callable[[str, str], "float | tuple[float, str | Sequence[str]] | Verification"]
 """A verify function: ``(input, draft)`` -> a score in [0, 1], ``(score, findings)`` or a Verification."""
@@ -147,13 +148,16 @@ def _cut(text: str) -> str:
 # --- checks declared as data (a YAML task's ``checks:``) ----------------------------------
 
 
+MAX_PATTERN_CHARS = 500  # a check regex's longest pattern (the regex check kind's)
+
+
 class Pattern(BaseModel):
     """A check regex with the rule it stands for in words (``says``), which is what a failed
     check's finding tells the model: a raw regex is nothing a model can act on."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    pattern: str = Field(min_length=1)
+    pattern: str = Field(min_length=1, max_length=MAX_PATTERN_CHARS)
     says: str = Field(default="", max_length=300)  # "start with a capital letter, at most 50 characters"
 
 
@@ -165,25 +169,34 @@ def says_of(item: str | Pattern) -> str:
     return "" if isinstance(item, str) else " ".join(item.says.split())
 
 
+Bound = Annotated[int, Field(ge=0, le=100_000)]  # as a count check's n
+
+
 class Checks(BaseModel):
-    """Simple checks of a draft, declared without code. Each regex, each required word, the
-    word count and the line count (blank lines not counted) is one check; the score is the
-    share that pass and the findings say what failed ("needs 3 lines, has 4"). A regex may
-    carry its rule in words (``{pattern: ..., says: ...}``), which its finding gives. Strict: a
-    count is an integer ("40" and true are refused, naming the key)."""
+    """Simple checks of a draft, declared without code: a task file's ``checks:`` mapping. Its
+    keys are spellings of the instruction checks a ``checks:`` list declares
+    (:func:`~selfrefine.engine.instructions.from_checks`), which check every draft: one word
+    count, one line count for both forms. Each regex, each required word and each count bound
+    (a ``min_`` and a ``max_``: two; equal ones: one) is one check; the score is the share that
+    pass and the findings say what failed ("needs at most 3 lines, has 4"). A regex may carry
+    its rule in words (``{pattern: ..., says: ...}``), which its finding gives. Strict: a count
+    is an integer ("40" and true are refused, naming the key)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     # regexes (re syntax, ^/$ per line; (?i) ignores case), each a pattern or {pattern, says}
     must_match: list[str | Pattern] = Field(default_factory=list)
     must_not_match: list[str | Pattern] = Field(default_factory=list)
-    min_words: int | None = Field(default=None, ge=0)
-    max_words: int | None = Field(default=None, ge=0)
-    min_chars: int | None = Field(default=None, ge=0)  # characters, spaces and punctuation included
-    max_chars: int | None = Field(default=None, ge=0)
-    min_lines: int | None = Field(default=None, ge=0)
-    max_lines: int | None = Field(default=None, ge=0)
-    required_words: list[str] = Field(default_factory=list)  # whole words, any case
+    min_words: Bound | None = None  # words as IFEval counts them: runs of letters and digits
+    max_words: Bound | None = None
+    min_chars: Bound | None = None  # characters, spaces and punctuation included
+    max_chars: Bound | None = None
+    min_lines: Bound | None = None  # lines with something on them
+    max_lines: Bound | None = None
+    required_words: list[Word] = Field(default_factory=list)  # whole words, any case
+    # the checks these keys spell, built once when it is validated (a tuple of records: equal
+    # mappings stay equal); model_copy(update=...) skips validation: make a new Checks instead
+    _held: tuple[Instruction, ...] = PrivateAttr(default=())
 
     @field_validator("must_match", "must_not_match", "required_words", mode="before")
     @classmethod
@@ -194,6 +207,8 @@ class Checks(BaseModel):
     @classmethod
     def _bounded(cls, patterns: list[str | Pattern]) -> list[str | Pattern]:
         for pattern in patterns:
+            if not 0 < len(pattern_of(pattern)) <= MAX_PATTERN_CHARS:  # as a regex check's pattern
+                raise ValueError(f"a regex is 1 to {MAX_PATTERN_CHARS} characters, not {len(pattern_of(pattern))}")
             try:
                 bounded_regex(pattern_of(pattern))
             except TaskError as exc:
@@ -209,7 +224,8 @@ class Checks(BaseModel):
             low, high = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if low is not None and high is not None and low > high:
                 raise ValueError(f"min_{what} {low} is more than max_{what} {high}")
-        if not self.count():
+        self._held = tuple(from_checks(self))
+        if not self._held:
             raise ValueError("no checks given: declare at least one of " + ", ".join(type(self).model_fields))
         return self
 
@@ -226,76 +242,30 @@ class Checks(BaseModel):
                 raise TaskError(f"unknown check {where!r}; known: {', '.join(cls.model_fields)}") from None
             raise TaskError(f"check {where}: {first['msg'].removeprefix('Value error, ')}") from None
 
+    @property
+    def instructions(self) -> list[Instruction]:
+        """The instruction checks its keys spell, in the order they check a draft."""
+        return list(self._stated().checks)
+
+    def _stated(self) -> InstructionChecks:
+        if not self._held:  # model_construct skips the validator that builds them
+            self._held = tuple(from_checks(self))
+        return InstructionChecks(self._held)  # checked by the list form's code
+
     def regexes(self) -> list[tuple[str, int]]:
         """Its regexes, each with its flags (for :func:`selfrefine.core.saferegex.within_budget`)."""
         return [(pattern_of(p), re.MULTILINE) for p in (*self.must_match, *self.must_not_match)]
 
     def count(self) -> int:
         """How many checks a draft is scored on."""
-        counts = (self.min_words, self.max_words), (self.min_lines, self.max_lines), (self.min_chars, self.max_chars)
-        ranges = sum(any(v is not None for v in pair) for pair in counts)
-        return len(self.must_match) + len(self.must_not_match) + len(self.required_words) + ranges
+        return len(self._stated().checks)
 
     def __call__(self, input: str, draft: str) -> Verification:
-        problems = self.findings(draft)
-        score = (self.count() - len(problems)) / self.count()
-        return Verification(text="; ".join(problems) or "all checks pass", passed=not problems, score=score)
+        return self._stated()(input, draft)
 
     def findings(self, draft: str) -> list[str]:
         """One line per failed check."""
-        words = len(draft.split())
-        lines = sum(1 for line in draft.splitlines() if line.strip())
-        found = [
-            _count_problem(words, self.min_words, self.max_words, "word"),
-            _count_problem(len(draft), self.min_chars, self.max_chars, "character"),
-            _count_problem(lines, self.min_lines, self.max_lines, "line"),
-        ]
-        found += [f"needs the word {w!r}" for w in self.required_words if not _has_word(draft, w)]
-        found += self._regex_findings(draft)
-        return [f for f in found if f]
-
-    def _regex_findings(self, draft: str) -> list[str]:
-        if not (self.must_match or self.must_not_match):
-            return []
-        if len(draft) > MAX_REGEX_CHARS:
-            n = len(self.must_match) + len(self.must_not_match)
-            return [f"is {len(draft):,} characters; the regex checks read at most {MAX_REGEX_CHARS:,}"] * n
-        found = [
-            regex_finding(says_of(p), True, _where("must_match", i, self.must_match))
-            for i, p in enumerate(self.must_match)
-            if not bounded_regex(pattern_of(p)).search(draft)
-        ]
-        for i, p in enumerate(self.must_not_match):
-            hit = bounded_regex(pattern_of(p)).search(draft)
-            if hit is not None:
-                found.append(regex_finding(says_of(p), False, _where("must_not_match", i, self.must_not_match), hit[0]))
-        return found
-
-
-def _where(key: str, i: int, items: list[str | Pattern]) -> str:
-    """A regex check named by its key (and its place, where the key lists several)."""
-    return f"check {key}" if len(items) == 1 else f"check {key} {i + 1}"
-
-
-def _count_problem(n: int, low: int | None, high: int | None, unit: str) -> str | None:
-    if (low is None or n >= low) and (high is None or n <= high):
-        return None
-    have = f"has {n}"
-    if low is not None and low == high:
-        return f"needs {plural(low, unit)}, {have}"
-    if low is not None and high is not None:
-        return f"needs {low} to {high} {unit}s, {have}"
-    if low is not None:
-        return f"needs at least {plural(low, unit)}, {have}"
-    return f"needs at most {plural(high or 0, unit)}, {have}"
-
-
-def _has_word(text: str, word: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(word.strip())}(?!\w)", text, re.IGNORECASE) is not None
-
-
-def _excerpt(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        return self._stated().findings(draft)
 
 
 def bounded_regex(pattern: str) -> re.Pattern[str]:

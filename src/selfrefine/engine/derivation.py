@@ -132,14 +132,14 @@ DERIVED = DerivedCache()
 
 
 async def run_checks(run: RunContext) -> AsyncIterator[ChecksStep | ProgressStep]:
-    """The run's checks besides the task's own, set on its state before the first draft: the
-    given ones, the run's JSON Schema, and the ones derived from the request (once per
-    request and critic: :data:`DERIVED`), as one ChecksStep; a ProgressStep first when the
+    """The run's checks besides the task's own, stated before the first draft: the given
+    ones and the run's JSON Schema (the engine's, which the run's state holds), and the ones
+    derived from the request (once per request and critic: :data:`DERIVED`), set on its
+    state, as one ChecksStep; a ProgressStep first when the
     derivation calls the model, so the wait is announced. Nothing: the run has none to set."""
     policy, checks = run.settings.checks, run.state.checks
     if not policy.on:
         return
-    checks.given, checks.schema = policy.given, policy.schema
     call, note = None, ""
     if policy.derive:
         request, critic = await request_text(run), run.caller.backends["feedback"]

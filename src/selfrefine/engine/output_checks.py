@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..core.records import FailedCheck, Verification
 from .checks import Checks
 from .context import RunContext
-from .instructions import Instruction, InstructionChecks, from_checks
+from .instructions import Instruction, InstructionChecks
 from .verify_threads import verify_in_thread
 
 
@@ -27,7 +27,7 @@ def task_checks(run: RunContext) -> list[Instruction] | None:
     has none, or one that code of its own runs (a function, a built-in's ``verify``)."""
     verifier = run.task.declared.verifier
     if isinstance(verifier, Checks):
-        return from_checks(verifier)
+        return verifier.instructions  # what its keys spell, built when it was read
     inner = getattr(verifier, "fn", None)  # a FunctionVerifier around InstructionChecks
     return list(inner.checks) if isinstance(inner, InstructionChecks) else None
 

@@ -43,6 +43,7 @@ from .incomplete import output_metric
 from .judge import judge_iterations
 from .output_checks import output_fails
 from .ranking import score
+from .run_checks import RunChecks
 from .scoreboard import Scoreboard, normal_text
 from .selection import acceptance_needs_verification, rejection_detail, select_index, selection_needs_verification
 from .settings import Settings
@@ -77,7 +78,8 @@ class Refinement:
     ) -> None:
         self.task, self.settings, self.backends = task, settings, backends
         board = Scoreboard(votes=settings.sampling.votes)
-        self.state = RunState(input=input, reference=reference, board=board, log=CallLog())
+        checks = RunChecks(policy=settings.checks)  # the engine's, held: given and schema parsed once
+        self.state = RunState(input=input, reference=reference, board=board, log=CallLog(), checks=checks)
         self.caller = Caller(settings.calls, backends, self.state.log)
         self.run = RunContext(task, settings, self.state, self.caller)
         strategy = find_strategy(settings.sampling.strategy)

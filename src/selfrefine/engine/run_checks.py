@@ -2,6 +2,9 @@
 ones derived from its request (:mod:`.derivation`), in the vocabulary of
 :mod:`.instructions`. They are one more source of each draft's code check: the scoreboard
 (:mod:`.scoreboard`) stores their verdict with the task's own, once per distinct draft.
+An engine resolves the given ones and its schema once (:class:`ChecksPolicy`, when its
+settings are resolved); each run holds that policy (:class:`RunChecks`) beside the checks
+derived from its own request.
 
 - a task without a verifier (chat) is checked by them alone: the score is the share of
   checks a draft passes, the findings one line per failed check ("- needs exactly 3 bullet
@@ -23,17 +26,21 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
 from ..core.cancel import checkpoint
+from ..core.config import RefineConfig
 from ..core.errors import ConfigError, TaskError
 from ..core.records import DroppedCheck, RequestCheck, Verification
 from ..core.saferegex import within_budget
 from ..core.stoprule import STOP_FLAGS
 from ..core.structured import listed, parse_error, pydantic_errors, schema_errors
 from .instructions import Instruction, parse_checks, regexes
+
+if TYPE_CHECKING:
+    from .task import Task
 
 
 def given_checks(data: Sequence[dict] | None) -> tuple[Instruction, ...]:
@@ -124,14 +131,62 @@ class SchemaCheck:
         return RequestCheck(source="schema", check={"type": "json_schema", **named}, says=says)
 
 
-@dataclass
-class RunChecks:
-    """The checks of one run's drafts besides the task's own, by where they came from."""
+@dataclass(frozen=True)
+class ChecksPolicy:
+    """The run's checks besides the task's own, as one engine resolves them: the ones given
+    with it, parsed, its JSON Schema, and whether more are derived from the request
+    (:mod:`.derivation`) and from which of its texts. Every run of the engine holds this one
+    (:attr:`RunChecks.policy`)."""
 
     given: tuple[Instruction, ...] = ()
+    derive: bool = False
+    source: str = "input"  # "input" (the request itself) or "prompt" (the rendered generate prompt)
+    schema: SchemaCheck | None = None  # the JSON Schema the drafts must validate against
+
+    @classmethod
+    def of(cls, config: RefineConfig, task: Task, response_model: Any = None) -> ChecksPolicy:
+        """The run's checks, parsed and bounded: once per engine (``Settings.resolve``)."""
+        defaults = task.declared.defaults
+        derive = _derives(config, task)
+        schema = SchemaCheck.of(config.json_schema, response_model) if config.json_schema is not None else None
+        given = given_checks(config.checks)
+        within_run_budget(task.declared.regexes(), config.stop_matches, given)
+        return cls(given=given, derive=derive, source=defaults.checks_from, schema=schema)
+
+    @property
+    def on(self) -> bool:
+        """Whether the run checks its drafts besides the task's own verifier."""
+        return bool(self.given) or self.derive or self.schema is not None
+
+    @staticmethod
+    def asked(config: RefineConfig, task: Task) -> bool:
+        """What :attr:`on` will say, read from the options without parsing the checks (a bad
+        one is refused when :meth:`of` parses them): answering yes/no reparsed them each time."""
+        return bool(config.checks) or _derives(config, task) or config.json_schema is not None
+
+
+def _derives(config: RefineConfig, task: Task) -> bool:
+    """Whether checks are derived from the request: the run's option over the task's default."""
+    return config.derive_checks if config.derive_checks is not None else task.declared.defaults.derive_checks
+
+
+@dataclass
+class RunChecks:
+    """The checks of one run's drafts besides the task's own, by where they came from: the
+    engine's (given, the schema: its :class:`ChecksPolicy`, held, not copied) and the run's
+    request's (derived)."""
+
+    policy: ChecksPolicy = field(default_factory=ChecksPolicy)
     derived: list[Instruction] = field(default_factory=list)
-    schema: SchemaCheck | None = None
     dropped: list[DroppedCheck] = field(default_factory=list)  # derived ones left out, each with why
+
+    @property
+    def given(self) -> tuple[Instruction, ...]:
+        return self.policy.given
+
+    @property
+    def schema(self) -> SchemaCheck | None:
+        return self.policy.schema
 
     @property
     def active(self) -> bool:

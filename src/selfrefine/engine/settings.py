@@ -16,8 +16,7 @@ from ..core.config import DEFAULT_MAX_ITERATIONS, RefineConfig
 from ..core.errors import ConfigError
 from ..core.records import ROLES, Role, RunConfig
 from ..core.structured import checked_schema
-from .instructions import Instruction
-from .run_checks import SchemaCheck, given_checks, within_run_budget
+from .run_checks import ChecksPolicy
 from .task import Task
 
 
@@ -168,32 +167,6 @@ class JudgePolicy:
 
 
 @dataclass(frozen=True)
-class ChecksPolicy:
-    """The run's checks besides the task's own (:mod:`.run_checks`): the ones given with it,
-    parsed, and whether more are derived from the request (:mod:`.derivation`) and from
-    which of its texts."""
-
-    given: tuple[Instruction, ...]
-    derive: bool
-    source: str  # "input" (the request itself) or "prompt" (the rendered generate prompt)
-    schema: SchemaCheck | None = None  # the JSON Schema the drafts must validate against
-
-    @classmethod
-    def of(cls, config: RefineConfig, task: Task, response_model: Any = None) -> ChecksPolicy:
-        defaults = task.declared.defaults
-        derive = config.derive_checks if config.derive_checks is not None else defaults.derive_checks
-        schema = SchemaCheck.of(config.json_schema, response_model) if config.json_schema is not None else None
-        given = given_checks(config.checks)
-        within_run_budget(task.declared.regexes(), config.stop_matches, given)
-        return cls(given=given, derive=derive, source=defaults.checks_from, schema=schema)
-
-    @property
-    def on(self) -> bool:
-        """Whether the run checks its drafts besides the task's own verifier."""
-        return bool(self.given) or self.derive or self.schema is not None
-
-
-@dataclass(frozen=True)
 class Settings:
     """What one engine's runs read: every value resolved (the run never reads ``config``,
     which is kept, after its preset, for the record)."""
@@ -291,7 +264,7 @@ def ranks(config: RefineConfig, task: Task) -> bool:
 def verifies(config: RefineConfig, task: Task) -> bool:
     """Whether code checks the run's drafts: the task's verifier, or checks given with the run
     or derived from its request."""
-    return task.has_verifier or ChecksPolicy.of(config, task).on
+    return task.has_verifier or ChecksPolicy.asked(config, task)
 
 
 def with_task_verifier_mode(config: RefineConfig, task: Task) -> RefineConfig:

@@ -208,14 +208,16 @@ class InstructionChecks:
 
 
 def from_checks(checks: Any) -> list[Instruction]:
-    """A task file's ``checks:`` (:class:`selfrefine.engine.checks.Checks`) in this vocabulary:
-    a regex per ``must_match`` / ``must_not_match``, a word or line count per bound, a whole-word
-    keyword per required word. The same verdicts, with two differences: a ``min_`` and a
-    ``max_`` bound are two checks here (one there), and words are counted as IFEval counts
-    them (runs of letters and digits: "don't" is two words; there, words between spaces)."""
-    found: list[Instruction] = [_regex(p, True) for p in checks.must_match]
-    found += [_regex(p, False) for p in checks.must_not_match]
-    for unit, key in (("words", "words"), ("lines", "lines"), ("characters", "chars")):
+    """A task file's ``checks:`` mapping (:class:`selfrefine.engine.checks.Checks`) in this
+    vocabulary, which is how the mapping checks a draft: its keys are spellings of these kinds.
+    ``min_words`` / ``max_words`` are a count of words (counted as IFEval counts them: runs of
+    letters and digits, "don't" is two words), ``min_chars`` / ``max_chars`` of characters,
+    ``min_lines`` / ``max_lines`` of lines (blank ones not counted) -- a ``min_`` and a ``max_``
+    bound are two checks, equal bounds one (``exactly``) --; a whole-word keyword per
+    ``required_words`` item; a regex per ``must_match`` / ``must_not_match`` item, its finding
+    naming it by key and place ("check must_match 2") where it states no rule in words."""
+    found: list[Instruction] = []
+    for unit, key in (("words", "words"), ("characters", "chars"), ("lines", "lines")):
         low, high = getattr(checks, f"min_{key}"), getattr(checks, f"max_{key}")
         if low is not None and low == high:
             found.append(Count(unit=unit, relation="exactly", n=low))
@@ -223,11 +225,19 @@ def from_checks(checks: Any) -> list[Instruction]:
         found += [Count(unit=unit, relation="at least", n=low)] if low is not None else []
         found += [Count(unit=unit, relation="at most", n=high)] if high is not None else []
     found += [Keywords(words=[w], whole=True) for w in checks.required_words]
+    for key, present in (("must_match", True), ("must_not_match", False)):
+        items = getattr(checks, key)
+        for i, item in enumerate(items):
+            found.append(_regex(item, present, f"check {key}" if len(items) == 1 else f"check {key} {i + 1}"))
     return found
 
 
-def _regex(item: Any, present: bool) -> Regex:
-    """A ``must_match`` item (a pattern, or a :class:`selfrefine.engine.checks.Pattern` with its rule in words)."""
+def _regex(item: Any, present: bool, where: str) -> Regex:
+    """A ``must_match`` item (a pattern, or a :class:`selfrefine.engine.checks.Pattern` with its
+    rule in words), named ``where`` in its finding."""
     if isinstance(item, str):
-        return Regex(pattern=item, present=present)
-    return Regex(pattern=item.pattern, present=present, says=item.says)
+        check = Regex(pattern=item, present=present)
+    else:
+        check = Regex(pattern=item.pattern, present=present, says=item.says)
+    check._where = where
+    return check

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, field_validator
+from pydantic import Field, PrivateAttr, StringConstraints, field_validator
 
 from ...core.saferegex import MAX_REGEX_CHARS, bounded, shown
 from ...core.wording import plural
@@ -88,6 +88,9 @@ class Regex(Instruction):
     pattern: str = Field(min_length=1, max_length=500)
     present: bool = True
     says: str = Field(default="", max_length=300)
+    # which check a finding names ("check must_match 2"): set for a task file's mapping, whose
+    # regexes are known by their key and place (from_checks); not part of the record's data
+    _where: str = PrivateAttr(default="")
 
     @field_validator("pattern")
     @classmethod
@@ -99,7 +102,7 @@ class Regex(Instruction):
         if len(text) > MAX_REGEX_CHARS:
             return f"is {len(text):,} characters; the regex checks read at most {MAX_REGEX_CHARS:,}"
         hit = bounded(self.pattern, REGEX_FLAGS).search(text)
-        where = "check must_match" if self.present else "check must_not_match"
+        where = self._where or ("check must_match" if self.present else "check must_not_match")
         if self.present:
             return None if hit else regex_finding(" ".join(self.says.split()), True, where)
         return None if hit is None else regex_finding(" ".join(self.says.split()), False, where, hit.group(0))
