@@ -221,7 +221,7 @@ class Row:
 
     @property
     def held(self) -> bool:
-        no_500 = all(0 < s < 500 or s == 502 and "budget" in self.note for s in self.statuses)
+        no_500 = all(0 < s < 500 for s in self.statuses)  # a budget spent before draft 0: 422
         return no_500 and self.health <= HEALTH_BAR and all(ok for _, ok in self.extra_bars)
 
 

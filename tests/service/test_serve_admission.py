@@ -185,8 +185,17 @@ def test_a_budget_spent_before_the_first_draft_is_said_in_words(serve):
         served.client().chat.completions.create(
             model=COMMONGEN, messages=user("dog, ball"), extra_body={"selfrefine": {"max_seconds": 1e-320}}
         )
-    message = refused.value.response.json()["error"]["message"]
+    error = refused.value.response.json()["error"]
+    message = error["message"]
     assert "None" not in message and "time_budget" in message and "max_seconds" in message, message
+    # the request's own budget: a 4xx naming what to change, not the 502 of a failed model
+    assert refused.value.status_code == 422 and error["code"] == "budget_too_small", error
+    streamed = httpx2.post(
+        f"{served.url}/v1/chat/completions",
+        json={"model": COMMONGEN, "messages": user("dog, ball"), "stream": True, "selfrefine": {"max_seconds": 1e-320}},
+        timeout=30,
+    )
+    assert '"code": "budget_too_small"' in streamed.text and "max_seconds" in streamed.text, streamed.text
 
 
 LEAKS = ("gpu-7.lab.example", "/srv/models", "10.1.2.3", "http://", "secret.gguf")

@@ -44,6 +44,7 @@ from .runs import (
     detached,
     error_event,
     no_answer,
+    no_answer_kind,
     step_events,
     until_disconnected,
 )
@@ -308,7 +309,8 @@ def _add_routes(app: FastAPI, service: Service) -> None:
         async def whole() -> str:
             result, decisions = await collect(_public_run(service, span, engine, text))
             if result.output is None:  # not even a first draft: nothing to return
-                raise ApiError(502, no_answer(result, decisions), "backend_error", "no_output")
+                status, kind, code = no_answer_kind(result)
+                raise ApiError(status, no_answer(result, decisions), kind, code)
             return completion.whole(result, decisions).model_dump_json(exclude_none=True)
 
         return _json(await _run(service, chat.reservation, span, request, whole))

@@ -370,8 +370,8 @@ class Completion:
                 decisions.append(step)
             if isinstance(step, ResultStep):
                 result = step.result
-                if result.output is None:  # not even a first draft: the plain reply's 502, in-band
-                    yield error_event(no_answer(result, decisions), "backend_error", "no_output")
+                if result.output is None:  # not even a first draft: the plain reply's error, in-band
+                    yield error_event(no_answer(result, decisions), *no_answer_kind(result)[1:])
                     break
                 said = trace.text(step) if self.reasoning_format != "none" else None
                 if said:  # the checks the output still fails, the trace's last word
@@ -402,6 +402,15 @@ def no_answer(result: RunResult, decisions: list[DecisionStep]) -> str:
     option = _BUDGET_OPTIONS.get(result.stop_reason)
     hint = f"; give the run more room (selfrefine.{option}, capped by the server)" if option else ""
     return f"the run produced no answer: it stopped ({result.stop_reason.value}) before a first draft: {why}{hint}"
+
+
+def no_answer_kind(result: RunResult) -> tuple[int, str, str]:
+    """The status, error type and code of a run with no draft: a budget the request set (or
+    the server capped) spent before draft 0 is the request's to change (422, the option named
+    in the message); anything else failed on the model's side (502)."""
+    if result.error is None and result.stop_reason in _BUDGET_OPTIONS:
+        return 422, "invalid_request_error", "budget_too_small"
+    return 502, "backend_error", "no_output"
 
 
 def sse(data: str) -> str:
