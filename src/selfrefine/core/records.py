@@ -181,6 +181,18 @@ class DroppedCheck(BaseModel):
         return f"{data if len(data) <= 120 else data[:119] + '…'} ({self.reason})"
 
 
+def dropped_said(dropped: list[DroppedCheck], shown: int = 5) -> str:
+    """Dropped checks on one line, each named with why; the ones dropped for a reason already
+    said are counted, not repeated (40 stated instructions said "more than 32 checks" 8 times)."""
+    firsts: dict[str, tuple[DroppedCheck, int]] = {}
+    for d in dropped:
+        first, n = firsts.get(d.reason, (d, 0))
+        firsts[d.reason] = (first, n + 1)
+    said = [d.said() + (f", and {n - 1} more for that reason" if n > 1 else "") for d, n in firsts.values()]
+    more = f"; and {len(said) - shown} more" if len(said) > shown else ""
+    return "; ".join(said[:shown]) + more
+
+
 class Candidate(Later):
     """One of the ``samples`` drafts sampled for one step (``RefineConfig.samples`` > 1):
     its text, the task's check of it and the call that produced it. The chosen one became

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..backends.base import Backend
 from ..core.errors import BackendError, ParseError
-from ..core.records import CallRecord, ChecksStep, DroppedCheck, ProgressStep
+from ..core.records import CallRecord, ChecksStep, DroppedCheck, ProgressStep, dropped_said
 from .context import RunContext
 from .instructions import Instruction, build_checks, checks_schema
 from .instructions.form import Language
@@ -211,9 +211,7 @@ def _with_unusable(note: str, unusable: list[DroppedCheck]) -> str:
     """``note``, and the checks that could not be used, each named with why."""
     if not unusable:
         return note
-    named = "; ".join(d.said() for d in unusable[:5])
-    more = f"; and {len(unusable) - 5} more" if len(unusable) > 5 else ""
-    said = f"{len(unusable)} check(s) read from the request could not be used: {named}{more}"
+    said = f"{len(unusable)} check(s) read from the request could not be used: {dropped_said(unusable)}"
     return f"{note}; {said}" if note else said
 
 

@@ -21,6 +21,7 @@ from ..core.records import (
     ResultStep,
     RunResult,
     Step,
+    dropped_said,
 )
 
 ReasoningFormat = Literal["reasoning_content", "think", "none"]
@@ -31,9 +32,7 @@ THINK_OPEN, THINK_CLOSE = "<think>\n", "</think>\n\n"
 def dropped_note(dropped: list[DroppedCheck]) -> str:
     """The checks a run left out, each named with why, on one line (a finished run's record
     keeps them, not the live note)."""
-    said = [d.said() for d in dropped[:5]]
-    more = f"; and {len(dropped) - 5} more" if len(dropped) > 5 else ""
-    return f"left out: {'; '.join(said)}{more}" if said else ""
+    return f"left out: {dropped_said(dropped)}" if dropped else ""
 
 
 def replay(result: RunResult, decisions: list[DecisionStep]) -> Iterator[Step]:
