@@ -163,6 +163,8 @@ def test_the_layer_check_sees_lazy_string_and_relative_imports():
         [line] = _broken_rules("selfrefine.engine.loop", source)
         assert "Engine never imports Tasks" in line, source
     assert _broken_rules("selfrefine.tasks.gsm8k", "from ..task.task import Task\n") == []  # an allowed arrow
+    assert _broken_rules("selfrefine.tasks.gsm8k", "from ..engine.loop import SelfRefine\n") != []  # a task, the loop
+    assert _broken_rules("selfrefine.checks.declared", "from ..task.task import Task\n") != []  # a check, a task
     assert _broken_rules("selfrefine.core.config", "import selfrefine.cli.commands\n") != []  # a plain import
 
 
