@@ -129,11 +129,21 @@ class Judgment(BaseModel):
     note: str = ""  # what else the judgment needs said (a fallback, an order flip)
 
 
+class Finding(BaseModel):
+    """One check a draft fails: the check in words, what it found, and the short instruction
+    that repairs it, in the check's own words with its arguments ("Rewrite the text entirely in
+    lowercase letters; change nothing else."), for a focused refinement (engine/focused.py)."""
+
+    check: str  # the check in words, the same for every draft it reads: "use only lowercase letters"
+    text: str  # what it found in this draft: "has 3 capital letters (first in 'The')"
+    repair: str | None = None  # None: the check says no repair of its own
+
+
 class Verification(Later):
     """What a task's own checks (code, not the model) found in a draft, and where drafts
     were ranked, what the task's judge (the model's probabilities) said of it."""
 
-    LATER = ("judged", "judgments")
+    LATER = ("judged", "judgments", "findings")
 
     text: str  # findings as plain text for the refiner, e.g. "Missing concepts: ball"
     passed: bool | None = None  # True: the checks found nothing left to fix
@@ -143,6 +153,14 @@ class Verification(Later):
     # the code checks cannot tell them apart: the mean P(yes) over the judged aspects
     judged: FiniteFloat | None = None
     judgments: list[Judgment] = Field(default_factory=list)  # one per aspect, with its probabilities
+    # each failed check on its own, with its repair, where the checks say them (the run's checks,
+    # a task file's list, a schema, commongen's concepts, gsm8k's program); empty: not said
+    findings: list[Finding] = Field(default_factory=list)
+
+    @property
+    def repair(self) -> str | None:
+        """The repair of the first failed check that says one (None: none does)."""
+        return next((f.repair for f in self.findings if f.repair), None)
 
 
 Feedback.model_rebuild()
