@@ -207,13 +207,26 @@ class Candidate(Later):
     way: str | None = None
 
 
-class Iteration(BaseModel):
+class Focus(BaseModel):
+    """What a focused refinement (``refine_form="focused"``: engine/focused.py) was for: one
+    failed check's repair, the how-manieth try of it, and whether it was kept, and if not, why."""
+
+    check: str  # the check in words: "use only lowercase letters"
+    repair: str  # the instruction the prompt gave: "Rewrite the text entirely in lowercase letters; …"
+    sample: int = 1  # the try of this repair on this draft (1, 2, …: repair_samples)
+    kept: bool = False
+    why: str = ""  # why it was rejected: "the check it was for still fails: …" ("" when kept)
+
+
+class Iteration(Later):
     """Draft y_t and the feedback fb_t on it (None when the loop stopped before feedback).
 
     ``verification`` is the task's own check of the draft, computed once per draft when the
     run needs it (``select="verified"``, ``accept="not_worse"``, verifier/hybrid feedback).
     ``accepted`` is False for a refinement rejected by ``accept="not_worse"``: its feedback
     is the verifier's findings and it is never the returned output."""
+
+    LATER = ("focus",)
 
     index: int
     draft: str
@@ -224,6 +237,7 @@ class Iteration(BaseModel):
     # the token limit (None: the backend did not say, or a record from before it was kept)
     finish_reason: str | None = None
     candidates: list[Candidate] = Field(default_factory=list)  # samples > 1: every sample of this step
+    focus: Focus | None = None  # a focused refinement: the check it was for, kept or why not
 
 
 class ModelInfo(BaseModel):
@@ -288,13 +302,16 @@ class RunResult(Later):
 # --- the loop as a stream of typed steps (smolagents-style) -------------------------
 
 
-class DraftStep(BaseModel):
+class DraftStep(Later):
+    LATER = ("focus",)
+
     kind: Literal["draft"] = "draft"
     iteration: int
     draft: str
     call: CallRecord | None = None
     candidates: list[Candidate] = Field(default_factory=list)  # samples > 1: the chosen one and the rest
     accepted: bool = True  # False: a refinement accept="not_worse" rejected (never returned)
+    focus: Focus | None = None  # a focused refinement: the check it was for, kept or why not
 
 
 class FeedbackStep(BaseModel):
