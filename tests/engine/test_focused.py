@@ -110,3 +110,30 @@ def test_the_default_is_todays_refine_form_and_focused_needs_code_checks():
     task = Task("plain", generate="Write {{ input }}.", feedback="Critique: {{ draft }}", refine="Better: {{ draft }}")
     with pytest.raises(ConfigError, match="refine_form 'focused' repairs one failed check at a time"):
         SelfRefine(task, FakeBackend(), refine_form="focused").run("x")
+
+
+def test_commongens_missing_concepts_are_repaired_in_focus():
+    model = FakeBackend({"generate": ["The boy kicks the ball."], "refine": ["The boy kicks the ball into the goal."]})
+    result = SelfRefine("commongen", model, refine_form="focused", max_iterations=2).run("ball, kick, goal")
+    focus = result.iterations[1].focus
+    assert focus is not None and focus.kept and focus.repair.startswith("Use the word 'goal' in the sentence")
+    assert result.output == "The boy kicks the ball into the goal."
+
+
+def test_the_cli_spells_it_refine_form(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from selfrefine.cli.commands import cli
+
+    replies = tmp_path / "replies.json"
+    replies.write_text(json.dumps({"generate": ["The Cat sat."], "refine": ["the cat sat."]}))
+    checks = tmp_path / "checks.json"
+    checks.write_text(json.dumps([LOWER]))
+    args = ["run", "chat", "--model", f"fake:{replies}", "--checks", str(checks), "--no-derive-checks"]
+    out = CliRunner().invoke(cli, [*args, "--refine-form", "focused", "--repair-samples", "1", "--json"], input="hi")
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.output)
+    assert result["config"]["refine_form"] == "focused" and result["config"]["repair_samples"] == 1
+    assert result["iterations"][1]["focus"]["kept"] is True and result["output"] == "the cat sat."
