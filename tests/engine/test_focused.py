@@ -137,3 +137,21 @@ def test_the_cli_spells_it_refine_form(tmp_path):
     result = json.loads(out.output)
     assert result["config"]["refine_form"] == "focused" and result["config"]["repair_samples"] == 1
     assert result["iterations"][1]["focus"]["kept"] is True and result["output"] == "the cat sat."
+
+
+def test_the_live_view_says_which_check_a_repair_was_for_and_whether_it_was_kept():
+    import io
+
+    from rich.console import Console
+
+    from selfrefine.cli.display import StepPrinter
+
+    model = FakeBackend({"generate": ["The cat sat."], "refine": ["the cat, sat.", "the cat sat."]})
+    _, steps = run(model, [LOWER, NO_COMMA])
+    out = io.StringIO()
+    printer = StepPrinter(Console(file=out, width=300))
+    for step in steps:
+        printer(step)
+    shown = out.getvalue()
+    assert "repair for 'use only lowercase letters' (try 1): rejected: it breaks a check that passed: use no" in shown
+    assert "repair for 'use only lowercase letters' (try 2): kept" in shown
