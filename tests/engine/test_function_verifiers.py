@@ -68,7 +68,11 @@ def test_task_takes_a_verify_function_and_its_replies_are_checked():
 
 def test_checks_in_python_are_the_same_as_in_a_task_file():
     task = Task("short", **TEMPLATES, verify={"max_words": 3, "must_not_match": "(?i)sorry"})
-    assert task.verify("x", "Sorry, I cannot").text == "must not match /(?i)sorry/ (found 'Sorry')"
+    # the finding is words a model can act on, never the raw regex (issue 45)
+    assert (
+        task.verify("x", "Sorry, I cannot").text
+        == "has a form that is not allowed (check must_not_match) (found 'Sorry')"
+    )
     with pytest.raises(TaskError, match=r"^unknown check 'max_word'; known: must_match"):
         Task("short", **TEMPLATES, verify={"max_word": 3})
     with pytest.raises(TaskError, match=r"^check must_match: regex /\(a\)\\1/ refers back"):
@@ -148,7 +152,7 @@ def test_check_regexes_stay_fast_on_a_hostile_draft():
     checks = Checks(must_match=r"\w+x", must_not_match=r"\d{1,3}(?:,\d{3}){0,5}", max_words=3)
     started = time.monotonic()
     found = checks("in", "a" * MAX_REGEX_CHARS)  # the slowest draft the pattern may search
-    assert time.monotonic() - started < 2 and found.text == "does not match /\\w+x/"
+    assert time.monotonic() - started < 2 and found.text == "does not have the required form (check must_match)"
     long = checks("in", "a" * (MAX_REGEX_CHARS + 1) + " b c d")
     assert (
         long.score == 0 and "needs at most 3 words, has 4" in long.text and "the regex checks read at most" in long.text

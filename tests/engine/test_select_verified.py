@@ -342,10 +342,12 @@ def test_verifier_mode_alone_verifies_each_draft_once():
     assert result.iterations[0].verification.score == 0.2 and result.iterations[0].feedback.total == 0.2
 
 
-def test_paper_mode_never_verifies():
+def test_paper_mode_never_verifies_in_the_loop():
     task = Checked({"d0": 0.2, "d1": 0.9})
     result = run(task, fake(["score: 1"] * 2, ["d1"]), max_iterations=1)
-    assert task.verified == [] and all(it.verification is None for it in result.iterations)
+    assert all(it.verification is None for it in result.iterations)
+    # only the returned output is checked, once, after the loop: the result names what it fails
+    assert task.verified == ["d1"] and result.fails is not None
 
 
 # --- the eval summary ---------------------------------------------------------------------------

@@ -324,7 +324,7 @@ def record(name: str) -> dict[str, Any]:
             "requests": [request_record(r) for m in models for r in m.requests],
             "cancelled": [r.role for m in models for r in m.cancelled],
             "steps": [step_record(s) for s in steps],
-            "result": result.result.model_dump(mode="json", exclude_defaults=True),
+            "result": result.result.model_dump(mode="json", exclude_defaults=True, exclude={"fails"}),
         }
     )
 

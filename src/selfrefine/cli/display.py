@@ -22,7 +22,7 @@ from ..core.records import (
     Step,
     StopReason,
 )
-from ..core.wording import feedback_text, plural, score_note, typed_reply, verifier_note
+from ..core.wording import feedback_text, output_standing, plural, score_note, typed_reply, verifier_note
 from ..engine.incomplete import cut_off
 
 
@@ -153,6 +153,8 @@ class StepPrinter:
             f"{u.seconds:.1f}s in model calls"
         )
         self.console.print(f"[dim]{escape(calls_by_role(result))}[/dim]")
+        if result.fails is not None:  # the run had code checks: say where the output stands
+            self.console.print(escape(output_standing(result.fails)))
         over = overspent(result)
         if over:
             self.console.print(f"[yellow]{escape(over)}[/yellow]")

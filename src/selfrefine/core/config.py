@@ -352,7 +352,8 @@ class RefineConfig(Later):
             metavar="FILE",
             help="A JSON or YAML file with a list of checks every draft must pass (e.g. [{type: count, unit: "
             'words, relation: at most, n: 50}]; the README\'s "Checks derived from the request" lists the types): they rank and refine '
-            "the drafts like a task's own checks, beside the ones derived from the request.",
+            "the drafts like a task's own checks, beside the ones derived from the request; their findings sit "
+            "beside the critic's, which cannot end the run while one fails (verifier mode hybrid, unless set).",
         ),
     ] = Field(default=None, max_length=32)
     # before the first draft, the model turns the request's explicit, checkable instructions

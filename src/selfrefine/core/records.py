@@ -175,6 +175,16 @@ class RequestCheck(BaseModel):
     says: str  # the instruction in words: "at most 50 words"
 
 
+class FailedCheck(BaseModel):
+    """A check the returned output fails: what the check asks, in words, and what it found.
+    Computed by the run's own checks (the task's verifier, the checks given or derived, the
+    schema), never by the reference answer."""
+
+    source: Literal["task", "given", "derived", "schema"]  # task: the task's own verifier (a task file's checks:)
+    says: str  # the instruction in words: "use no commas"
+    finding: str  # what the output does wrong: "remove the 3 commas"
+
+
 class DroppedCheck(BaseModel):
     """A check derived from the request that the run does not use, and why: one that cannot
     be built ("nth: Input should be greater than or equal to 1"), one past the cap on a
@@ -267,7 +277,7 @@ class RunConfig(RefineConfig):
 class RunResult(Later):
     """Everything about one Self-Refine run; serialises to JSON and back."""
 
-    LATER = ("checks", "parsed", "checks_dropped")
+    LATER = ("checks", "parsed", "checks_dropped", "fails")
 
     task: str
     input: str
@@ -288,10 +298,15 @@ class RunResult(Later):
     # a run with a JSON Schema (json_schema, response_model): the output's JSON value when it
     # validates, else None
     parsed: Any = None
+    # the checks the returned output still fails ([]: it passes every one); None: code checks
+    # nothing in this run (no verifier, checks or schema), or there is no output
+    fails: list[FailedCheck] | None = None
 
     def _unset(self, name: str) -> bool:
         if name == "parsed":  # a run with a schema says None (it did not validate); others leave it out
             return self.config.json_schema is None
+        if name == "fails":  # [] says the output passes every check
+            return self.fails is None
         return super()._unset(name)
 
     @property

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from .records import Feedback, Verification
+from .records import FailedCheck, Feedback, Verification
 
 # the line engine/votes.py adds to a voted sample's findings ("# Votes: 4 samples return 18, ...")
 VOTES_LINE = "# Votes: "
@@ -161,3 +161,10 @@ def _value_text(value: Any) -> str:
             return f"{_value_text(value['score'])} ({_value_text(value['reason'])})"
         return ", ".join(f"{str(k).replace('_', ' ')} {_value_text(v)}" for k, v in value.items())
     return str(value)
+
+
+def output_standing(fails: list[FailedCheck]) -> str:
+    """The last word on a run with checks: which ones its returned output still fails."""
+    if not fails:
+        return "returned output passes every check"
+    return "returned output fails: " + "; ".join(dict.fromkeys(f.says for f in fails))

@@ -27,8 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.errors import TaskError
 from ..core.records import Verification
-from ..core.saferegex import MAX_REGEX_CHARS, bounded, bounded_together, shown
+from ..core.saferegex import MAX_REGEX_CHARS, bounded, bounded_together
 from ..core.wording import plural
+from .instructions.words import regex_finding
 
 Verifier = Callable[[str, str], "float | tuple[float, str | Sequence[str]] | Verification"]
 """A verify function: ``(input, draft)`` -> a score in [0, 1], ``(score, findings)`` or a Verification."""
@@ -146,18 +147,40 @@ def _cut(text: str) -> str:
 # --- checks declared as data (a YAML task's ``checks:``) ----------------------------------
 
 
+class Pattern(BaseModel):
+    """A check regex with the rule it stands for in words (``says``), which is what a failed
+    check's finding tells the model: a raw regex is nothing a model can act on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    pattern: str = Field(min_length=1)
+    says: str = Field(default="", max_length=300)  # "start with a capital letter, at most 50 characters"
+
+
+def pattern_of(item: str | Pattern) -> str:
+    return item if isinstance(item, str) else item.pattern
+
+
+def says_of(item: str | Pattern) -> str:
+    return "" if isinstance(item, str) else " ".join(item.says.split())
+
+
 class Checks(BaseModel):
     """Simple checks of a draft, declared without code. Each regex, each required word, the
     word count and the line count (blank lines not counted) is one check; the score is the
-    share that pass and the findings say what failed ("needs 3 lines, has 4"). Strict: a
+    share that pass and the findings say what failed ("needs 3 lines, has 4"). A regex may
+    carry its rule in words (``{pattern: ..., says: ...}``), which its finding gives. Strict: a
     count is an integer ("40" and true are refused, naming the key)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    must_match: list[str] = Field(default_factory=list)  # regexes (re syntax, ^/$ per line; (?i) ignores case)
-    must_not_match: list[str] = Field(default_factory=list)
+    # regexes (re syntax, ^/$ per line; (?i) ignores case), each a pattern or {pattern, says}
+    must_match: list[str | Pattern] = Field(default_factory=list)
+    must_not_match: list[str | Pattern] = Field(default_factory=list)
     min_words: int | None = Field(default=None, ge=0)
     max_words: int | None = Field(default=None, ge=0)
+    min_chars: int | None = Field(default=None, ge=0)  # characters, spaces and punctuation included
+    max_chars: int | None = Field(default=None, ge=0)
     min_lines: int | None = Field(default=None, ge=0)
     max_lines: int | None = Field(default=None, ge=0)
     required_words: list[str] = Field(default_factory=list)  # whole words, any case
@@ -165,14 +188,14 @@ class Checks(BaseModel):
     @field_validator("must_match", "must_not_match", "required_words", mode="before")
     @classmethod
     def _listed(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
+        return [value] if isinstance(value, (str, dict)) else value
 
     @field_validator("must_match", "must_not_match")
     @classmethod
-    def _bounded(cls, patterns: list[str]) -> list[str]:
+    def _bounded(cls, patterns: list[str | Pattern]) -> list[str | Pattern]:
         for pattern in patterns:
             try:
-                bounded_regex(pattern)
+                bounded_regex(pattern_of(pattern))
             except TaskError as exc:
                 raise ValueError(str(exc)) from None
         return patterns
@@ -180,8 +203,9 @@ class Checks(BaseModel):
     @model_validator(mode="after")
     def _coherent(self) -> Checks:
         # all the regexes search each draft: together they stay within one pattern's bound
-        bounded_together([*self.must_match, *self.must_not_match], re.MULTILINE, what="check regexes")
-        for what in ("words", "lines"):
+        patterns = [pattern_of(p) for p in (*self.must_match, *self.must_not_match)]
+        bounded_together(patterns, re.MULTILINE, what="check regexes")
+        for what in ("words", "lines", "chars"):
             low, high = getattr(self, f"min_{what}"), getattr(self, f"max_{what}")
             if low is not None and high is not None and low > high:
                 raise ValueError(f"min_{what} {low} is more than max_{what} {high}")
@@ -204,11 +228,11 @@ class Checks(BaseModel):
 
     def regexes(self) -> list[tuple[str, int]]:
         """Its regexes, each with its flags (for :func:`selfrefine.core.saferegex.within_budget`)."""
-        return [(p, re.MULTILINE) for p in (*self.must_match, *self.must_not_match)]
+        return [(pattern_of(p), re.MULTILINE) for p in (*self.must_match, *self.must_not_match)]
 
     def count(self) -> int:
         """How many checks a draft is scored on."""
-        counts = (self.min_words, self.max_words), (self.min_lines, self.max_lines)
+        counts = (self.min_words, self.max_words), (self.min_lines, self.max_lines), (self.min_chars, self.max_chars)
         ranges = sum(any(v is not None for v in pair) for pair in counts)
         return len(self.must_match) + len(self.must_not_match) + len(self.required_words) + ranges
 
@@ -223,6 +247,7 @@ class Checks(BaseModel):
         lines = sum(1 for line in draft.splitlines() if line.strip())
         found = [
             _count_problem(words, self.min_words, self.max_words, "word"),
+            _count_problem(len(draft), self.min_chars, self.max_chars, "character"),
             _count_problem(lines, self.min_lines, self.max_lines, "line"),
         ]
         found += [f"needs the word {w!r}" for w in self.required_words if not _has_word(draft, w)]
@@ -235,12 +260,21 @@ class Checks(BaseModel):
         if len(draft) > MAX_REGEX_CHARS:
             n = len(self.must_match) + len(self.must_not_match)
             return [f"is {len(draft):,} characters; the regex checks read at most {MAX_REGEX_CHARS:,}"] * n
-        found = [f"does not match {shown(p)}" for p in self.must_match if not bounded_regex(p).search(draft)]
-        for p in self.must_not_match:
-            hit = bounded_regex(p).search(draft)
+        found = [
+            regex_finding(says_of(p), True, _where("must_match", i, self.must_match))
+            for i, p in enumerate(self.must_match)
+            if not bounded_regex(pattern_of(p)).search(draft)
+        ]
+        for i, p in enumerate(self.must_not_match):
+            hit = bounded_regex(pattern_of(p)).search(draft)
             if hit is not None:
-                found.append(f"must not match {shown(p)} (found {_excerpt(hit.group(0))!r})")
+                found.append(regex_finding(says_of(p), False, _where("must_not_match", i, self.must_not_match), hit[0]))
         return found
+
+
+def _where(key: str, i: int, items: list[str | Pattern]) -> str:
+    """A regex check named by its key (and its place, where the key lists several)."""
+    return f"check {key}" if len(items) == 1 else f"check {key} {i + 1}"
 
 
 def _count_problem(n: int, low: int | None, high: int | None, unit: str) -> str | None:

@@ -56,6 +56,7 @@ UNIT_WORDS = {
     "sections": ("section", "part"),
     "highlights": ("highlight", "*"),
     "placeholders": ("placeholder", "["),
+    "characters": ("character", "char"),
 }
 # what a request says when it asks for words in the reply, or forbids them (a topic's own
 # words are no instruction: "a paragraph on the US elections" asks for no keyword)
@@ -151,6 +152,15 @@ async def run_checks(run: RunContext) -> AsyncIterator[ChecksStep | ProgressStep
             checks.derived, call, note, checks.dropped = await _derive_safely(run)
             if call is not None and call.ok:
                 DERIVED.put(critic, request, constrained, (checks.derived, checks.dropped))
+    if policy.schema is not None and checks.derived:  # the schema's JSON is the reply: no wording check fits it
+        checks.derived, unfit = json_fit(checks.derived)
+        checks.dropped = [
+            *checks.dropped,
+            *(DroppedCheck(check=c.model_dump(mode="json"), reason=UNFIT) for c in unfit),
+        ]
+        note = "; ".join(
+            filter(None, [note, f"{len(unfit)} wording check(s) no JSON reply can pass were dropped" if unfit else ""])
+        )
     yield ChecksStep(checks=checks.records(), call=call, note=note, dropped=checks.dropped)
 
 
@@ -215,6 +225,19 @@ def dropped_note(dropped: list[Instruction]) -> str:
     return f"the model also proposed {what} the request does not state, dropped: " + "; ".join(
         c.describe() for c in dropped
     )
+
+
+# the derived checks a JSON reply can pass as such: the rest (start and end phrases, keywords,
+# counts of words or lines, a title, ...) read the request's wording, often text it quotes, and
+# no JSON value can pass them (a first draft that validates would still be refined)
+JSON_FIT = ("json", "forbidden_words")
+UNFIT = "under a JSON Schema: no JSON reply can pass a wording check"
+
+
+def json_fit(checks: list[Instruction]) -> tuple[list[Instruction], list[Instruction]]:
+    """The checks that fit a reply under a JSON Schema, and those left out."""
+    fit = [c for c in checks if c.model_dump()["type"] in JSON_FIT]
+    return fit, [c for c in checks if c not in fit]
 
 
 def _subject(check: Instruction) -> tuple[Any, ...]:

@@ -24,6 +24,7 @@ from ..core.records import (
     CallStep,
     DecisionStep,
     DraftStep,
+    FailedCheck,
     Feedback,
     FeedbackStep,
     ResultStep,
@@ -41,6 +42,7 @@ from .drafting.registry import find_strategy
 from .focused import FocusedRound, repair_targets
 from .incomplete import output_metric
 from .judge import judge_iterations
+from .output_checks import output_fails
 from .ranking import score
 from .scoreboard import Scoreboard, normal_text
 from .selection import acceptance_needs_verification, rejection_detail, select_index, selection_needs_verification
@@ -242,7 +244,17 @@ class Refinement:
             checks=state.checks.records(),
             checks_dropped=state.checks.dropped,
             parsed=await self._parsed(output),
+            fails=await self._fails(output, selected),
         )
+
+    async def _fails(self, output: str | None, selected: int | None) -> list[FailedCheck] | None:
+        """The checks the output still fails; a check that cannot finish (its budget spent, a
+        backend's judge) leaves it unsaid (None) rather than losing the finished run."""
+        finish = self.state.iterations[selected].finish_reason if selected is not None else None
+        try:
+            return await output_fails(self.run, output, finish)
+        except (BudgetExceeded, BackendError):
+            return None
 
     async def _parsed(self, output: str | None) -> Any:
         """The output's JSON value under the run's schema (None: no schema, or it does not validate)."""

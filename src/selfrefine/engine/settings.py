@@ -300,11 +300,14 @@ def verifies(config: RefineConfig, task: Task) -> bool:
 
 def with_task_verifier_mode(config: RefineConfig, task: Task) -> RefineConfig:
     """The config with the task's verifier mode where the run sets none and code checks its
-    drafts (chat: "hybrid", so the failed checks are named beside the critic's issues); under a
-    JSON Schema, a task without one gets "verifier": the schema's errors are the feedback."""
+    drafts (chat: "hybrid", so the failed checks are named beside the critic's issues, and the
+    critic's "done" cannot end the run while one fails); under a JSON Schema, a task without one
+    gets "verifier": the schema's errors are the feedback; with checks given (``checks``), "hybrid"."""
     mode = task.declared.defaults.verifier_mode
     if mode is None and config.json_schema is not None:
         mode = "verifier"
+    elif mode is None and config.checks:  # checks given with the run steer it, as chat's do
+        mode = "hybrid"
     if mode is None or "verifier_mode" in config.model_fields_set or not verifies(config, task):
         return config
     return config.model_copy(update={"verifier_mode": mode})

@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Literal, get_args
 
-from ..core.records import ChecksStep, DecisionStep, DraftStep, DroppedCheck, FeedbackStep, RunResult, Step
+from ..core.records import (
+    ChecksStep,
+    DecisionStep,
+    DraftStep,
+    DroppedCheck,
+    FeedbackStep,
+    ResultStep,
+    RunResult,
+    Step,
+)
 
 ReasoningFormat = Literal["reasoning_content", "think", "none"]
 REASONING_FORMATS: tuple[str, ...] = get_args(ReasoningFormat)
@@ -40,3 +49,4 @@ def replay(result: RunResult, decisions: list[DecisionStep]) -> Iterator[Step]:
         if it.feedback is not None:
             yield FeedbackStep(iteration=it.index, feedback=it.feedback)
         yield from by_iteration.get(it.index, [])
+    yield ResultStep(result=result)  # the trace ends on the checks the output fails

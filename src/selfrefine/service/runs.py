@@ -25,7 +25,7 @@ from ..core.records import (
     Step,
     StopReason,
 )
-from ..core.wording import feedback_text, score_note, typed_reply, verifier_note
+from ..core.wording import feedback_text, output_standing, score_note, typed_reply, verifier_note
 from ..engine.incomplete import cut_off
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, replay
 from .schemas import (
@@ -220,6 +220,8 @@ def reasoning_text(step: Step) -> str | None:
         return f"→ refine draft {step.iteration}{detail}\n\n"
     if isinstance(step, CallStep) and not step.call.ok:
         return f"(a {step.call.role} call failed: {step.call.error})\n\n"
+    if isinstance(step, ResultStep) and step.result.fails is not None:  # the run had checks: its last word
+        return f"{output_standing(step.result.fails)}\n\n"
     return None
 
 
@@ -371,6 +373,9 @@ class Completion:
                 if result.output is None:  # not even a first draft: the plain reply's 502, in-band
                     yield error_event(no_answer(result, decisions), "backend_error", "no_output")
                     break
+                said = trace.text(step) if self.reasoning_format != "none" else None
+                if said:  # the checks the output still fails, the trace's last word
+                    yield self.chunk(Delta(content=said) if think else Delta(reasoning_content=said))
                 yield self.chunk(Delta(content=f"{THINK_CLOSE}{result.output}" if think else result.output))
                 if (refused := refusal(result)) is not None:
                     yield self.chunk(Delta(refusal=refused))

@@ -32,7 +32,8 @@ Example (``examples/haiku.yaml``, with ``checks`` added)::
 ``checks`` is either that mapping or a list of checks in the vocabulary of
 :mod:`selfrefine.engine.instructions` (``- {type: count, unit: lines, relation: exactly, n:
 3}``); a file with checks is measured by them: its metric is the share of its checks an
-output passes, so ``selfrefine eval`` reports draft 0 against the returned draft.
+output passes, so ``selfrefine eval`` reports draft 0 against the returned draft. They steer the
+run by default (``verifier_mode: hybrid``): a critic's "done" cannot end it while a check fails.
 ``derive_checks: true`` also derives checks from each request's rendered ``generate``
 prompt before the first draft (:mod:`selfrefine.engine.derivation`): the instructions the
 prompt states ("under 40 words") become checks that rank and refine the drafts.
@@ -112,6 +113,9 @@ class TaskSpec(BaseModel):
     # which drafts repeat the input instead of answering it (engine/incomplete.py): near (the
     # default), exact (a word-for-word repeat only), off (a rewriting task)
     echo: Literal["near", "exact", "off"] | None = None
+    # how the checks steer: hybrid (the default with checks: their findings beside the critic's,
+    # and a critic's "done" cannot end the run while a check fails), verifier (findings only), self
+    verifier_mode: Literal["self", "verifier", "hybrid"] | None = None
 
 
 def load_task(path: str | Path) -> Task:
@@ -172,6 +176,7 @@ def task_from_spec(spec: TaskSpec) -> Task:
         best=spec.best,
         derive_checks=spec.derive_checks,
         echo=spec.echo,
+        verifier_mode=spec.verifier_mode or ("hybrid" if checks is not None or spec.derive_checks else None),
     )
 
 

@@ -221,10 +221,10 @@ def from_checks(checks: Any) -> list[Instruction]:
     keyword per required word. The same verdicts, with two differences: a ``min_`` and a
     ``max_`` bound are two checks here (one there), and words are counted as IFEval counts
     them (runs of letters and digits: "don't" is two words; there, words between spaces)."""
-    found: list[Instruction] = [Regex(pattern=p) for p in checks.must_match]
-    found += [Regex(pattern=p, present=False) for p in checks.must_not_match]
-    for unit in ("words", "lines"):
-        low, high = getattr(checks, f"min_{unit}"), getattr(checks, f"max_{unit}")
+    found: list[Instruction] = [_regex(p, True) for p in checks.must_match]
+    found += [_regex(p, False) for p in checks.must_not_match]
+    for unit, key in (("words", "words"), ("lines", "lines"), ("characters", "chars")):
+        low, high = getattr(checks, f"min_{key}"), getattr(checks, f"max_{key}")
         if low is not None and low == high:
             found.append(Count(unit=unit, relation="exactly", n=low))
             continue
@@ -232,3 +232,10 @@ def from_checks(checks: Any) -> list[Instruction]:
         found += [Count(unit=unit, relation="at most", n=high)] if high is not None else []
     found += [Keywords(words=[w], whole=True) for w in checks.required_words]
     return found
+
+
+def _regex(item: Any, present: bool) -> Regex:
+    """A ``must_match`` item (a pattern, or a :class:`selfrefine.engine.checks.Pattern` with its rule in words)."""
+    if isinstance(item, str):
+        return Regex(pattern=item, present=present)
+    return Regex(pattern=item.pattern, present=present, says=item.says)

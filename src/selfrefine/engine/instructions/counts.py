@@ -12,7 +12,9 @@ from . import measures
 from .base import Instruction, Relation, amount, holds, quoted
 from .sentences import sentences
 
-Unit = Literal["words", "sentences", "paragraphs", "lines", "bullets", "sections", "highlights", "placeholders"]
+Unit = Literal[
+    "words", "sentences", "paragraphs", "lines", "bullets", "sections", "highlights", "placeholders", "characters"
+]
 
 # each unit: its noun (singular, plural) and how it is told apart, said in a finding
 _NOUNS: dict[str, tuple[str, str, str]] = {
@@ -24,12 +26,13 @@ _NOUNS: dict[str, tuple[str, str, str]] = {
     "sections": ("section", "sections", ""),
     "highlights": ("highlighted section", "highlighted sections", " (*like this*)"),
     "placeholders": ("placeholder", "placeholders", " in square brackets (like [name])"),
+    "characters": ("character", "characters", " (letters, spaces and punctuation)"),
 }
 
 
 class Count(Instruction):
-    """How many words, sentences, paragraphs, lines, bullet points, sections, highlighted spans
-    or placeholders a draft has. ``marker`` names what separates paragraphs (a divider such as
+    """How many words, sentences, paragraphs, lines, bullet points, sections, highlighted spans,
+    placeholders or characters a draft has. ``marker`` names what separates paragraphs (a divider such as
     ``***``; blank lines when empty) or what begins each section (``Section`` for "Section 1")."""
 
     type: Literal["count"] = "count"

@@ -33,6 +33,11 @@ def words(text: str) -> int:
     return count
 
 
+def characters(text: str) -> int:
+    """Every character, spaces and punctuation included (what "at most 280 characters" counts)."""
+    return len(text)
+
+
 def lines(text: str) -> int:
     """Lines with something on them."""
     return sum(1 for line in text.splitlines() if line.strip())

@@ -44,7 +44,10 @@ UNITS = {
     "placeholders": r"placeholders?",
     "highlights": r"(?:highlighted|italic(?:ized)?)(?: text)? (?:sections?|parts?|phrases?)|italic text phrases?",
     "sections": r"sections?",
+    "characters": r"characters?|chars",
 }  # fmt: skip
+# fewer characters than this is a story's cast ("exactly two characters"), not a length
+MIN_CHARACTERS = 20
 NEGATIONS = ("not ", "n't ", "no ", "without ", "avoid ", "never ", "refrain ", "free of ")
 Rule = Callable[[str, str], Iterator[dict[str, Any]]]  # (text, lower-cased text) -> checks as data
 
@@ -68,6 +71,13 @@ def negated(low: str, at: int, window: int = 60) -> bool:
 
 
 def _counts(text: str, low: str) -> Iterator[dict[str, Any]]:
+    """:func:`_all_counts`, but a handful of "characters" is a story's cast, not a length."""
+    for check in _all_counts(text, low):
+        if check["unit"] != "characters" or check["n"] >= MIN_CHARACTERS:
+            yield check
+
+
+def _all_counts(text: str, low: str) -> Iterator[dict[str, Any]]:
     """A relation and a number before a unit: "at least 300 words", "less than 6 sentences";
     a bare number of paragraphs, bullet points or sections is that many ("3 paragraphs")."""
     for unit, noun in UNITS.items():

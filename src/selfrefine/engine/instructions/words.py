@@ -97,11 +97,14 @@ class Regex(Instruction):
     """A regular expression must (or must not) match somewhere; ``^`` and ``$`` match at each
     line, ``(?i)`` ignores case. A pattern whose backtracking could run long is refused when
     the check is made, and a draft longer than ``MAX_REGEX_CHARS`` fails it unsearched
-    (:mod:`selfrefine.core.saferegex`). For task files' ``must_match``; not derived from a request."""
+    (:mod:`selfrefine.core.saferegex`). ``says``: the rule in words, which the finding gives
+    (the pattern itself is never shown to the model). For task files' ``must_match``; not
+    derived from a request."""
 
     type: Literal["regex"] = "regex"
     pattern: str = Field(min_length=1, max_length=500)
     present: bool = True
+    says: str = Field(default="", max_length=300)
 
     @field_validator("pattern")
     @classmethod
@@ -113,14 +116,14 @@ class Regex(Instruction):
         if len(text) > MAX_REGEX_CHARS:
             return f"is {len(text):,} characters; the regex checks read at most {MAX_REGEX_CHARS:,}"
         hit = bounded(self.pattern, REGEX_FLAGS).search(text)
+        where = "check must_match" if self.present else "check must_not_match"
         if self.present:
-            return None if hit else f"does not match {shown(self.pattern)}"
-        if hit is None:
-            return None
-        found = hit.group(0) if len(hit.group(0)) <= 40 else hit.group(0)[:39] + "…"
-        return f"must not match {shown(self.pattern)} (found {found!r})"
+            return None if hit else regex_finding(" ".join(self.says.split()), True, where)
+        return None if hit is None else regex_finding(" ".join(self.says.split()), False, where, hit.group(0))
 
     def describe(self) -> str:
+        if self.says.strip():
+            return " ".join(self.says.split())
         return f"{'match' if self.present else 'do not match'} {shown(self.pattern)}"
 
     def _repair(self, text: str) -> str:
@@ -133,6 +136,16 @@ def _listed(words: list[str]) -> str:
     """'a', 'b' and 'c': words quoted and listed as a sentence says them."""
     said = [quoted(w) for w in words]
     return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+
+
+def regex_finding(says: str, present: bool, where: str, found: str | None = None) -> str:
+    """A failed regex check in words: its rule where the check states one, else what kind of
+    check failed; the pattern itself is never shown (the model cannot act on it)."""
+    cut = None if found is None else found if len(found) <= 40 else found[:39] + "…"
+    seen = f" (found {cut!r})" if cut is not None else ""
+    if says:
+        return f"{'does not follow' if present else 'breaks'} the rule: {says}{seen}"
+    return f"{'does not have the required form' if present else 'has a form that is not allowed'} ({where}){seen}"
 
 
 def _word_pattern(word: str) -> re.Pattern[str]:
