@@ -43,8 +43,14 @@ CASES = [
     ({"type": "two_responses"}, TEXT, ["2 different responses", "******"]),
     ({"type": "one_of", "options": ["My answer is yes.", "My answer is no."]}, TEXT, ["'My answer is no.'"]),
     ({"type": "language", "code": "de"}, TEXT, ["in German"]),
-    ({"type": "regex", "pattern": r"\d{4}"}, TEXT, [r"\d{4}"]),
-    ({"type": "regex", "pattern": "fox", "present": False}, TEXT, ["Remove what matches", "fox"]),
+    (
+        {"type": "count", "unit": "characters", "relation": "at most", "n": 50},
+        TEXT,
+        ["It has 89 characters", "at most 50"],
+    ),
+    ({"type": "regex", "pattern": r"\d{4}", "says": "name the year"}, TEXT, ["follows this rule: name the year"]),
+    ({"type": "regex", "pattern": r"\d{4}"}, TEXT, ["the form the task asks for"]),
+    ({"type": "regex", "pattern": "f[aeiou]x", "present": False}, TEXT, ["Remove 'fox'"]),
 ]
 
 
@@ -55,6 +61,8 @@ def test_a_failed_check_says_its_repair_with_its_arguments(data: dict, text: str
     repair = check.repair(text)
     for words in said:
         assert words in repair, (repair, words)
+    if data["type"] == "regex":
+        assert data["pattern"] not in repair  # never the pattern: the model cannot act on a regex
     assert repair[0].isupper() and repair.endswith("."), repair  # an instruction, one sentence or two
     assert len(repair) < 400
 

@@ -14,7 +14,7 @@ loop) and ``questions`` (closed questions read as probabilities). The task contr
 ``template_bounds`` (strict, bounded prompt rendering), ``preamble`` (a draft's announcing
 first line) and ``plugins`` (tasks by name). The checks: ``checks`` (verifiers as data),
 ``instructions`` (checkable instructions, one module per kind), ``run_checks`` (the run's
-checks besides the task's), ``derivation`` (checks derived from the request) and
+checks besides the task's), ``output_checks`` (the checks the returned output still fails), ``derivation`` (checks derived from the request) and
 ``verify_threads`` (a task's checks in threads, under the run's time budget). The records,
 run options, errors and the list of built-in plugins it shares with every layer are in
 ``core``; it depends only on ``core`` and ``backends``; tasks, evaluation,

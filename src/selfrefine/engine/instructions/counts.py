@@ -82,7 +82,7 @@ class Count(Instruction):
         one, many, _ = _NOUNS[self.unit]
         asked = self.describe()
         has = f"It has {plural(n, one, many)}"
-        if self.unit in ("words", "sentences"):
+        if self.unit in ("words", "sentences", "characters"):
             if n > self.n:
                 return f"{has}; shorten it to {asked}; keep the meaning."
             if self.relation == "at least":

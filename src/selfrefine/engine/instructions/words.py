@@ -127,9 +127,17 @@ class Regex(Instruction):
         return f"{'match' if self.present else 'do not match'} {shown(self.pattern)}"
 
     def _repair(self, text: str) -> str:
+        """In words, as the finding: the rule where the check states one, else the text found;
+        never the pattern (the model cannot act on a regex)."""
+        says = " ".join(self.says.split())
         if self.present:
-            return f"Change the text so that it matches the pattern {shown(self.pattern)}; change nothing else."
-        return f"Remove what matches the pattern {shown(self.pattern)}; change nothing else."
+            rule = f"this rule: {says}" if says else "the form the task asks for"
+            return f"Rewrite the text so that it follows {rule}; change nothing else."
+        hit = bounded(self.pattern, REGEX_FLAGS).search(text[:MAX_REGEX_CHARS])
+        found = hit.group(0) if hit is not None and hit.group(0).strip() else ""
+        cut = found if len(found) <= 40 else found[:39] + "…"
+        remove = f"Remove {cut!r}" if cut else "Remove what the task does not allow"
+        return f"{remove}{f' (rule: {says})' if says else ''}; change nothing else."
 
 
 def _listed(words: list[str]) -> str:
