@@ -155,3 +155,21 @@ def test_the_live_view_says_which_check_a_repair_was_for_and_whether_it_was_kept
     shown = out.getvalue()
     assert "repair for 'use only lowercase letters' (try 1): rejected: it breaks a check that passed: use no" in shown
     assert "repair for 'use only lowercase letters' (try 2): kept" in shown
+
+
+def test_a_task_files_checks_are_repaired_in_focus(tmp_path):
+    from selfrefine import load_task
+
+    (tmp_path / "tagline.yaml").write_text(
+        "name: tagline\ngenerate: 'Tagline for {{ input }}:'\nfeedback: 'Fix: {{ draft }}'\n"
+        "refine: 'Better: {{ draft }}'\nchecks:\n  max_words: 5\n  required_words: [lamp]\n"
+    )
+    model = FakeBackend({"generate": ["A bright solar light for every desk"], "refine": ["A bright solar lamp"]})
+    result = SelfRefine(load_task(tmp_path / "tagline.yaml"), model, refine_form="focused").run("Lumo")
+    focus = result.iterations[1].focus
+    assert (
+        focus is not None
+        and focus.kept
+        and focus.repair == ("It has 7 words; shorten it to at most 5 words; keep the meaning.")
+    )
+    assert result.output == "A bright solar lamp" and [r.role for r in model.requests] == ["generate", "refine"]

@@ -139,3 +139,22 @@ def test_gsm8ks_failing_program_says_its_repair() -> None:
     repair = verdict.repair or ""
     assert repair.startswith("The program fails: ") and "ZeroDivisionError" in repair
     assert repair.endswith("Fix it so solution() returns the answer.")
+
+
+def test_a_task_files_mapping_of_checks_carries_repairs_in_words():
+    from selfrefine.engine.checks import Checks
+
+    checks = Checks(
+        max_words=5,
+        required_words=["lamp"],
+        must_match=[{"pattern": "^[A-Z]", "says": "start with a capital letter"}],
+        must_not_match=["(?i)sorry"],
+    )
+    verdict = checks("", "sorry, this solar desk light is not available today")
+    assert [f.repair for f in verdict.findings] == [
+        "It has 9 words; shorten it to at most 5 words; keep the meaning.",
+        "Add the word 'lamp' where it fits; keep the rest.",
+        "Rewrite the text so that it follows this rule: start with a capital letter; change nothing else.",
+        "Remove 'sorry'; change nothing else.",
+    ]
+    assert [f.text for f in verdict.findings] == checks.findings("sorry, this solar desk light is not available today")

@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..core.errors import TaskError
-from ..core.records import Verification
+from ..core.records import Finding, Verification
 from ..core.saferegex import MAX_REGEX_CHARS, bounded, bounded_together
 from ..core.wording import plural
 from .instructions.words import regex_finding
@@ -239,7 +239,31 @@ class Checks(BaseModel):
     def __call__(self, input: str, draft: str) -> Verification:
         problems = self.findings(draft)
         score = (self.count() - len(problems)) / self.count()
-        return Verification(text="; ".join(problems) or "all checks pass", passed=not problems, score=score)
+        text = "; ".join(problems) or "all checks pass"
+        return Verification(text=text, passed=not problems, score=score, findings=self.repairs(draft, problems))
+
+    def repairs(self, draft: str, problems: list[str]) -> list[Finding]:
+        """Each failed check with its repair (engine/focused.py), in the order of ``problems``
+        (:meth:`findings`: the counts, the required words, the regexes)."""
+        counts = [
+            (len(draft.split()), self.min_words, self.max_words, "word"),
+            (len(draft), self.min_chars, self.max_chars, "character"),
+            (sum(1 for line in draft.splitlines() if line.strip()), self.min_lines, self.max_lines, "line"),
+        ]
+        found = [_count_repair(*count) for count in counts if _count_problem(*count)]
+        found += [
+            (f"use the word {w!r}", f"Add the word {w!r} where it fits; keep the rest.")
+            for w in self.required_words
+            if not _has_word(draft, w)
+        ]
+        if len(draft) <= MAX_REGEX_CHARS:  # a longer draft fails the regexes unsearched (its findings say so)
+            rules = [(says_of(p), None) for p in self.must_match if not bounded_regex(pattern_of(p)).search(draft)]
+            hits = [(says_of(p), bounded_regex(pattern_of(p)).search(draft)) for p in self.must_not_match]
+            rules += [(says, hit[0]) for says, hit in hits if hit is not None]
+            found += [_rule_repair(says, hit) for says, hit in rules]
+        if len(found) != len(problems):  # a draft too long for the regexes: its findings say so, no repair
+            return [Finding(check="the task file's checks", text=p) for p in problems]
+        return [Finding(check=check, text=text, repair=repair) for (check, repair), text in zip(found, problems)]
 
     def findings(self, draft: str) -> list[str]:
         """One line per failed check."""
@@ -275,6 +299,44 @@ class Checks(BaseModel):
 def _where(key: str, i: int, items: list[str | Pattern]) -> str:
     """A regex check named by its key (and its place, where the key lists several)."""
     return f"check {key}" if len(items) == 1 else f"check {key} {i + 1}"
+
+
+def _count_repair(n: int, low: int | None, high: int | None, unit: str) -> tuple[str, str]:
+    """A failed count's check in words and its repair, with the number measured."""
+    bounds = f"{low} to {high}" if low is not None and high is not None and low != high else None
+    if bounds is None:
+        bounds = (
+            f"exactly {low}"
+            if low is not None and low == high
+            else f"at least {low}"
+            if low is not None
+            else f"at most {high}"
+        )
+    check = f"{bounds} {unit}s"
+    verb = "shorten it to" if high is not None and n > high else "lengthen it to"
+    verb = "rewrite it with" if low is not None and low == high and n < low else verb
+    return check, f"It has {plural(n, unit)}; {verb} {check}; keep the meaning."
+
+
+def _rule_repair(says: str, hit: str | None) -> tuple[str, str]:
+    """A failed regex's check and its repair in words (never the pattern): ``hit`` None for a
+    ``must_match`` that does not match, else what a ``must_not_match`` found."""
+    rule = " ".join(says.split())
+    if hit is not None and hit.strip():
+        cut = hit if len(hit) <= 40 else hit[:39] + "…"
+        return (
+            rule or "a form that is not allowed",
+            f"Remove {cut!r}{f' (rule: {rule})' if rule else ''}; change nothing else.",
+        )
+    if hit is None:
+        return (
+            rule or "the required form",
+            f"Rewrite the text so that it follows {f'this rule: {rule}' if rule else 'the form the task asks for'}; change nothing else.",
+        )
+    return (
+        rule or "a form that is not allowed",
+        f"Remove what breaks {f'this rule: {rule}' if rule else 'the form the task allows'}; change nothing else.",
+    )
 
 
 def _count_problem(n: int, low: int | None, high: int | None, unit: str) -> str | None:
