@@ -180,26 +180,6 @@ class RefineConfig(Later):
             help="The paper's ablation: task critic, a fixed generic message, or no feedback.",
         ),
     ] = "actionable"
-    # None: "history", the paper's form (recorded only when set, so runs before it read the same)
-    refine_form: Annotated[
-        RefineForm | None,
-        Offer(
-            ("--refine-form",),
-            api=True,
-            help="history: the paper's refine prompt (draft, feedback, earlier versions; the default); focused: one "
-            "failed check at a time, a short prompt with the request, the draft and that check's repair, kept only "
-            "when it passes and no passing check breaks.",
-        ),
-    ] = None
-    repair_samples: Annotated[
-        int | None,
-        Offer(
-            ("--repair-samples",),
-            api=True,
-            help=f"With --refine-form focused: tries of each repair before the next failed check (default "
-            f"{DEFAULT_REPAIR_SAMPLES}; the first that passes wins).",
-        ),
-    ] = Field(default=None, ge=1, le=8)
     verifier_mode: Annotated[
         VerifierMode,
         Offer(
@@ -394,6 +374,26 @@ class RefineConfig(Later):
             "(docs/frontier.md). Options given explicitly win.",
         ),
     ] = None
+    # None: "history", the paper's form (recorded only when set, so runs before it read the same)
+    refine_form: Annotated[
+        RefineForm | None,
+        Offer(
+            ("--refine-form",),
+            api=True,
+            help="history: the paper's refine prompt (draft, feedback, earlier versions; the default); focused: one "
+            "failed check at a time, a short prompt with the request, the draft and that check's repair, kept only "
+            "when it passes and no passing check breaks.",
+        ),
+    ] = None
+    repair_samples: Annotated[
+        int | None,
+        Offer(
+            ("--repair-samples",),
+            api=True,
+            help=f"With --refine-form focused: tries of each repair before the next failed check (default "
+            f"{DEFAULT_REPAIR_SAMPLES}; the first that passes wins).",
+        ),
+    ] = Field(default=None, ge=1, le=8)
 
     @model_validator(mode="before")
     @classmethod
@@ -477,8 +477,6 @@ class RunOptions(TypedDict, total=False):
     history: History | None
     select: Select | None
     feedback_mode: FeedbackMode
-    refine_form: RefineForm | None
-    repair_samples: int | None
     verifier_mode: VerifierMode
     accept: Accept
     stop_on_feedback: bool
@@ -506,6 +504,8 @@ class RunOptions(TypedDict, total=False):
     derive_checks: bool | None
     json_schema: dict[str, Any] | None
     preset: Preset | None
+    refine_form: RefineForm | None
+    repair_samples: int | None
 
 
 DEFAULT_MAX_ITERATIONS = 4
