@@ -27,7 +27,6 @@ from ..core.errors import ParseError
 from ..core.records import (
     CallRecord,
     DecisionStep,
-    Feedback,
     FeedbackStep,
     Finding,
     Focus,
@@ -105,18 +104,24 @@ class FocusedRound:
                         yield step
                     state.accepted(t, it.index)
                     return
-                it.accepted, it.feedback = False, verifier_feedback(run.board.of_iteration(it.index))
-                for step in self.drafted(Drafted(it, call)):
+                steps = self._rejected(it, call, why)
+                for step in steps:
                     yield step
-                yield FeedbackStep(iteration=it.index, feedback=it.feedback or Feedback(text=""))
-                state.rejected(t, it.index)
-                decision = state.decided(self.stops.after(it.index, None))
-                detail = rejection_detail(f"repair rejected: {why}", t, decision)
-                yield decision.model_copy(update={"detail": detail})
-                if decision.stop:
+                if state.stopped:
                     return
         detail = f"no focused repair of draft {t} was kept: each failed check's repair was tried and rejected"
         yield state.decided(DecisionStep(iteration=t, stop=True, reason=StopReason.NO_CHANGE, detail=detail))
+
+    def _rejected(self, it: Iteration, call: CallRecord, why: str) -> list[Step]:
+        """A rejected repair's steps: its draft, the checks' findings as its feedback, and the
+        decision (the cap and the budgets apply; the round tries the next repair, or stops)."""
+        run, state, t = self.run, self.run.state, self.t
+        it.accepted, it.feedback = False, verifier_feedback(run.board.of_iteration(it.index))
+        steps = [*self.drafted(Drafted(it, call)), FeedbackStep(iteration=it.index, feedback=it.feedback)]
+        state.rejected(t, it.index)
+        decision = state.decided(self.stops.after(it.index, None))
+        detail = rejection_detail(f"repair rejected: {why}", t, decision)
+        return [*steps, decision.model_copy(update={"detail": detail})]
 
     async def _try(self, finding: Finding, sample: int) -> tuple[Iteration, CallRecord]:
         """One repair call on draft t, appended to the run's iterations (not yet judged). A
