@@ -2,7 +2,8 @@
 
 The loop: ``loop`` (:class:`SelfRefine`: the draft → feedback → refine loop as a stream of
 typed steps), ``spec`` (an engine described as data), ``settings`` (a run's options resolved
-once), ``refinement`` (one run's loop), ``state`` (its record), ``context`` (the model steps
+once), ``refinement`` (one run's loop), ``focused`` (a focused refinement: one failed check's
+repair at a time), ``state`` (its record), ``context`` (the model steps
 every part uses), ``drafting`` (the strategies, one module each, found by name: one draft,
 best of K, votes, the auto strategy), ``stopping`` (the stop rules), ``calls`` (model calls,
 retries, budgets), ``deltas`` (token streaming) and ``incomplete`` (refusals, cut-off drafts).
@@ -14,7 +15,8 @@ loop) and ``questions`` (closed questions read as probabilities). The task contr
 first line) and ``plugins`` (tasks by name). The checks: ``checks`` (verifiers as data),
 ``instructions`` (checkable instructions, one module per kind), ``run_checks`` (the run's
 checks besides the task's), ``derivation`` (checks derived from the request),
-``output_checks`` (the checks the returned output still fails) and ``verify_threads`` (a task's checks in threads, under the run's time budget). The records,
+``output_checks`` (the checks the returned output still fails) and ``verify_threads`` (a
+task's checks in threads, under the run's time budget). The records,
 run options, errors and the list of built-in plugins it shares with every layer are in
 ``core``; it depends only on ``core`` and ``backends``; tasks, evaluation,
 service and cli build on it.
