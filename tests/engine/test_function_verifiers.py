@@ -109,11 +109,11 @@ def test_yaml_checks_pick_the_sample_and_reject_a_worse_refinement_from_the_cli(
     assert [c["chosen"] for c in first["candidates"]] == [False, True]
     lost = first["candidates"][0]["verification"]
     assert lost["score"] == 0 and "needs exactly 3 lines, has 1" in lost["text"] and "found 'Sorry'" in lost["text"]
+    check = {"text": "needs exactly 3 lines, has 2", "passed": False, "score": 2 / 3, "answer": None}
+    repair = "It has 2 lines; change it to have exactly 3 lines; keep the content."  # for --refine-form focused
     assert first["verification"] == {
-        "text": "needs exactly 3 lines, has 2",
-        "passed": False,
-        "score": 2 / 3,
-        "answer": None,
+        **check,
+        "findings": [{"check": "exactly 3 lines", "text": check["text"], "repair": repair}],
     }
     assert attempt["accepted"] is False  # 1/3 and 1/3 after 2/3: rejected
     assert data["output"] == "The moon on the lake\nripples in the night"

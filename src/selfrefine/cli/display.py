@@ -84,7 +84,10 @@ class StepPrinter:
         cut = step.call is not None and cut_off(step.call.finish_reason)
         if cut:
             title += ", cut off at the token limit"
-        if not step.accepted:
+        if step.focus is not None:  # a focused refinement: the check it was for, kept or why not
+            title += f", repair for {step.focus.check!r} (try {step.focus.sample}): "
+            title += "kept" if step.focus.kept else f"rejected: {step.focus.why}"
+        elif not step.accepted:
             title += ", rejected: not better than the draft it refines"
         border = "red" if cut or not step.accepted else "cyan"
         self.console.print(Panel(Text(step.draft), title=title, subtitle=cost, border_style=border))

@@ -31,9 +31,11 @@ Accept = Literal["any", "not_worse"]
 FeedbackMode = Literal["actionable", "generic", "none"]
 VerifierMode = Literal["self", "verifier", "hybrid"]
 Preset = Literal["paper", "best"]
+RefineForm = Literal["history", "focused"]
 
 MAX_WAYS = 8
-UNRECORDED_WHEN_UNSET = ("ways", "checks", "derive_checks", "json_schema")
+UNRECORDED_WHEN_UNSET = ("ways", "checks", "derive_checks", "json_schema", "refine_form", "repair_samples")
+DEFAULT_REPAIR_SAMPLES = 2
 _WAY_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
 
@@ -127,6 +129,13 @@ class RefineConfig(Later):
       ``history="none"`` (docs/peers.md measures both).
     feedback_mode: ``actionable`` – the task's own critic; ``generic`` – a fixed
       "improve it" message instead of a critic call; ``none`` – refine without feedback.
+    refine_form: ``history`` (None, the default) – the paper's refine prompt: the draft, its
+      feedback and the earlier versions per ``history``; ``focused`` – one failed check at a
+      time: a short prompt with the request, the current draft and that check's repair
+      instruction, kept only when that check passes and no passing check breaks, else the
+      next failed check is tried (engine/focused.py). Needs code checks.
+    repair_samples: how many times a focused repair is asked for before the next failed check
+      is tried (the first that passes wins; None: 2).
     verifier_mode (tasks that can check themselves, e.g. by running code):
       ``self`` – the model's own critique only (paper); ``verifier`` – the task's tool
       findings replace the critic call; ``hybrid`` – the critique plus the tool findings.
@@ -365,6 +374,26 @@ class RefineConfig(Later):
             "(docs/frontier.md). Options given explicitly win.",
         ),
     ] = None
+    # None: "history", the paper's form (recorded only when set, so runs before it read the same)
+    refine_form: Annotated[
+        RefineForm | None,
+        Offer(
+            ("--refine-form",),
+            api=True,
+            help="history: the paper's refine prompt (draft, feedback, earlier versions; the default); focused: one "
+            "failed check at a time, a short prompt with the request, the draft and that check's repair, kept only "
+            "when it passes and no passing check breaks.",
+        ),
+    ] = None
+    repair_samples: Annotated[
+        int | None,
+        Offer(
+            ("--repair-samples",),
+            api=True,
+            help=f"With --refine-form focused: tries of each repair before the next failed check (default "
+            f"{DEFAULT_REPAIR_SAMPLES}; the first that passes wins).",
+        ),
+    ] = Field(default=None, ge=1, le=8)
 
     @model_validator(mode="before")
     @classmethod
@@ -475,6 +504,8 @@ class RunOptions(TypedDict, total=False):
     derive_checks: bool | None
     json_schema: dict[str, Any] | None
     preset: Preset | None
+    refine_form: RefineForm | None
+    repair_samples: int | None
 
 
 DEFAULT_MAX_ITERATIONS = 4

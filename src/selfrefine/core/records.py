@@ -129,11 +129,21 @@ class Judgment(BaseModel):
     note: str = ""  # what else the judgment needs said (a fallback, an order flip)
 
 
+class Finding(BaseModel):
+    """One check a draft fails: the check in words, what it found, and the short instruction
+    that repairs it, in the check's own words with its arguments ("Rewrite the text entirely in
+    lowercase letters; change nothing else."), for a focused refinement (engine/focused.py)."""
+
+    check: str  # the check in words, the same for every draft it reads: "use only lowercase letters"
+    text: str  # what it found in this draft: "has 3 capital letters (first in 'The')"
+    repair: str | None = None  # None: the check says no repair of its own
+
+
 class Verification(Later):
     """What a task's own checks (code, not the model) found in a draft, and where drafts
     were ranked, what the task's judge (the model's probabilities) said of it."""
 
-    LATER = ("judged", "judgments")
+    LATER = ("judged", "judgments", "findings")
 
     text: str  # findings as plain text for the refiner, e.g. "Missing concepts: ball"
     passed: bool | None = None  # True: the checks found nothing left to fix
@@ -143,6 +153,14 @@ class Verification(Later):
     # the code checks cannot tell them apart: the mean P(yes) over the judged aspects
     judged: FiniteFloat | None = None
     judgments: list[Judgment] = Field(default_factory=list)  # one per aspect, with its probabilities
+    # each failed check on its own, with its repair, where the checks say them (the run's checks,
+    # a task file's list, a schema, commongen's concepts, gsm8k's program); empty: not said
+    findings: list[Finding] = Field(default_factory=list)
+
+    @property
+    def repair(self) -> str | None:
+        """The repair of the first failed check that says one (None: none does)."""
+        return next((f.repair for f in self.findings if f.repair), None)
 
 
 Feedback.model_rebuild()
@@ -211,13 +229,26 @@ class Candidate(Later):
     way: str | None = None
 
 
-class Iteration(BaseModel):
+class Focus(BaseModel):
+    """What a focused refinement (``refine_form="focused"``: engine/focused.py) was for: one
+    failed check's repair, the how-manieth try of it, and whether it was kept, and if not, why."""
+
+    check: str  # the check in words: "use only lowercase letters"
+    repair: str  # the instruction the prompt gave: "Rewrite the text entirely in lowercase letters; …"
+    sample: int = 1  # the try of this repair on this draft (1, 2, …: repair_samples)
+    kept: bool = False
+    why: str = ""  # why it was rejected: "the check it was for still fails: …" ("" when kept)
+
+
+class Iteration(Later):
     """Draft y_t and the feedback fb_t on it (None when the loop stopped before feedback).
 
     ``verification`` is the task's own check of the draft, computed once per draft when the
     run needs it (``select="verified"``, ``accept="not_worse"``, verifier/hybrid feedback).
     ``accepted`` is False for a refinement rejected by ``accept="not_worse"``: its feedback
     is the verifier's findings and it is never the returned output."""
+
+    LATER = ("focus",)
 
     index: int
     draft: str
@@ -228,6 +259,7 @@ class Iteration(BaseModel):
     # the token limit (None: the backend did not say, or a record from before it was kept)
     finish_reason: str | None = None
     candidates: list[Candidate] = Field(default_factory=list)  # samples > 1: every sample of this step
+    focus: Focus | None = None  # a focused refinement: the check it was for, kept or why not
 
 
 class ModelInfo(BaseModel):
@@ -297,13 +329,16 @@ class RunResult(Later):
 # --- the loop as a stream of typed steps (smolagents-style) -------------------------
 
 
-class DraftStep(BaseModel):
+class DraftStep(Later):
+    LATER = ("focus",)
+
     kind: Literal["draft"] = "draft"
     iteration: int
     draft: str
     call: CallRecord | None = None
     candidates: list[Candidate] = Field(default_factory=list)  # samples > 1: the chosen one and the rest
     accepted: bool = True  # False: a refinement accept="not_worse" rejected (never returned)
+    focus: Focus | None = None  # a focused refinement: the check it was for, kept or why not
 
 
 class FeedbackStep(BaseModel):

@@ -2,7 +2,8 @@
 
 The loop: ``loop`` (:class:`SelfRefine`: the draft → feedback → refine loop as a stream of
 typed steps), ``spec`` (an engine described as data), ``settings`` (a run's options resolved
-once), ``refinement`` (one run's loop), ``state`` (its record), ``context`` (the model steps
+once), ``refinement`` (one run's loop), ``focused`` (a focused refinement: one failed check's
+repair at a time), ``state`` (its record), ``context`` (the model steps
 every part uses), ``drafting`` (the strategies, one module each, found by name: one draft,
 best of K, votes, the auto strategy), ``stopping`` (the stop rules), ``calls`` (model calls,
 retries, budgets), ``deltas`` (token streaming), ``judge`` (the task's judge in the loop),

@@ -41,6 +41,7 @@ from .context import RunContext, verifier_feedback
 from .derivation import run_checks
 from .drafting.base import Drafted, Drafter, Strategy
 from .drafting.registry import find_strategy
+from .focused import FocusedRound, repair_targets
 from .judge import judge_iterations
 from .output_checks import output_fails
 from .run_checks import RunChecks
@@ -148,6 +149,12 @@ class Refinement:
     async def _refine(self, t: int) -> AsyncIterator[Step]:
         """Refine draft t until a refinement is accepted or a stop rule holds."""
         state = self.state
+        if self.settings.refine_form == "focused":  # one failed check's repair at a time (focused.py)
+            targets = await repair_targets(self.run, t)
+            if targets:
+                async for step in FocusedRound(self.run, self.stops, t, self._drafted).steps(targets):
+                    yield step
+                return
         while not state.stopped:
             n = len(state.iterations)
             made = await self.drafter.refinement(self.run, n, await self.run.refine_prompt())
@@ -176,7 +183,12 @@ class Refinement:
         it = made.iteration
         self.run.board.publish([it])  # the step shows the scores as they stand
         step = DraftStep(
-            iteration=it.index, draft=it.draft, call=made.call, candidates=it.candidates, accepted=it.accepted
+            iteration=it.index,
+            draft=it.draft,
+            call=made.call,
+            candidates=it.candidates,
+            accepted=it.accepted,
+            focus=it.focus,
         )
         return [*(CallStep(call=c) for c in self.state.log.drain()), step]
 

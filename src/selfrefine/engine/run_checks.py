@@ -34,7 +34,7 @@ from ..checks.instructions import Instruction, parse_checks, regexes
 from ..core.cancel import checkpoint
 from ..core.config import RefineConfig
 from ..core.errors import ConfigError, TaskError
-from ..core.records import DroppedCheck, RequestCheck, Verification
+from ..core.records import DroppedCheck, Finding, RequestCheck, Verification
 from ..core.saferegex import within_budget
 from ..core.stoprule import STOP_FLAGS
 from ..core.structured import listed, parse_error, pydantic_errors, schema_errors
@@ -122,7 +122,9 @@ class SchemaCheck:
         if not errors:
             return Verification(text="the JSON validates against the schema", passed=True, score=1.0)
         score = 0.0 if value is None and errors[0].startswith("$: the reply is not JSON") else 0.5 / len(errors)
-        return Verification(text="\n".join(f"- {e}" for e in listed(errors)), passed=False, score=round(score, 6))
+        text = "\n".join(f"- {e}" for e in listed(errors))
+        finding = Finding(check=self.record().says, text=text, repair=schema_repair(errors))
+        return Verification(text=text, passed=False, score=round(score, 6), findings=[finding])
 
     def record(self) -> RequestCheck:
         """The check as the run's record states it (the schema itself is in the run's config)."""
@@ -219,11 +221,30 @@ class RunChecks:
         schema = self.schema.verify(draft) if self.schema is not None else None
         if not checks:
             return schema
-        failed = [o.finding for o in (_checked(c, draft) for c in checks) if not o.passed]
+        found = failed_findings(checks, draft)
+        failed = [f.text for f in found]
         score = (len(checks) - len(failed)) / len(checks)
         text = "\n".join(f"- {f}" for f in failed) or "every check passes"
-        verdict = Verification(text=text, passed=not failed, score=round(score, 6))
+        verdict = Verification(text=text, passed=not failed, score=round(score, 6), findings=found)
         return verdict if schema is None else both(verdict, schema)
+
+
+def failed_findings(checks: Sequence[Instruction], draft: str) -> list[Finding]:
+    """Each check ``draft`` fails, in order: the check in words, its finding and its repair."""
+    found = []
+    for check in checks:
+        outcome = _checked(check, draft)
+        if not outcome.passed:
+            found.append(Finding(check=check.describe(), text=outcome.finding, repair=check.repair(draft)))
+    return found
+
+
+def schema_repair(errors: Sequence[str]) -> str:
+    """The repair of a draft a JSON Schema refuses: its first errors, by JSON path."""
+    if errors and errors[0].startswith("$: the reply is not JSON"):
+        return f"Reply with JSON only, nothing around it ({errors[0].removeprefix('$: ')}); keep its content."
+    named = "; ".join(listed(list(errors))[:3])
+    return f"Fix the JSON so it validates against the schema ({named}); change nothing else."
 
 
 def _checked(check: Instruction, draft: str) -> Any:
@@ -238,7 +259,10 @@ def both(checks: Verification, schema: Verification) -> Verification:
     when both pass, scored by their mean."""
     failed = [v.text for v in (checks, schema) if not v.passed]
     score = round(((checks.score or 0.0) + (schema.score or 0.0)) / 2, 6)
-    return Verification(text="\n".join(failed) or "every check passes", passed=not failed, score=score)
+    findings = [*schema.findings, *checks.findings]  # the shape first: a check reads the JSON's text
+    return Verification(
+        text="\n".join(failed) or "every check passes", passed=not failed, score=score, findings=findings
+    )
 
 
 def combined(own: Verification | None, requested: Verification | None) -> Verification | None:
@@ -249,4 +273,6 @@ def combined(own: Verification | None, requested: Verification | None) -> Verifi
         return requested
     score = None if own.score is None else round((own.score + (requested.score or 0.0)) / 2, 6)
     passed = None if own.passed is None and requested.passed else own.passed is not False and bool(requested.passed)
-    return own.model_copy(update={"text": f"{own.text}\n{requested.text}".strip(), "passed": passed, "score": score})
+    text = f"{own.text}\n{requested.text}".strip()
+    findings = [*own.findings, *requested.findings]
+    return own.model_copy(update={"text": text, "passed": passed, "score": score, "findings": findings})

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..core.config import DEFAULT_MAX_ITERATIONS, RefineConfig
+from ..core.config import DEFAULT_MAX_ITERATIONS, DEFAULT_REPAIR_SAMPLES, RefineConfig
 from ..core.errors import ConfigError
 from ..core.records import ROLES, Role, RunConfig
 from ..core.structured import checked_schema
@@ -183,6 +183,8 @@ class Settings:
     accept: str
     feedback_mode: str
     verifier_mode: str
+    refine_form: str = "history"  # "focused": one failed check at a time (engine/focused.py)
+    repair_samples: int = DEFAULT_REPAIR_SAMPLES
 
     @classmethod
     def resolve(cls, config: RefineConfig, task: Task, strategies: Strategies, response_model: Any = None) -> Settings:
@@ -191,7 +193,7 @@ class Settings:
         ``response_model``: a pydantic type the drafts must validate as (its schema becomes
         ``json_schema``)."""
         config = with_schema_defaults(with_response_model(with_preset(config, task), response_model))
-        config = with_task_verifier_mode(config, task)
+        config = with_task_verifier_mode(with_focused_defaults(config), task)
         _check_fits(config, task)
         strategy = strategies(config.strategy)
         strategy.check(config, task)
@@ -210,6 +212,8 @@ class Settings:
             accept=config.accept,
             feedback_mode=config.feedback_mode,
             verifier_mode=config.verifier_mode,
+            refine_form=config.refine_form or "history",
+            repair_samples=config.repair_samples or DEFAULT_REPAIR_SAMPLES,
         )
 
     @property
@@ -339,8 +343,22 @@ def _ways(config: RefineConfig, task: Task, votes: bool) -> tuple[str, ...]:
     return tuple(given) if votes else ()
 
 
+def with_focused_defaults(config: RefineConfig) -> RefineConfig:
+    """Under ``refine_form="focused"``, ``verifier_mode`` "verifier" where the run sets none:
+    the refine prompt says one check's repair and no critique, so a critic call would be spent
+    on text nothing reads; the checks' findings are the feedback (and say when to stop)."""
+    if config.refine_form != "focused" or "verifier_mode" in config.model_fields_set:
+        return config
+    return config.model_copy(update={"verifier_mode": "verifier"})
+
+
 def _check_fits(config: RefineConfig, task: Task) -> None:
     name = task.name
+    if config.refine_form == "focused" and not verifies(config, task):
+        raise ConfigError(
+            f"refine_form 'focused' repairs one failed check at a time, and task {name!r} has no code checks; "
+            "give checks (checks, derive_checks), use a task that checks itself, or refine_form 'history'"
+        )
     if config.verifier_mode != "self" and not verifies(config, task):
         raise ConfigError(
             f"task {name!r} has no verifier; use verifier_mode 'self', a task that checks itself, or checks "

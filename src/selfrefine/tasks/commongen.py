@@ -16,7 +16,7 @@ from typing import Any
 
 from ..checks.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
 from ..core.errors import FeedbackParseError, InputError
-from ..core.records import Feedback, Verification
+from ..core.records import Feedback, Finding, Verification
 from ..task.task import LOOP_BEST, Capabilities, Task, TaskDefaults
 from .parsing import json_object
 
@@ -297,7 +297,15 @@ class CommonGen(Task):
         concepts = parse_concepts(input)
         missing = missing_concepts(concepts, draft)
         text = "Missing concepts (checked by code): " + (", ".join(missing) if missing else "NONE")
-        return Verification(text=text, passed=not missing, score=concept_coverage(concepts, draft))
+        findings = [Finding(check="use every concept", text=text, repair=concepts_repair(missing))] if missing else []
+        return Verification(text=text, passed=not missing, score=concept_coverage(concepts, draft), findings=findings)
+
+
+def concepts_repair(missing: list[str]) -> str:
+    """The repair of a sentence that misses concepts: "Use the words 'ball' and 'kick' in the sentence." """
+    said = [f"'{w}'" for w in missing]
+    words = said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+    return f"Use the {'word' if len(said) == 1 else 'words'} {words} in the sentence; keep it one natural scene."
 
 
 def _parse_json(raw: str) -> tuple[list[str], str] | None:

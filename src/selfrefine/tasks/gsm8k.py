@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from ..core.errors import DraftParseError, FeedbackParseError
-from ..core.records import Feedback, Verification
+from ..core.records import Feedback, Finding, Verification
 from ..sandbox.process import run_python
 from ..task.task import Capabilities, Task, TaskDefaults
 from .parsing import fenced_blocks
@@ -80,6 +80,15 @@ def number_text(value: float | None) -> str | None:
     return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
 
 
+def program_finding(text: str, error: str | None) -> Finding:
+    """A failing program's finding, with its repair: "The program fails: <error>. Fix it so
+    solution() returns the answer." """
+    said = " ".join(str(error or "it does not run").split())
+    said = said if len(said) <= 300 else said[:299] + "…"
+    repair = f"The program fails: {said.rstrip('.')}. Fix it so solution() returns the answer."
+    return Finding(check="solution() runs and returns a number", text=text, repair=repair)
+
+
 class GSM8K(Task):
     name = "gsm8k"
     defaults = TaskDefaults(
@@ -140,10 +149,12 @@ class GSM8K(Task):
         """
         result = run_python(draft, call="solution", timeout=self.timeout)
         if not result.ok:
-            return Verification(text=f"# Running solution() failed: {result.error}", passed=False, score=0.0)
+            text = f"# Running solution() failed: {result.error}"
+            return Verification(text=text, passed=False, score=0.0, findings=[program_finding(text, result.error)])
         if to_number(result.value) is None:
             text = f"# solution() returned {result.value}, which is not a number"
-            return Verification(text=text, passed=False, score=0.0)
+            found = program_finding(text, f"solution() returned {result.value}, which is not a number")
+            return Verification(text=text, passed=False, score=0.0, findings=[found])
         return Verification(
             text=f"# Running solution() returned {result.value}",
             passed=True,

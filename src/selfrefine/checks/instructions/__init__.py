@@ -16,7 +16,9 @@ answers, the response's language. A task file's regexes are checks too (``regex`
   checks under a grammar (``regex`` left out: a request's checks are never regexes);
 - each check's ``check(text)`` gives an :class:`Outcome`: passed, and a finding that says what
   to change, with numbers ("needs exactly 3 bullet points (lines starting with * or -), has 5";
-  "remove the 4 commas"); ``describe()`` states the instruction itself;
+  "remove the 4 commas"); ``describe()`` states the instruction itself, and ``repair(text)``
+  the short instruction that repairs a failure ("Remove every comma: use periods or 'and'
+  instead; change nothing else."), for a focused refinement;
 - :class:`InstructionChecks` is a task's verifier over a list of checks: the share passed.
 
 Drafts are untrusted: each check reads at most ``MAX_CHECK_CHARS`` characters in linear time;
@@ -34,7 +36,7 @@ from typing import Annotated, Any, Union
 from pydantic import Field, TypeAdapter, ValidationError
 
 from ...core.errors import TaskError
-from ...core.records import DroppedCheck, Verification
+from ...core.records import DroppedCheck, Finding, Verification
 from ...core.saferegex import within_budget
 from .base import MAX_CHECK_CHARS, Instruction, Outcome, Relation
 from .counts import CapitalWords, Count, LetterFrequency, ParagraphStart, WordFrequency
@@ -202,9 +204,15 @@ class InstructionChecks:
         return [o.finding for o in self.outcomes(draft) if not o.passed]
 
     def __call__(self, input: str, draft: str) -> Verification:
-        problems = self.findings(draft)
+        found = [
+            Finding(check=c.describe(), text=o.finding, repair=c.repair(draft))
+            for c, o in zip(self.checks, self.outcomes(draft))
+            if not o.passed
+        ]
+        problems = [f.text for f in found]
         score = (len(self.checks) - len(problems)) / len(self.checks)
-        return Verification(text="; ".join(problems) or "all checks pass", passed=not problems, score=score)
+        text = "; ".join(problems) or "all checks pass"
+        return Verification(text=text, passed=not problems, score=score, findings=found)
 
 
 def from_checks(checks: Any) -> list[Instruction]:

@@ -29,7 +29,8 @@ class Outcome(NamedTuple):
 
 class Instruction(BaseModel):
     """One checkable instruction. Subclasses declare ``type`` (the discriminator) and their
-    arguments, and implement ``_problem`` (the finding, or None) and ``describe``."""
+    arguments, and implement ``_problem`` (the finding, or None), ``describe`` and ``_repair``
+    (the short instruction that repairs a failure: a focused refinement's prompt says it)."""
 
     # strict: a number is a number ("40" is not 40, and true is not 1), said naming the key
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
@@ -47,6 +48,20 @@ class Instruction(BaseModel):
     def describe(self) -> str:  # pragma: no cover - every kind overrides it
         """The instruction in words, as a request would state it: "exactly 3 bullet points"."""
         raise NotImplementedError
+
+    def repair(self, text: str) -> str:
+        """The short instruction that repairs this check's failure on ``text``, in the kind's
+        own words with its arguments and, where it counts, the number measured: "It has 74
+        words; shorten it to at most 60 words; keep the meaning." A small model acts on one
+        narrow instruction where it copies a long critique (issue 45)."""
+        if len(text) > MAX_CHECK_CHARS:
+            return f"Shorten the text to well under {MAX_CHECK_CHARS:,} characters; keep what the request asks for."
+        return self._repair(text)
+
+    def _repair(self, text: str) -> str:
+        """Each kind's repair (a kind without its own says its instruction; a test holds that
+        every registered kind has one)."""
+        return f"Change the text so that it does this: {self.describe()}; change nothing else."
 
 
 def holds(n: int, relation: Relation, target: int) -> bool:

@@ -75,6 +75,21 @@ class Count(Instruction):
             how = f" separated by the divider {marker}"
         return amount(self.relation, self.n, one, many) + how
 
+    def _repair(self, text: str) -> str:
+        n, standing = self._measure(text)
+        if standing:
+            return f"Remove the empty paragraph between two {self.marker.strip()} dividers; change nothing else."
+        one, many, _ = _NOUNS[self.unit]
+        asked = self.describe()
+        has = f"It has {plural(n, one, many)}"
+        if self.unit in ("words", "sentences", "characters"):
+            if n > self.n:
+                return f"{has}; shorten it to {asked}; keep the meaning."
+            if self.relation == "at least":
+                return f"{has}; lengthen it to {asked}: add detail, keep what is there."
+            return f"{has}; rewrite it with {asked}; keep the meaning."
+        return f"{has}; change it to have {asked}; keep the content."
+
 
 class ParagraphStart(Instruction):
     """The ``nth`` paragraph (separated by blank lines) begins with ``word``."""
@@ -95,6 +110,13 @@ class ParagraphStart(Instruction):
     def describe(self) -> str:
         return f"paragraph {self.nth} must start with the word {quoted(self.word.strip())}"
 
+    def _repair(self, text: str) -> str:
+        start = f"Start paragraph {self.nth} with the word {quoted(self.word.strip())}"
+        found = len(measures.paragraphs(text))
+        if found < self.nth:
+            return f"{start}: write at least {self.nth} paragraphs separated by blank lines (it has {found})."
+        return f"{start}; change nothing else."
+
 
 class CapitalWords(Instruction):
     """How many words are written all in capitals ("NASA")."""
@@ -113,6 +135,13 @@ class CapitalWords(Instruction):
     def describe(self) -> str:
         return amount(self.relation, self.n, "word", "words") + " in all capital letters"
 
+    def _repair(self, text: str) -> str:
+        n = len(measures.capital_words(text))
+        has = f"It has {plural(n, 'word')} in all capital letters"
+        if n > self.n:
+            return f"{has}; write the rest in normal case, keeping {self.describe()}."
+        return f"{has}; write {self.describe()} (for emphasis, or names such as NASA)."
+
 
 class WordFrequency(Instruction):
     """How often a word (or phrase) occurs, in any case, also inside longer words."""
@@ -129,6 +158,13 @@ class WordFrequency(Instruction):
     def describe(self) -> str:
         return f"the word {quoted(self.word.strip())} {amount(self.relation, self.n, 'time')}"
 
+    def _repair(self, text: str) -> str:
+        n = text.lower().count(self.word.strip().lower())
+        word = quoted(self.word.strip())
+        if n > self.n:
+            return f"The word {word} occurs {plural(n, 'time')}; use it {amount(self.relation, self.n, 'time')}: replace the rest with other words."
+        return f"The word {word} occurs {plural(n, 'time')}; use it {amount(self.relation, self.n, 'time')}, where it fits."
+
 
 class LetterFrequency(Instruction):
     """How often a letter (or any one character: "#") occurs, in any case."""
@@ -144,3 +180,11 @@ class LetterFrequency(Instruction):
 
     def describe(self) -> str:
         return f"the letter {quoted(self.letter.lower())} {amount(self.relation, self.n, 'time')}"
+
+    def _repair(self, text: str) -> str:
+        n = text.lower().count(self.letter.lower())
+        letter = quoted(self.letter.lower())
+        want = amount(self.relation, self.n, "time")
+        if n > self.n:
+            return f"The letter {letter} occurs {plural(n, 'time')}; use words without it so it occurs {want}."
+        return f"The letter {letter} occurs {plural(n, 'time')}; use words with it so it occurs {want}."

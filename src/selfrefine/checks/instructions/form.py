@@ -36,6 +36,10 @@ class Case(Instruction):
     def describe(self) -> str:
         return "use only lowercase letters" if self.letters == "lower" else "use only capital letters"
 
+    def _repair(self, text: str) -> str:
+        letters = "lowercase" if self.letters == "lower" else "capital"
+        return f"Rewrite the text entirely in {letters} letters; change nothing else."
+
 
 class StartsWith(Instruction):
     """The draft begins with ``phrase``, in any case (leading spaces aside)."""
@@ -48,6 +52,9 @@ class StartsWith(Instruction):
 
     def describe(self) -> str:
         return f"start with {quoted(self.phrase.strip(), 300)} word for word, with nothing before it"
+
+    def _repair(self, text: str) -> str:
+        return f"Begin the text with {quoted(self.phrase.strip(), 300)} word for word, with nothing before it; keep the rest."
 
 
 class EndsWith(Instruction):
@@ -63,6 +70,10 @@ class EndsWith(Instruction):
     def describe(self) -> str:
         return f"end with the phrase {quoted(self.phrase.strip(), 300)}, with nothing after it"
 
+    def _repair(self, text: str) -> str:
+        phrase = quoted(self.phrase.strip(), 300)
+        return f"End the text with {phrase} word for word, on the last line, with nothing after it; keep the rest."
+
 
 class Quoted(Instruction):
     """The whole draft is wrapped in double quotes."""
@@ -75,6 +86,11 @@ class Quoted(Instruction):
 
     def describe(self) -> str:
         return 'wrap the whole response in double quotes ("…")'
+
+    def _repair(self, text: str) -> str:
+        return (
+            'Wrap the whole text in double quotes: put " at its very start and " at its very end; change nothing else.'
+        )
 
 
 class Json(Instruction):
@@ -98,6 +114,11 @@ class Json(Instruction):
     def describe(self) -> str:
         return "make the whole response valid JSON (a ```json block is fine), with nothing around it"
 
+    def _repair(self, text: str) -> str:
+        problem = self._problem(text) or ""
+        error = problem.split(": ", 1)[1] if ": " in problem else "it does not parse"
+        return f"Make the whole text valid JSON with nothing around it (now: {error}); keep its content."
+
 
 class Title(Instruction):
     """A title in double angle brackets, ``<<like this>>``, on one line."""
@@ -114,6 +135,9 @@ class Title(Instruction):
     def describe(self) -> str:
         return "add a title in double angle brackets, like <<Title>>"
 
+    def _repair(self, text: str) -> str:
+        return "Add a title in double angle brackets on the first line, like <<Title>>; change nothing else."
+
 
 class Postscript(Instruction):
     """A postscript starting with ``marker`` (``P.S.``, ``P.P.S``), in any case."""
@@ -128,6 +152,11 @@ class Postscript(Instruction):
 
     def describe(self) -> str:
         return f"end with a postscript starting with {self.marker.strip()}"
+
+    def _repair(self, text: str) -> str:
+        return (
+            f"Add a postscript at the end: a last paragraph starting with {self.marker.strip()}; change nothing else."
+        )
 
 
 class TwoResponses(Instruction):
@@ -147,6 +176,9 @@ class TwoResponses(Instruction):
     def describe(self) -> str:
         return "give exactly 2 different responses separated by ******"
 
+    def _repair(self, text: str) -> str:
+        return "Give exactly 2 different responses, separated by a line of six asterisks: ******."
+
 
 class OneOf(Instruction):
     """The draft contains one of the given answers ("My answer is yes.")."""
@@ -161,6 +193,9 @@ class OneOf(Instruction):
 
     def describe(self) -> str:
         return "answer with one of: " + ", ".join(quoted(o) for o in self.options)
+
+    def _repair(self, text: str) -> str:
+        return "Answer with exactly one of these, word for word: " + ", ".join(quoted(o) for o in self.options) + "."
 
 
 class Language(Instruction):
@@ -178,3 +213,6 @@ class Language(Instruction):
 
     def describe(self) -> str:
         return f"write the whole response in {LANGUAGES[self.code]}"
+
+    def _repair(self, text: str) -> str:
+        return f"Rewrite the whole text in {LANGUAGES[self.code]}, and nothing else; keep the meaning."

@@ -33,6 +33,13 @@ class Keywords(Instruction):
     def describe(self) -> str:
         return f"include the {'word' if len(self.words) == 1 else 'words'} {', '.join(quoted(w) for w in self.words)}"
 
+    def _repair(self, text: str) -> str:
+        lower = text.lower()
+        missing = [w for w in self.words if not (_has_word(text, w) if self.whole else w.strip().lower() in lower)]
+        missing = missing or list(self.words)
+        one = len(missing) == 1
+        return f"Add the {'word' if one else 'words'} {_listed(missing)} where {'it fits' if one else 'they fit'}; keep the rest."
+
 
 class ForbiddenWords(Instruction):
     """None of the words occurs as a whole word, in any case."""
@@ -49,6 +56,10 @@ class ForbiddenWords(Instruction):
         return (
             f"do not use the {'word' if len(self.words) == 1 else 'words'} {', '.join(quoted(w) for w in self.words)}"
         )
+
+    def _repair(self, text: str) -> str:
+        found = [w for w in self.words if _count_word(text, w)] or self.words
+        return f"Remove the {'word' if len(found) == 1 else 'words'} {_listed(found)}: use other words in their place."
 
 
 _CHAR_NAMES = {",": "comma", "!": "exclamation mark", "?": "question mark", ";": "semicolon", ":": "colon",
@@ -69,6 +80,12 @@ class ForbiddenChars(Instruction):
 
     def describe(self) -> str:
         return "use no " + " and no ".join(_char_name(c)[1] for c in dict.fromkeys(self.chars) if not c.isspace())
+
+    def _repair(self, text: str) -> str:
+        found = [c for c in dict.fromkeys(self.chars) if not c.isspace() and c in text] or list(self.chars.strip())
+        names = " and every ".join(_char_name(c)[0] for c in found)
+        instead = ": use periods or 'and' instead" if found == [","] else ""
+        return f"Remove every {names}{instead}; change nothing else."
 
 
 def _char_name(char: str) -> tuple[str, str]:
@@ -111,6 +128,25 @@ class Regex(Instruction):
         if self.says.strip():
             return " ".join(self.says.split())
         return f"{'match' if self.present else 'do not match'} {shown(self.pattern)}"
+
+    def _repair(self, text: str) -> str:
+        """In words, as the finding: the rule where the check states one, else the text found;
+        never the pattern (the model cannot act on a regex)."""
+        says = " ".join(self.says.split())
+        if self.present:
+            rule = f"this rule: {says}" if says else "the form the task asks for"
+            return f"Rewrite the text so that it follows {rule}; change nothing else."
+        hit = bounded(self.pattern, REGEX_FLAGS).search(text[:MAX_REGEX_CHARS])
+        found = hit.group(0) if hit is not None and hit.group(0).strip() else ""
+        cut = found if len(found) <= 40 else found[:39] + "…"
+        remove = f"Remove {cut!r}" if cut else "Remove what the task does not allow"
+        return f"{remove}{f' (rule: {says})' if says else ''}; change nothing else."
+
+
+def _listed(words: list[str]) -> str:
+    """'a', 'b' and 'c': words quoted and listed as a sentence says them."""
+    said = [quoted(w) for w in words]
+    return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
 
 
 def regex_finding(says: str, present: bool, where: str, found: str | None = None) -> str:

@@ -1,0 +1,145 @@
+"""Focused refinement (``refine_form="focused"``): one failed check at a time.
+
+The paper's refine prompt shows the whole history and asks to fix every issue; a 1.5B model
+mostly returns what it was given (issue 45). A focused round instead takes the current
+draft's first failed check that says a repair (:class:`~selfrefine.core.records.Finding`)
+and asks for that repair alone in a short prompt (``engine/prompts/refine_focused.j2``): the
+request, the current draft, the one instruction; no earlier versions, no critique. Request
+and draft come first, so the tries on one draft share their prompt's prefix.
+
+- a repair is kept only when the check it was run for passes and no check that passed
+  breaks (never worse, by the same checks); otherwise it is rejected (kept in the record,
+  ``Iteration.focus`` says why) and tried again, sampled, up to ``repair_samples`` times,
+  then the next failed check is tried; the first that passes wins;
+- every try is a refinement: the refinement cap and the budgets apply as to any other;
+- a round whose every repair is rejected ends the run (``no_change``): the draft it started
+  from stays the best by its checks;
+- a draft whose failed checks say no repair (a task verifier that names none) is refined the
+  paper's way (the loop's own path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from importlib import resources
+
+from ..core.errors import ParseError
+from ..core.records import (
+    CallRecord,
+    DecisionStep,
+    FeedbackStep,
+    Finding,
+    Focus,
+    Iteration,
+    Step,
+    StopReason,
+    Verification,
+)
+from ..task.templates import Template
+from .context import RunContext, raw_reply, verifier_feedback
+from .drafting.base import Drafted
+from .scoring.ranking import worse
+from .scoring.scoreboard import same_text
+from .scoring.selection import rejection_detail
+from .stopping import StopRules
+
+
+def _template() -> Template:
+    source = resources.files("selfrefine.engine").joinpath("prompts/refine_focused.j2").read_text(encoding="utf-8")
+    return Template("refine focused", source, {"request", "draft", "repair"})
+
+
+TEMPLATE = _template()
+
+
+async def repair_targets(run: RunContext, t: int) -> list[Finding]:
+    """Draft t's failed checks that say a repair, in the order the checks are listed."""
+    check = await run.verify(t)
+    return [f for f in check.findings if f.repair] if check is not None else []
+
+
+def repair_prompt(request: str, draft: str, repair: str) -> str:
+    """The focused prompt: the request, the draft, the one repair (prefix-stable per draft)."""
+    return TEMPLATE.render({"request": request, "draft": draft, "repair": repair}).strip()
+
+
+def rejected_why(before: Verification | None, after: Verification | None, target: str, unchanged: bool) -> str:
+    """Why a repair for check ``target`` is not kept ("" when it is): its check still fails, a
+    check that passed breaks, or it scores lower by the checks."""
+    if unchanged:
+        return "the repair changed nothing"
+    if after is None:
+        return "no check could read it"
+    still = next((f for f in after.findings if f.check == target), None)
+    if still is not None:
+        return f"the check it was for still fails: {still.text}"
+    failed_before = {f.check for f in before.findings} if before is not None else set()
+    broke = [f.check for f in after.findings if f.check not in failed_before]
+    if broke:
+        return "it breaks a check that passed: " + "; ".join(broke)
+    if worse(after, before):
+        return "it scores lower by the checks"
+    return ""
+
+
+class FocusedRound:
+    """One focused round on draft t: each failed check's repair in turn, each tried up to
+    ``repair_samples`` times, until one is kept or a stop rule holds.
+    ``drafted``: the loop's steps for a new draft (its call steps, then the draft step)."""
+
+    def __init__(self, run: RunContext, stops: StopRules, t: int, drafted: Callable[[Drafted], list[Step]]) -> None:
+        self.run, self.stops, self.t, self.drafted = run, stops, t, drafted
+
+    async def steps(self, targets: list[Finding]) -> AsyncIterator[Step]:
+        run, state, t = self.run, self.run.state, self.t
+        before = run.board.of_iteration(t)
+        for finding in targets:
+            for sample in range(1, run.settings.repair_samples + 1):
+                it, call = await self._try(finding, sample)
+                unchanged = same_text(it.draft, state.iterations[t].draft)
+                why = rejected_why(before, await run.verify(it.index), finding.check, unchanged)
+                it.focus = Focus(check=finding.check, repair=finding.repair or "", sample=sample, kept=not why, why=why)
+                if not why:
+                    for step in self.drafted(Drafted(it, call)):
+                        yield step
+                    state.accepted(t, it.index)
+                    return
+                steps = self._rejected(it, call, why)
+                for step in steps:
+                    yield step
+                if state.stopped:
+                    return
+        detail = f"no focused repair of draft {t} was kept: each failed check's repair was tried and rejected"
+        yield state.decided(DecisionStep(iteration=t, stop=True, reason=StopReason.NO_CHANGE, detail=detail))
+
+    def _rejected(self, it: Iteration, call: CallRecord, why: str) -> list[Step]:
+        """A rejected repair's steps: its draft, the checks' findings as its feedback, and the
+        decision (the cap and the budgets apply; the round tries the next repair, or stops)."""
+        run, state, t = self.run, self.run.state, self.t
+        it.accepted, it.feedback = False, verifier_feedback(run.board.of_iteration(it.index))
+        steps = [*self.drafted(Drafted(it, call)), FeedbackStep(iteration=it.index, feedback=it.feedback)]
+        state.rejected(t, it.index)
+        decision = state.decided(self.stops.after(it.index, None))
+        detail = rejection_detail(f"repair rejected: {why}", t, decision)
+        return [*steps, decision.model_copy(update={"detail": detail})]
+
+    async def _try(self, finding: Finding, sample: int) -> tuple[Iteration, CallRecord]:
+        """One repair call on draft t, appended to the run's iterations (not yet judged). A
+        second try samples (temperature at least 0.7, a new seed): greedy would repeat itself."""
+        run, state = self.run, self.run.state
+        n, parent = len(state.iterations), state.iterations[self.t]
+        prompt = repair_prompt(run.asked, parent.draft, finding.repair or "")
+        reseed, first = state.rejections(), 1 if sample == 1 else 2
+        draft = ""
+        for attempt in range(first, first + run.settings.requests.parse_retries + 1):
+            request = run.request("refine", prompt, None, attempt, reseed)
+            [(response, call)] = await run.caller.call("refine", n, request, stream=True)
+            try:
+                draft = run.parse_draft(response.text)
+                break
+            except ParseError as exc:
+                state.log.failed(call, f"parse: {exc}")
+                draft = raw_reply(call) or parent.draft
+        it = Iteration(index=n, draft=draft, finish_reason=call.finish_reason)
+        state.iterations.append(it)
+        return it, call
