@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from selfrefine.engine.instructions import Instruction, parse_checks
+from selfrefine.checks.instructions import Instruction, parse_checks
 
 CONSTRAINED_RESPONSES = ["My answer is yes.", "My answer is no.", "My answer is maybe."]
 

@@ -144,9 +144,9 @@ def sources(row: dict[str, Any], derived: dict[str, Any]) -> dict[str, list[dict
     """A row's checks by who read them: code from the wording, the model (its grounded list,
     re-read from its recorded reply), and both as the derivation joins them (the code's check
     stands where both state one of the same thing), all with today's rules."""
+    from selfrefine.checks.instructions import build_checks
+    from selfrefine.checks.instructions.phrases import stated
     from selfrefine.engine.derivation import _parse, _subject, grounded
-    from selfrefine.engine.instructions import build_checks
-    from selfrefine.engine.instructions.phrases import stated
 
     code = build_checks(stated(row["prompt"]))[0]
     try:

@@ -46,8 +46,8 @@ from _ifeval_map import follows as ours
 from _ifeval_official import answer_sets, official_counts, prompts, punkt_data, responses
 from _ifeval_official import follows as official
 
-from selfrefine.engine.instructions import MAX_CHECK_CHARS, measures
-from selfrefine.engine.instructions.sentences import sentences
+from selfrefine.checks.instructions import MAX_CHECK_CHARS, measures
+from selfrefine.checks.instructions.sentences import sentences
 
 
 def _cut_at(text: str, ends: list[int], k: int) -> str:

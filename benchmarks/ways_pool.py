@@ -29,8 +29,8 @@ from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.openai_compat import OpenAIBackend
 from selfrefine.backends.probabilities import answer_probabilities
 from selfrefine.engine.loop import SelfRefine
-from selfrefine.engine.questions import TOP_LOGPROBS
-from selfrefine.engine.votes import majority_answer, tally, way_weights
+from selfrefine.engine.scoring.questions import TOP_LOGPROBS
+from selfrefine.engine.scoring.votes import majority_answer, tally, way_weights
 from selfrefine.evaluation.response_cache import CachedBackend, ResponseCache
 from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff
 from selfrefine.tasks.gsm8k import GSM8K, to_number

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         RoleBackends,
         get_backend,
     )
+    from .checks.declared import Checks
     from .core.config import RefineConfig
     from .core.errors import (
         BackendError,
@@ -51,10 +52,9 @@ if TYPE_CHECKING:
         Usage,
         Verification,
     )
-    from .engine.checks import Checks
     from .engine.loop import SelfRefine, refine
     from .engine.spec import BackendPool, EngineSpec, ModelSpec
-    from .engine.task import Capabilities, Task, TaskDefaults
+    from .task.task import Capabilities, Task, TaskDefaults
     from .tasks import get_task
     from .tasks.taskfile import load_task
 
@@ -93,15 +93,15 @@ _EXPORTS = {  # name -> the module it comes from, imported on first use
     "StopReason": ".core.records",
     "Usage": ".core.records",
     "Verification": ".core.records",
-    "Checks": ".engine.checks",
+    "Checks": ".checks.declared",
     "SelfRefine": ".engine.loop",
     "refine": ".engine.loop",
     "BackendPool": ".engine.spec",
     "EngineSpec": ".engine.spec",
     "ModelSpec": ".engine.spec",
-    "Capabilities": ".engine.task",
-    "Task": ".engine.task",
-    "TaskDefaults": ".engine.task",
+    "Capabilities": ".task.task",
+    "Task": ".task.task",
+    "TaskDefaults": ".task.task",
     "get_task": ".tasks",
     "load_task": ".tasks.taskfile",
 }

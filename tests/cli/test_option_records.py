@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from selfrefine.cli.commands import EvalFlags, RunFlags, cli
 from selfrefine.cli.serve import ServeFlags, _settings
-from selfrefine.engine import plugins
-from selfrefine.engine.task import PreparedInput, Task, prepared_input
+from selfrefine.task import plugins
+from selfrefine.task.task import PreparedInput, Task, prepared_input
 from selfrefine.tasks import get_task
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -37,10 +37,15 @@ def test_a_commands_help_imports_none_either():
 
 
 def test_help_loads_no_command_module():
-    # the commands' module pulls in the engine, its tasks and models: --help lists them without it
+    # the commands' module pulls in the engine, the task contract, the checks, tasks and models: --help lists them without it
     probe = PROBE.replace('m.split(".")[0] in %r or m == "selfrefine.evaluation.report"', "m.startswith(%r)")
     done = subprocess.run(
-        [sys.executable, "-c", probe % (("selfrefine.engine", "selfrefine.cli.commands"),), "--help"],
+        [
+            sys.executable,
+            "-c",
+            probe % (("selfrefine.engine", "selfrefine.task", "selfrefine.checks", "selfrefine.cli.commands"),),
+            "--help",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -21,8 +21,8 @@ import time
 import pytest
 
 from selfrefine import ConfigError, FakeBackend, RefineConfig, SelfRefine, Task, TaskError, TaskFileError, load_task
+from selfrefine.checks.declared import Checks
 from selfrefine.core.saferegex import MAX_REGEX_CHARS, MAX_REGEX_STEPS, bounded
-from selfrefine.engine.checks import Checks
 
 TEMPLATES = "generate: 'Write about {{ input }}.'\nfeedback: 'Critique {{ draft }}'\nrefine: 'Better {{ draft }}'\n"
 # patterns each within the bound alone: a run of word characters then an x, searched on a
@@ -170,7 +170,7 @@ def test_the_issue_probe_twenty_check_regexes_on_a_hostile_draft(tmp_path):
         f"""
         import json, time
         from selfrefine import TaskError, load_task
-        from selfrefine.engine.checks import Checks
+        from selfrefine.checks.declared import Checks
         out = {{}}
         try:
             task = load_task({str(path)!r})

@@ -20,8 +20,8 @@ import time
 import pytest
 
 from selfrefine import ChecksStep, ConfigError, FakeBackend, SelfRefine, Task, TaskError, TaskFileError, load_task
+from selfrefine.checks.instructions import InstructionChecks, parse_checks
 from selfrefine.core.saferegex import MAX_REGEX_STEPS, bounded, regex_steps, within_budget
-from selfrefine.engine.instructions import InstructionChecks, parse_checks
 
 TEMPLATES = {"generate": "Write about {{ input }}.", "feedback": "Critique {{ draft }}", "refine": "Better {{ draft }}"}
 # the audit's payload: 32 distinct patterns, each within the bound alone (about 0.2-0.4 s

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from selfrefine import FakeBackend, SelfRefine, Task, refine
+from selfrefine.checks.instructions import Count, parse_checks
+from selfrefine.checks.instructions.phrases import stated
 from selfrefine.core.records import ChecksStep, FailedCheck, StopReason
 from selfrefine.engine.derivation import grounded
-from selfrefine.engine.instructions import Count, parse_checks
-from selfrefine.engine.instructions.phrases import stated
 from selfrefine.tasks.taskfile import load_task
 
 COMMIT = """\
@@ -188,7 +188,7 @@ def test_under_a_schema_a_quoted_phrase_is_no_check_and_a_valid_draft_stops():
 
 def test_a_task_files_mapping_counts_characters_too():
     from selfrefine import Checks
-    from selfrefine.engine.instructions import InstructionChecks, from_checks
+    from selfrefine.checks.instructions import InstructionChecks, from_checks
 
     checks = Checks(max_chars=50, min_chars=5)
     assert checks("in", "x" * 51).text == "needs at most 50 characters (letters, spaces and punctuation), has 51"

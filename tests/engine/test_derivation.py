@@ -10,9 +10,9 @@ import json
 import pytest
 
 from selfrefine import ChecksStep, ConfigError, DraftStep, FakeBackend, ProgressStep, SelfRefine
+from selfrefine.checks.instructions import parse_checks
 from selfrefine.cli.display import StepPrinter
 from selfrefine.engine.derivation import DERIVED, grounded
-from selfrefine.engine.instructions import parse_checks
 
 REQUEST = "Give me three tips for sleeping better as a bulleted list. Do not use any commas."
 BULLETS3 = {"type": "count", "unit": "bullets", "relation": "exactly", "n": 3}

@@ -18,7 +18,7 @@ from selfrefine.engine.drafting.one import OneDraft
 from selfrefine.engine.drafting.registry import find_strategy
 from selfrefine.engine.drafting.voting import Votes
 from selfrefine.engine.refinement import verifies_every_draft
-from selfrefine.engine.scoreboard import Scoreboard
+from selfrefine.engine.scoring.scoreboard import Scoreboard
 from selfrefine.engine.settings import Settings
 from selfrefine.engine.state import RunState
 from selfrefine.engine.stopping import StopRules

@@ -1,4 +1,4 @@
-"""A draft that repeats the request is no answer (engine/incomplete.py ``echoes``): the
+"""A draft that repeats the request is no answer (checks/incomplete.py ``echoes``): the
 engine's check fails it for every task whose ``echo`` is not "off", with a finding, also on a
 task without a verifier, and neither the judge nor the critic can then rank it above a real
 answer. Rewriting tasks declare ``echo="off"``: a rewrite may rightly stay close to its input."""
@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 from selfrefine import FakeBackend, SelfRefine, Task
-from selfrefine.engine.incomplete import ECHO, INCOMPLETE_SCORE, echo_slack, echoes
-from selfrefine.engine.ranking import UNSCORED, score
+from selfrefine.checks.incomplete import ECHO, INCOMPLETE_SCORE, echo_slack, echoes
+from selfrefine.engine.scoring.ranking import UNSCORED, score
 from selfrefine.tasks import get_task
 from selfrefine.tasks.taskfile import load_task
 

@@ -1,4 +1,4 @@
-"""Issue 46 item 2: the echo check (engine/incomplete.py ``echoes``) takes linear time.
+"""Issue 46 item 2: the echo check (checks/incomplete.py ``echoes``) takes linear time.
 
 On c3793c2 it aligned the draft with the request by ``difflib.SequenceMatcher``, quadratic
 in the words: an 8,000-word request and its near echo took 21.6 s in the audit (30-44 s
@@ -14,7 +14,7 @@ from difflib import SequenceMatcher
 
 import pytest
 
-from selfrefine.engine.incomplete import echo_slack, echoes, words
+from selfrefine.checks.incomplete import echo_slack, echoes, words
 
 # short words, as a request under the server's 20,000-character limit holds 8,000 of them;
 # few distinct ones, which is what made SequenceMatcher slowest

@@ -152,7 +152,7 @@ def test_checks_are_validated_strictly_when_the_file_loads(tmp_path, checks, mes
 
 def test_check_regexes_stay_fast_on_a_hostile_draft():
     from selfrefine import Checks
-    from selfrefine.engine.checks import MAX_REGEX_CHARS
+    from selfrefine.checks.declared import MAX_REGEX_CHARS
 
     checks = Checks(must_match=r"\w+x", must_not_match=r"\d{1,3}(?:,\d{3}){0,5}", max_words=3)
     started = time.monotonic()

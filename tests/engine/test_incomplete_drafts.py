@@ -53,7 +53,7 @@ def _run(replies: dict[str, list[str]], **options) -> RunResult:
     ],
 )
 def test_common_refusal_phrasings_are_refusals(text):
-    from selfrefine.engine.incomplete import is_refusal
+    from selfrefine.checks.incomplete import is_refusal
 
     assert is_refusal(text)
 
@@ -62,7 +62,7 @@ def test_common_refusal_phrasings_are_refusals(text):
     "text", [STORY, '"I\'m sorry," said the keeper, "I cannot leave the light."', "I can see the ocean."]
 )
 def test_a_story_that_mentions_sorrow_is_no_refusal(text):
-    from selfrefine.engine.incomplete import is_refusal
+    from selfrefine.checks.incomplete import is_refusal
 
     assert not is_refusal(text)
 

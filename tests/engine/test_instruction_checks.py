@@ -1,4 +1,4 @@
-"""Instruction checks (engine/instructions, issue 38): each check type gives the official IFEval
+"""Instruction checks (checks/instructions, issue 38): each check type gives the official IFEval
 verifier's verdict on hand-made texts (pass, fail and edge cases), says what failed in words
 with numbers, validates strictly, has a compact JSON schema that llama.cpp turns into a
 grammar, states a task file's ``checks:`` with the same verdicts, and reads a hostile draft in
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from selfrefine import Checks, TaskError
-from selfrefine.engine.instructions import (
+from selfrefine.checks.instructions import (
     CHECK_TYPES,
     MAX_CHECK_CHARS,
     Count,

@@ -1,4 +1,4 @@
-"""The checks code reads from a request's common phrasings (engine/instructions/phrases.py):
+"""The checks code reads from a request's common phrasings (checks/instructions/phrases.py):
 each rule on a request that states its instruction, and on one that does not (a number that
 is no count, a topic's word, a negation)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from selfrefine.engine.instructions import parse_checks
-from selfrefine.engine.instructions.phrases import stated
+from selfrefine.checks.instructions import parse_checks
+from selfrefine.checks.instructions.phrases import stated
 
 
 def kinds(request: str) -> list[dict]:

@@ -1,4 +1,4 @@
-"""The judge is a role like feedback and refine: a run's closed questions (engine/questions.py)
+"""The judge is a role like feedback and refine: a run's closed questions (engine/scoring/questions.py)
 asked as role "judge" go to the judge's backend, the feedback role's unless the engine is
 given a judge model, and are recorded as the judge's calls (fake models, no server)."""
 
@@ -9,7 +9,7 @@ import asyncio
 from selfrefine import FakeBackend, SelfRefine
 from selfrefine.core.records import MODEL_ROLES, ROLES, Usage
 from selfrefine.engine.calls import Caller, CallLog
-from selfrefine.engine.questions import Question, Questions
+from selfrefine.engine.scoring.questions import Question, Questions
 
 YES = {"text": "Yes", "top_logprobs": [{"Yes": -0.1, "No": -2.4}]}
 

@@ -25,7 +25,7 @@ from selfrefine.core.records import (
     FeedbackStep,
     ResultStep,
 )
-from selfrefine.engine.task import Capabilities
+from selfrefine.task.task import Capabilities
 
 
 def fake(generate=("d0",), feedback=(), refine=()) -> FakeBackend:

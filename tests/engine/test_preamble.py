@@ -1,14 +1,14 @@
 """A draft's first line that announces it ("Sure! Here is the limerick…:") is dropped before
 the task parses the draft, for every task; a first line ending with a colon that is content
-stays (engine/preamble.py)."""
+stays (task/preamble.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from selfrefine import FakeBackend, SelfRefine, Task
-from selfrefine.engine.instructions import parse_checks
-from selfrefine.engine.preamble import preamble, without_preamble
+from selfrefine.checks.instructions import parse_checks
+from selfrefine.task.preamble import preamble, without_preamble
 
 LIMERICK = "There once was a cat in the night\nwho danced in the moonlight so bright"
 

@@ -1,4 +1,4 @@
-"""Judgments from token probabilities (engine/questions.py), on a stub caller whose replies
+"""Judgments from token probabilities (engine/scoring/questions.py), on a stub caller whose replies
 carry scripted top alternatives: P(yes), a rating's expected value, both orders of a
 comparison with a flip as a tie, and the sampled fallback where no probabilities come."""
 
@@ -12,7 +12,7 @@ import pytest
 from selfrefine.backends.base import CompletionRequest, CompletionResponse, TokenChoices
 from selfrefine.core.errors import ParseError
 from selfrefine.core.records import CallRecord
-from selfrefine.engine.questions import Question, Questions
+from selfrefine.engine.scoring.questions import Question, Questions
 
 
 class StubCaller:

@@ -1,8 +1,8 @@
-"""The one ranking rule (engine/ranking.py) and the selections built on it."""
+"""The one ranking rule (engine/scoring/ranking.py) and the selections built on it."""
 
 from selfrefine.core.records import Feedback, Iteration, Verification
-from selfrefine.engine.ranking import best, best_of_tie, earns_place, rank, score, ties, worse
-from selfrefine.engine.selection import select_index
+from selfrefine.engine.scoring.ranking import best, best_of_tie, earns_place, rank, score, ties, worse
+from selfrefine.engine.scoring.selection import select_index
 
 
 def check(s):

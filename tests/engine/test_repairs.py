@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from selfrefine.checks.instructions import CHECK_TYPES, Instruction, InstructionChecks, parse_checks
+from selfrefine.checks.instructions.base import MAX_CHECK_CHARS
 from selfrefine.core.records import Verification
-from selfrefine.engine.instructions import CHECK_TYPES, Instruction, InstructionChecks, parse_checks
-from selfrefine.engine.instructions.base import MAX_CHECK_CHARS
 from selfrefine.engine.run_checks import ChecksPolicy, RunChecks, SchemaCheck
 
 TEXT = "The Quick brown fox, the lazy dog, and the cat met at noon. They talked.\n\nThen they left."
@@ -144,7 +144,7 @@ def test_gsm8ks_failing_program_says_its_repair() -> None:
 
 
 def test_a_task_files_mapping_of_checks_carries_repairs_in_words():
-    from selfrefine.engine.checks import Checks
+    from selfrefine.checks.declared import Checks
 
     checks = Checks(
         max_words=5,

@@ -22,10 +22,10 @@ from selfrefine.core.records import (
     Iteration,
     Verification,
 )
-from selfrefine.engine.selection import select_index
-from selfrefine.engine.task import Capabilities
+from selfrefine.engine.scoring.selection import select_index
 from selfrefine.evaluation.datasets import Example
 from selfrefine.evaluation.runner import summarize
+from selfrefine.task.task import Capabilities
 
 # prefix-stable like the built-in prompts: each history item is rendered like the current
 # draft and ends with the cue the next draft follows

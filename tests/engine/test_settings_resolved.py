@@ -7,8 +7,8 @@ from selfrefine import Task
 from selfrefine.core.config import RefineConfig
 from selfrefine.core.errors import ConfigError
 from selfrefine.engine.drafting.registry import find_strategy
-from selfrefine.engine.plugins import find_task
 from selfrefine.engine.settings import Settings
+from selfrefine.task.plugins import find_task
 
 
 def resolve(task, **options) -> Settings:

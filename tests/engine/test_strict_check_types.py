@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from selfrefine import ConfigError, FakeBackend, SelfRefine, Task
+from selfrefine.checks.declared import Checks
+from selfrefine.checks.instructions import parse_checks
 from selfrefine.core.errors import TaskError, TaskFileError
-from selfrefine.engine.checks import Checks
-from selfrefine.engine.instructions import parse_checks
 from selfrefine.tasks.taskfile import load_task
 
 COUNT = {"type": "count", "unit": "words", "relation": "at most", "n": 40}

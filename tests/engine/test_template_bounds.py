@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from selfrefine import FakeBackend, SelfRefine, load_task
-from selfrefine.engine.templates import Template
+from selfrefine.task.templates import Template
 
 FORKER = textwrap.dedent(
     """

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from selfrefine import FakeBackend, SelfRefine, TaskError, TaskFileError, load_task
-from selfrefine.engine.templates import Template
+from selfrefine.task.templates import Template
 
 # The audit's payload: walk from a string to os and run a command on every render.
 EXPLOIT = "{{ ''.__class__.__mro__[1].__subclasses__() | selectattr('__name__', 'equalto', 'catch_warnings') | first }}"

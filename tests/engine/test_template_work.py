@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT
 from test_template_bounds import _assert_bounded, attempt, forker  # noqa: F401 (fixtures)
 
-from selfrefine.engine.templates import Template
+from selfrefine.task.templates import Template
 
 WORK_ATTACKS = {  # seconds each took on b6c03ab, rendering or before its error
     "wordwrap_long_word": "{{ ('a' * 999999)|wordwrap(1) }}",  # the probe: 18-45 s

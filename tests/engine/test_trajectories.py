@@ -50,7 +50,7 @@ from selfrefine.core.records import (
     Step,
     Verification,
 )
-from selfrefine.engine.task import Capabilities
+from selfrefine.task.task import Capabilities
 
 GOLDEN = Path(__file__).with_name("golden_trajectories.json")
 LINE = 200  # the golden file's lines: a value longer than this is spread over lines

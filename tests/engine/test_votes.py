@@ -1,7 +1,7 @@
 """Votes as a verifier: shares, findings in words, the majority; the reference never enters."""
 
 from selfrefine.core.records import Verification
-from selfrefine.engine.votes import disagreement, majority_answer, tally, with_vote
+from selfrefine.engine.scoring.votes import disagreement, majority_answer, tally, with_vote
 
 RAN = Verification(text="# Running solution() returned 18", passed=True, score=1.0)
 CRASHED = Verification(text="# Running solution() failed: ZeroDivisionError", passed=False, score=0.0)

@@ -8,7 +8,7 @@ import pytest
 
 from selfrefine import FakeBackend, SelfRefine
 from selfrefine.core.errors import ConfigError, DraftParseError
-from selfrefine.engine.votes import tally, way_weights
+from selfrefine.engine.scoring.votes import tally, way_weights
 from selfrefine.tasks.gsm8k import GSM8K, steps_program
 
 QUESTION = "Nine apples twice: how many?"

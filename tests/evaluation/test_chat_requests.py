@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import ROOT
 
+from selfrefine.checks.declared import Checks
 from selfrefine.cli.commands import cli
 from selfrefine.core.errors import InputError
-from selfrefine.engine.checks import Checks
 from selfrefine.evaluation.catalog import load_data
 from selfrefine.evaluation.datasets import load_examples
 from selfrefine.tasks.chat import Chat

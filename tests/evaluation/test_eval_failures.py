@@ -20,12 +20,12 @@ from selfrefine.core.records import (
     StopReason,
     Usage,
 )
-from selfrefine.engine.task import Capabilities
 from selfrefine.evaluation.datasets import Example
 from selfrefine.evaluation.judge import PairwiseJudge
 from selfrefine.evaluation.report import compare_table, run_table, write_report
 from selfrefine.evaluation.runner import ExampleRow, evaluate_rows, summarize
 from selfrefine.evaluation.runstore import RunMeta, RunStore
+from selfrefine.task.task import Capabilities
 
 
 def write_data(path: Path, concepts: list[list[str]]) -> Path:

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from selfrefine import SelfRefine, StopReason
-from selfrefine.engine.incomplete import is_refusal
+from selfrefine.checks.incomplete import is_refusal
 from selfrefine.tasks.story import ASPECTS
 from selfrefine.tasks.toxicity import metric_parts
 
@@ -25,7 +25,7 @@ def test_toxicity_on_embedded_model(smollm):
     fb = result.iterations[0].feedback
     assert fb.verification is not None and "p(offensive) = " in fb.verification.text
     # the metric of the returned output; a refusal or a reply cut off at the token limit is
-    # no rewrite and scores 0 (engine/incomplete.py)
+    # no rewrite and scores 0 (checks/incomplete.py)
     no_answer = is_refusal(result.output) or result.iterations[result.selected].finish_reason == "length"
     assert result.metric == (0.0 if no_answer else metric_parts(comment, result.output)["combined"])
 

@@ -162,8 +162,36 @@ def test_the_layer_check_sees_lazy_string_and_relative_imports():
     for source in (lazy, by_string, relative_string, package_name):
         [line] = _broken_rules("selfrefine.engine.loop", source)
         assert "Engine never imports Tasks" in line, source
-    assert _broken_rules("selfrefine.tasks.gsm8k", "from ..engine.task import Task\n") == []  # an allowed arrow
+    assert _broken_rules("selfrefine.tasks.gsm8k", "from ..task.task import Task\n") == []  # an allowed arrow
+    assert _broken_rules("selfrefine.tasks.gsm8k", "from ..engine.loop import SelfRefine\n") != []  # a task, the loop
+    assert _broken_rules("selfrefine.checks.declared", "from ..task.task import Task\n") != []  # a check, a task
     assert _broken_rules("selfrefine.core.config", "import selfrefine.cli.commands\n") != []  # a plain import
+
+
+def _imports_of_package(folder: str) -> set[str]:
+    return {
+        name
+        for p in (SRC / folder).rglob("*.py")
+        for name in _every_import(p.read_text(), _module_of(p), p.name == "__init__.py")
+    }
+
+
+def test_the_tasks_import_the_contract_and_the_checks_not_the_loop():
+    # tasks/ builds on task/ and checks/; the loop (engine/) takes a task object and is never imported by one
+    imported = _imports_of_package("tasks")
+    assert sorted(n for n in imported if n == "selfrefine.engine" or n.startswith("selfrefine.engine.")) == []
+    assert any(n.startswith("selfrefine.task.") for n in imported)
+    assert any(n.startswith("selfrefine.checks.") for n in imported)
+
+
+def test_the_contract_and_the_checks_sit_below_the_loop():
+    # checks/ knows no task and no loop; task/ knows the checks but no loop
+    below = {"selfrefine.core", "selfrefine.checks"}
+    for folder, allowed in (("checks", below), ("task", below | {"selfrefine.task"})):
+        outside = sorted(
+            n for n in _imports_of_package(folder) if n != "selfrefine" and ".".join(n.split(".")[:2]) not in allowed
+        )
+        assert outside == [], (folder, outside)
 
 
 def _imports_click(path: Path) -> bool:

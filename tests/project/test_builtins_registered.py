@@ -33,7 +33,7 @@ from selfrefine import FakeBackend, SelfRefine
 listed = CliRunner().invoke(cli, ["tasks", "--json"])
 found = SelfRefine("sentiment", FakeBackend(), strategy="auto", max_total_tokens=900).settings.config.strategy
 from selfrefine.engine.drafting.registry import strategy_names
-from selfrefine.engine.plugins import find_task
+from selfrefine.task.plugins import find_task
 print(json.dumps({"tasks": [t["name"] for t in json.loads(listed.output)], "strategy": found,
                   "strategies": list(strategy_names()), "file": find_task(sys.argv[1]).name,
                   "plugin": find_task("sr_probe_task").name}))

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from selfrefine import Checks
+from selfrefine.checks.instructions import parse_checks
 from selfrefine.core.errors import TaskFileError
-from selfrefine.engine.instructions import parse_checks
 from selfrefine.tasks.taskfile import load_task
 
 HEAD = """\

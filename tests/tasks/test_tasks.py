@@ -179,7 +179,7 @@ def test_json_aspect_ratings_is_the_one_rating_reader():
 
 def test_every_builtin_declares_what_it_overrides():
     # capabilities are declared, not inferred: the declaration matches the hooks each task defines
-    from selfrefine.engine.task import Task
+    from selfrefine.task.task import Task
     from selfrefine.tasks import BUILTIN_TASKS
 
     for cls in BUILTIN_TASKS.values():
@@ -191,7 +191,7 @@ def test_every_builtin_declares_what_it_overrides():
 
 
 def test_a_task_class_that_overrides_a_hook_without_declaring_it_is_refused_with_the_fix():
-    from selfrefine.engine.task import Capabilities, Task
+    from selfrefine.task.task import Capabilities, Task
 
     with pytest.raises(
         TaskError,
@@ -213,7 +213,7 @@ def test_a_task_class_that_overrides_a_hook_without_declaring_it_is_refused_with
 
 
 def test_legacy_default_class_variables_still_apply_with_a_deprecation_warning():
-    from selfrefine.engine.task import Task
+    from selfrefine.task.task import Task
 
     with pytest.warns(DeprecationWarning, match="default_\\* class variables are deprecated"):
 

@@ -2,7 +2,7 @@
 
 Roles may share a backend (one model for every role is the usual case): :class:`RoleBackends`
 keeps that sharing, so a backend shared by two roles is one object with one concurrency
-limit. The judge (the closed questions of :mod:`~selfrefine.engine.questions`) is the
+limit. The judge (the closed questions of :mod:`~selfrefine.engine.scoring.questions`) is the
 critic's backend unless it is given its own. The engine reads it by role
 (``backends["feedback"]``); a :class:`~selfrefine.engine.spec.BackendPool` produces it from
 an engine spec's models; the server gives one to every engine it builds.

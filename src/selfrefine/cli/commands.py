@@ -21,7 +21,7 @@ from ..core.errors import ConfigError, InputError
 from ..core.records import ResultStep, RunResult, StopReason
 from ..engine.loop import SelfRefine
 from ..engine.spec import ModelSpec
-from ..engine.task import PreparedInput, Task
+from ..task.task import PreparedInput, Task
 from ..tasks import get_task, task_names
 from .display import StepPrinter
 from .group import cli, main  # noqa: F401 - main: the entry point, also importable from here

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from ..checks.incomplete import cut_off
 from ..core.records import (
     CallRecord,
     CallStep,
@@ -23,7 +24,6 @@ from ..core.records import (
     StopReason,
 )
 from ..core.wording import feedback_text, output_standing, plural, score_note, typed_reply, verifier_note
-from ..engine.incomplete import cut_off
 
 
 class StepPrinter:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..core.errors import InputError
-from ..engine.task import Task
+from ..task.task import Task
 
 MAX_INPUT_BYTES = 10_000_000
 

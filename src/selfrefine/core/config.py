@@ -321,7 +321,7 @@ class RefineConfig(Later):
             "ways: program, steps, quantities; default program)",
         ),
     ] = None
-    # checks of the drafts besides the task's own, as data (engine/instructions: e.g. {"type":
+    # checks of the drafts besides the task's own, as data (checks/instructions: e.g. {"type":
     # "count", "unit": "words", "relation": "at most", "n": 50}); with derive_checks they
     # extend the checks derived from the request, without it they are the run's checks
     checks: Annotated[

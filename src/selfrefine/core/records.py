@@ -19,7 +19,7 @@ from .later import Later
 Role = Literal["generate", "feedback", "refine", "judge"]
 # the roles with prompts of their own: templates, temperatures, max tokens, stop sequences
 ROLES: tuple[Role, ...] = ("generate", "feedback", "refine")
-# every role a backend plays: the prompt roles and the judge (closed questions, engine/questions.py)
+# every role a backend plays: the prompt roles and the judge (closed questions, engine/scoring/questions.py)
 MODEL_ROLES: tuple[Role, ...] = (*ROLES, "judge")
 
 
@@ -168,7 +168,7 @@ Feedback.model_rebuild()
 
 class RequestCheck(BaseModel):
     """One check of a run's drafts besides the task's own (``RefineConfig.checks`` or derived
-    from the request: engine/instructions), as the run used it."""
+    from the request: checks/instructions), as the run used it."""
 
     source: Literal["given", "derived", "schema"]  # schema: the run's JSON Schema (engine/run_checks.py)
     check: dict[str, Any]  # the check as data: {"type": "count", "unit": "words", ...}

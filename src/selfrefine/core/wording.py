@@ -8,7 +8,7 @@ from typing import Any
 
 from .records import FailedCheck, Feedback, Verification
 
-# the line engine/votes.py adds to a voted sample's findings ("# Votes: 4 samples return 18, ...")
+# the line engine/scoring/votes.py adds to a voted sample's findings ("# Votes: 4 samples return 18, ...")
 VOTES_LINE = "# Votes: "
 FINDINGS_SHOWN = 70  # characters of a failing sample's findings on its line
 
@@ -48,7 +48,7 @@ def score_scale(fb: Feedback) -> float | None:
 
 
 def is_vote(check: Verification) -> bool:
-    """Whether a check's score is a vote share (an answer task's samples, engine/votes.py)."""
+    """Whether a check's score is a vote share (an answer task's samples, engine/scoring/votes.py)."""
     return any(line.startswith(VOTES_LINE) for line in check.text.splitlines())
 
 

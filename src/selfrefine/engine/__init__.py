@@ -6,18 +6,12 @@ once), ``refinement`` (one run's loop), ``focused`` (a focused refinement: one f
 repair at a time), ``state`` (its record), ``context`` (the model steps
 every part uses), ``drafting`` (the strategies, one module each, found by name: one draft,
 best of K, votes, the auto strategy), ``stopping`` (the stop rules), ``calls`` (model calls,
-retries, budgets), ``deltas`` (token streaming) and ``incomplete`` (refusals, cut-off drafts).
-Scoring: ``scoreboard`` (every draft's scores, stored once), ``votes``, ``ranking`` and
-``selection`` (votes, how drafts rank, which is returned), ``judge`` (the task's judge in the
-loop) and ``questions`` (closed questions read as probabilities). The task contract: ``task``
-(the Task), ``declaration`` (what a task declares, compiled once), ``templates`` and
-``template_bounds`` (strict, bounded prompt rendering), ``preamble`` (a draft's announcing
-first line) and ``plugins`` (tasks by name). The checks: ``checks`` (verifiers as data),
-``instructions`` (checkable instructions, one module per kind), ``run_checks`` (the run's
-checks besides the task's), ``derivation`` (checks derived from the request),
-``output_checks`` (the checks the returned output still fails) and ``verify_threads`` (a
-task's checks in threads, under the run's time budget). The records,
-run options, errors and the list of built-in plugins it shares with every layer are in
-``core``; it depends only on ``core`` and ``backends``; tasks, evaluation,
-service and cli build on it.
+retries, budgets), ``deltas`` (token streaming), ``judge`` (the task's judge in the loop),
+``run_checks`` (the run's checks besides the task's), ``derivation`` (checks derived from the
+request), ``output_checks`` (the checks the returned output still fails) and ``verify_threads``
+(a task's checks in threads, under the run's time budget). ``scoring`` (every draft's scores,
+votes, ranking, selection, closed questions) is its sub-package. The task contract is in
+``task`` and the checks in ``checks``; the records, run options, errors and the list of
+built-in plugins it shares with every layer are in ``core``; it depends only on ``core``,
+``backends``, ``checks`` and ``task``; tasks, evaluation, service and cli build on it.
 """

@@ -26,19 +26,19 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from ..backends.base import CompletionRequest, Turn
+from ..checks.incomplete import demoted, echo_check
+from ..checks.instructions import Instruction, InstructionChecks
 from ..core.errors import ParseError, TaskError
 from ..core.records import CallRecord, Candidate, Feedback, Role, Verification
 from ..core.seeds import attempt_seed
 from ..core.structured import json_text, schema_note
+from ..task.preamble import without_preamble
+from ..task.task import Task
 from .calls import Caller
-from .incomplete import demoted, echo_check
-from .instructions import Instruction, InstructionChecks
-from .preamble import without_preamble
 from .run_checks import combined
-from .scoreboard import Scoreboard
+from .scoring.scoreboard import Scoreboard
 from .settings import Settings
 from .state import RunState
-from .task import Task
 from .verify_threads import verify_in_thread
 
 T = TypeVar("T")

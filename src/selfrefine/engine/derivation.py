@@ -31,14 +31,14 @@ from importlib import resources
 from typing import Any
 
 from ..backends.base import Backend
+from ..checks.instructions import Instruction, build_checks, checks_schema
+from ..checks.instructions.form import Language
+from ..checks.instructions.language import LANGUAGES
+from ..checks.instructions.phrases import stated
 from ..core.errors import BackendError, ParseError
 from ..core.records import CallRecord, ChecksStep, DroppedCheck, ProgressStep, dropped_said
+from ..task.templates import Template
 from .context import RunContext
-from .instructions import Instruction, build_checks, checks_schema
-from .instructions.form import Language
-from .instructions.language import LANGUAGES
-from .instructions.phrases import stated
-from .templates import Template
 
 PURPOSE = "checks"
 MAX_DERIVED = 12

@@ -35,13 +35,13 @@ from ..core.records import (
     StopReason,
     Verification,
 )
+from ..task.templates import Template
 from .context import RunContext, raw_reply, verifier_feedback
 from .drafting.base import Drafted
-from .ranking import worse
-from .scoreboard import same_text
-from .selection import rejection_detail
+from .scoring.ranking import worse
+from .scoring.scoreboard import same_text
+from .scoring.selection import rejection_detail
 from .stopping import StopRules
-from .templates import Template
 
 
 def _template() -> Template:

@@ -26,9 +26,9 @@ from __future__ import annotations
 from ..core.errors import ParseError
 from ..core.records import Candidate, Judgment, Role, Verification
 from .context import RunContext
-from .questions import Question, Questions
-from .ranking import score
-from .scoreboard import normal_text
+from .scoring.questions import Question, Questions
+from .scoring.ranking import score
+from .scoring.scoreboard import normal_text
 
 JUDGE_ROLE: Role = "judge"
 

@@ -19,17 +19,17 @@ from typing import Any, TypeVar, Unpack
 from ..backends.base import Backend
 from ..backends.registry import get_backend
 from ..backends.roles import RoleBackends
+from ..checks.declared import Checks, Verifier
 from ..core.config import RefineConfig, RunOptions
 from ..core.errors import ConfigError, EngineClosedError, RunInterrupted
 from ..core.records import ResultStep, RunResult, Step
-from .checks import Checks, Verifier
+from ..task.plugins import find_task
+from ..task.task import Task, prepared_input
 from .deltas import with_deltas
 from .drafting.registry import find_strategy
-from .plugins import find_task
 from .refinement import Refinement
 from .settings import Settings
 from .spec import BackendPool, EngineSpec, Wrap
-from .task import Task, prepared_input
 
 __all__ = ["SelfRefine", "refine"]
 

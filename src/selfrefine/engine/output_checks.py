@@ -15,10 +15,10 @@ None: code checks nothing in this run, or there is no output.
 
 from __future__ import annotations
 
+from ..checks.declared import Checks
+from ..checks.instructions import Instruction, InstructionChecks
 from ..core.records import FailedCheck, Verification
-from .checks import Checks
 from .context import RunContext
-from .instructions import Instruction, InstructionChecks
 from .verify_threads import verify_in_thread
 
 

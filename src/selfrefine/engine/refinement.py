@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from ..backends.base import Backend
+from ..checks.incomplete import output_metric
 from ..core.errors import BackendError, SandboxUnavailableError, error_text
 from ..core.records import (
     MODEL_ROLES,
@@ -34,23 +35,27 @@ from ..core.records import (
     StopReason,
     Usage,
 )
+from ..task.task import Task
 from .calls import BudgetExceeded, Caller, CallLog
 from .context import RunContext, verifier_feedback
 from .derivation import run_checks
 from .drafting.base import Drafted, Drafter, Strategy
 from .drafting.registry import find_strategy
 from .focused import FocusedRound, repair_targets
-from .incomplete import output_metric
 from .judge import judge_iterations
 from .output_checks import output_fails
-from .ranking import score
 from .run_checks import RunChecks
-from .scoreboard import Scoreboard, normal_text
-from .selection import acceptance_needs_verification, rejection_detail, select_index, selection_needs_verification
+from .scoring.ranking import score
+from .scoring.scoreboard import Scoreboard, normal_text
+from .scoring.selection import (
+    acceptance_needs_verification,
+    rejection_detail,
+    select_index,
+    selection_needs_verification,
+)
 from .settings import Settings
 from .state import RunState
 from .stopping import Stop, StopRules
-from .task import Task
 
 
 def verifies_every_draft(settings: Settings, strategy: Strategy, stops: StopRules) -> bool:

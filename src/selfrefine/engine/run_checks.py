@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from ..checks.instructions import Instruction, parse_checks, regexes
 from ..core.cancel import checkpoint
 from ..core.config import RefineConfig
 from ..core.errors import ConfigError, TaskError
@@ -37,10 +38,9 @@ from ..core.records import DroppedCheck, Finding, RequestCheck, Verification
 from ..core.saferegex import within_budget
 from ..core.stoprule import STOP_FLAGS
 from ..core.structured import listed, parse_error, pydantic_errors, schema_errors
-from .instructions import Instruction, parse_checks, regexes
 
 if TYPE_CHECKING:
-    from .task import Task
+    from ..task.task import Task
 
 
 def given_checks(data: Sequence[dict] | None) -> tuple[Instruction, ...]:

@@ -16,8 +16,8 @@ from ..core.config import DEFAULT_MAX_ITERATIONS, DEFAULT_REPAIR_SAMPLES, Refine
 from ..core.errors import ConfigError
 from ..core.records import ROLES, Role, RunConfig
 from ..core.structured import checked_schema
+from ..task.task import Task
 from .run_checks import ChecksPolicy
-from .task import Task
 
 
 class StrategyRules:

@@ -12,7 +12,7 @@ from typing import Any
 from ..core.records import DecisionStep, Iteration
 from .calls import CallLog
 from .run_checks import RunChecks
-from .scoreboard import Scoreboard
+from .scoring.scoreboard import Scoreboard
 
 
 @dataclass

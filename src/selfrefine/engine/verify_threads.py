@@ -29,8 +29,8 @@ from typing import Any
 
 from ..core.errors import RunInterrupted
 from ..core.records import StopReason, Verification
+from ..task.task import Task
 from .calls import BudgetExceeded, CallLog
-from .task import Task
 
 MIN_SECONDS = 1.0  # the least time a check is given, however little of the budget is left
 POLL_SECONDS = 0.05  # how often a check waiting for a stuck one looks again

@@ -36,8 +36,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..checks.declared import Checks
 from ..core.errors import InputError, TaskError
-from ..engine.checks import Checks
 
 
 class Example(BaseModel):

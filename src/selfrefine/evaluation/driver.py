@@ -15,7 +15,7 @@ from .. import __version__
 from ..core.errors import InputError
 from ..core.wording import plural
 from ..engine.loop import SelfRefine
-from ..engine.task import Task
+from ..task.task import Task
 from .datasets import Example
 from .judge import PairwiseJudge
 from .progress import Plan, RowProgress, progress_bar

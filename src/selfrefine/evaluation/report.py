@@ -25,11 +25,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..checks.incomplete import cut_off
 from ..core.errors import InputError
 from ..core.records import Iteration, RunResult
 from ..core.wording import judge_note
-from ..engine.incomplete import cut_off
-from ..engine.selection import select_index
+from ..engine.scoring.selection import select_index
 from .report_tables import (
     LEGEND,
     SMALL_N,

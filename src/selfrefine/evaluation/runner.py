@@ -17,9 +17,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from ..checks.incomplete import output_metric
 from ..core.errors import StorageError, error_text
 from ..core.records import ResultStep, RunResult, Step, StopReason
-from ..engine.incomplete import output_metric
 from ..engine.loop import SelfRefine
 from .datasets import Example
 from .judge import Comparison, PairwiseJudge, Preference, preference_rate

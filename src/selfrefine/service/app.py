@@ -26,7 +26,7 @@ from .. import __version__
 from ..backends.roles import RoleBackends
 from ..core.errors import BackendError, InputError, SelfRefineError
 from ..engine.loop import SelfRefine
-from ..engine.task import Task
+from ..task.task import Task
 from ..tasks import BUILTIN_TASKS, get_task
 from ..tasks.chat import ChatMessage, conversation_text
 from .engines import Admission, Caps, EnginePool, QueueFullError, Reservation

@@ -18,7 +18,7 @@ from ..core.config import RefineConfig, upper_bound
 from ..core.errors import ConfigError, SelfRefineError
 from ..engine.loop import SelfRefine
 from ..engine.spec import EngineSpec
-from ..engine.task import Task
+from ..task.task import Task
 from .schemas import LoopOptions
 from .upstream import Upstream, no_upstream
 

@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeVar
 
 from starlette.requests import Request
 
+from ..checks.incomplete import cut_off
 from ..core.records import (
     CallStep,
     ChecksStep,
@@ -26,7 +27,6 @@ from ..core.records import (
     StopReason,
 )
 from ..core.wording import feedback_text, output_standing, score_note, typed_reply, verifier_note
-from ..engine.incomplete import cut_off
 from .reasoning import THINK_CLOSE, THINK_OPEN, ReasoningFormat, replay
 from .schemas import (
     AssistantMessage,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..core.builtins import TASKS
 from ..core.errors import TaskError
-from ..engine.plugins import find_task, looks_like_path, task_entry_points
-from ..engine.task import Task
+from ..task.plugins import find_task, looks_like_path, task_entry_points
+from ..task.task import Task
 from .acronym import Acronym
 from .chat import Chat
 from .codeopt import CodeOpt
@@ -37,7 +37,7 @@ def task_names() -> list[str]:
 
 def get_task(spec: str | Task) -> Task:
     """A Task from a built-in name, a plugin name or the path of a YAML task file (built-in
-    tasks are entry points too: :func:`selfrefine.engine.plugins.find_task`)."""
+    tasks are entry points too: :func:`selfrefine.task.plugins.find_task`)."""
     if isinstance(spec, str) and spec not in task_entry_points() and not looks_like_path(spec):
         # the same error as find_task's, listing the built-ins in the paper's order
         raise TaskError(

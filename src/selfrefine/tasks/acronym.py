@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
-from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
+from ..task.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from .parsing import json_aspect_ratings
 
 # key → label. Alphabetical, like every other key in the feedback JSON: the embedded

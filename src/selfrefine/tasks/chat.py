@@ -19,7 +19,7 @@ the instructions, clarity), asked as ``{"issues": [...]}`` so constrained decodi
 small model's critique parse; a plain-text list, or "No issues.", is parsed as well. An
 empty list is the stop signal. There is no reference-free verifier. The metric needs a
 dataset row's instruction checks as its reference (``{"max_words": 49, "must_not_match":
-","}``, :class:`~selfrefine.engine.checks.Checks`; ``benchmarks/data/chat_requests.jsonl``):
+","}``, :class:`~selfrefine.checks.declared.Checks`; ``benchmarks/data/chat_requests.jsonl``):
 the share of them an answer passes. Without checks quality is a judge's call
 (``eval --judge``).
 """
@@ -33,10 +33,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from ..checks.declared import Checks
 from ..core.errors import FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
-from ..engine.checks import Checks
-from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from ..task.task import Capabilities, Task, TaskDefaults, system_message
 from .parsing import json_object
 
 Role = Literal["system", "user", "assistant"]

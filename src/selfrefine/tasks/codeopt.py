@@ -20,9 +20,9 @@ from typing import Any
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
-from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from ..sandbox.process import run_python
 from ..sandbox.timing import TimingResult, compare_programs
+from ..task.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from .codeopt_bench import TestCase, _normalise, find_by_source, to_test_cases
 from .parsing import FENCE, extract_program, parse_python, parses
 
@@ -156,7 +156,7 @@ class CodeOpt(Task):
             "refine": ["\n# optimized version", "\n# slower version", "\n# why is it slow", "\n###"],
         },
         best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
-        echo="off",  # a rewrite may rightly stay close to its input (engine/incomplete.py)
+        echo="off",  # a rewrite may rightly stay close to its input (checks/incomplete.py)
     )
     capabilities = Capabilities(verifier=True, runs_code=True)
     judge_aspects = ("same",)

@@ -14,10 +14,10 @@ import json
 import re
 from typing import Any
 
+from ..checks.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Finding, Verification
-from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
-from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults
+from ..task.task import LOOP_BEST, Capabilities, Task, TaskDefaults
 from .parsing import json_object
 
 FEEDBACK_SCHEMA: dict[str, Any] = {

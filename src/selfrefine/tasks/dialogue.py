@@ -20,7 +20,7 @@ from typing import Any
 
 from ..core.errors import DraftParseError, FeedbackParseError, InputError
 from ..core.records import Feedback
-from ..engine.task import JUDGED_BEST, Capabilities, Task, TaskDefaults, system_message
+from ..task.task import JUDGED_BEST, Capabilities, Task, TaskDefaults, system_message
 from .parsing import json_aspect_ratings, json_input
 
 ASPECTS = (

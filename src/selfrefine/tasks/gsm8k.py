@@ -13,8 +13,8 @@ from typing import Any
 
 from ..core.errors import DraftParseError, FeedbackParseError
 from ..core.records import Feedback, Finding, Verification
-from ..engine.task import Capabilities, Task, TaskDefaults
 from ..sandbox.process import run_python
+from ..task.task import Capabilities, Task, TaskDefaults
 from .parsing import fenced_blocks
 
 _ANSWER_IS = re.compile(r"answer is\s*:?\s*\$?\s*(-?[\d,]*\.?\d+)", re.I)

@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 
 from ..core.errors import DraftParseError, FeedbackParseError
 from ..core.records import Feedback, Verification
-from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
+from ..task.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from .parsing import FENCE, extract_program, parse_python
 
 # Single letters that are conventional loop indices, and short words that are real words.
@@ -217,7 +217,7 @@ class Readability(Task):
             "refine": ["\n```", "\nProgram:"],
         },
         best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
-        echo="off",  # a rewrite may rightly stay close to its input (engine/incomplete.py)
+        echo="off",  # a rewrite may rightly stay close to its input (checks/incomplete.py)
     )
     capabilities = Capabilities(verifier=True)
     judge_aspects = ("readable",)

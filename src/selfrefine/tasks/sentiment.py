@@ -21,10 +21,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..checks.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
-from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
-from ..engine.task import Capabilities, Task, TaskDefaults, system_message
+from ..task.task import Capabilities, Task, TaskDefaults, system_message
 from .parsing import json_input
 
 POLARITIES = ("positive", "negative")
@@ -137,7 +137,7 @@ class Sentiment(Task):
         # measured (docs/frontier.md, 16 dev rows): the best of 4 rewrites by VADER reaches the
         # target on all 16 at 1.6k tokens; a round of refinement on top adds nothing at 3x that
         best={"samples": 4, "max_iterations": 0, "verifier_mode": "hybrid"},
-        echo="off",  # a rewrite may rightly stay close to its input (engine/incomplete.py)
+        echo="off",  # a rewrite may rightly stay close to its input (checks/incomplete.py)
     )
     capabilities = Capabilities(verifier=True)
     judge_aspects = ("keeps",)

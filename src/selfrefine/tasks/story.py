@@ -21,10 +21,10 @@ import re
 from collections import Counter
 from typing import Any
 
+from ..checks.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
-from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
-from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
+from ..task.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from .commongen import concept_coverage, missing_concepts
 from .parsing import json_aspect_ratings, json_input
 

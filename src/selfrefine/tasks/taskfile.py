@@ -21,7 +21,7 @@ Example (``examples/haiku.yaml``, with ``checks`` added)::
       contains: "no problems"
       score_at_least: 9
     max_iterations: 3
-    checks:             # optional: a verifier without code (selfrefine.engine.checks)
+    checks:             # optional: a verifier without code (selfrefine.checks.declared)
       min_lines: 3
       max_lines: 3
       must_not_match: '(?i)\bsorry\b'
@@ -30,7 +30,7 @@ Example (``examples/haiku.yaml``, with ``checks`` added)::
       Is this a vivid haiku about {{ input }}? Answer Yes or No.
 
 ``checks`` is either that mapping or a list of checks in the vocabulary of
-:mod:`selfrefine.engine.instructions` (``- {type: count, unit: lines, relation: exactly, n:
+:mod:`selfrefine.checks.instructions` (``- {type: count, unit: lines, relation: exactly, n:
 3}``); a file with checks is measured by them: its metric is the share of its checks an
 output passes, so ``selfrefine eval`` reports draft 0 against the returned draft. They steer the
 run by default (``verifier_mode: hybrid``): a critic's "done" cannot end it while a check fails.
@@ -49,11 +49,11 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
+from ..checks.declared import Checks
+from ..checks.instructions import InstructionChecks
 from ..core.config import Finite
 from ..core.errors import TaskError, TaskFileError
-from ..engine.checks import Checks
-from ..engine.instructions import InstructionChecks
-from ..engine.task import Task
+from ..task.task import Task
 
 MAX_TASK_FILE_BYTES = 1_000_000
 MAX_NESTING = 64  # far deeper than any real schema; deeper would overflow a recursive parser
@@ -67,8 +67,8 @@ class StopSpec(BaseModel):
     score_at_least: Finite | None = None
 
 
-# a task file's ``checks:``: the mapping of regexes and counts (engine/checks.py), or a list of
-# instruction checks (engine/instructions); which one is read from the value's shape, so an
+# a task file's ``checks:``: the mapping of regexes and counts (checks/declared.py), or a list of
+# instruction checks (checks/instructions); which one is read from the value's shape, so an
 # error names the keys of the form it was written in
 CheckSpec = Annotated[
     Annotated[Checks, Tag("mapping")] | Annotated[list[dict[str, Any]], Tag("list")],
@@ -104,13 +104,13 @@ class TaskSpec(BaseModel):
     history: Literal["full", "last", "none"] | None = None
     select: Literal["last", "best", "verified"] | None = None
     # the task's verifier: regexes, word and line counts, required words; or a list of checks
-    # (engine/instructions); also what the file's outputs are measured by
+    # (checks/instructions); also what the file's outputs are measured by
     checks: CheckSpec | None = None
     derive_checks: bool = False  # derive each request's checks from its generate prompt (engine/derivation.py)
     # the judge: a yes/no question, or {aspect: question}, ranking drafts the checks tie (engine/judge.py)
     judge: str | dict[str, str] | None = None
     best: dict[str, Any] | None = None  # what --preset best sets, measured on this task
-    # which drafts repeat the input instead of answering it (engine/incomplete.py): near (the
+    # which drafts repeat the input instead of answering it (checks/incomplete.py): near (the
     # default), exact (a word-for-word repeat only), off (a rewriting task)
     echo: Literal["near", "exact", "off"] | None = None
     # how the checks steer: hybrid (the default with checks: their findings beside the critic's,

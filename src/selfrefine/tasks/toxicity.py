@@ -29,10 +29,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..checks.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
 from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Verification
-from ..engine.incomplete import INCOMPLETE_METRIC, is_refusal, refusal_check
-from ..engine.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
+from ..task.task import LOOP_BEST, Capabilities, Task, TaskDefaults, system_message
 from .commongen import lemmas
 from .parsing import json_input
 
@@ -150,7 +150,7 @@ class Toxicity(Task):
         },
         max_iterations=3,
         best=LOOP_BEST,  # not measured on this task: the loop measured on commongen and acronym
-        echo="off",  # a rewrite may rightly stay close to its input (engine/incomplete.py)
+        echo="off",  # a rewrite may rightly stay close to its input (checks/incomplete.py)
     )
     capabilities = Capabilities(verifier=True)
     judge_aspects = ("meaning", "polite", "fluent")

@@ -8,12 +8,12 @@ from __future__ import annotations
 from ...core.config import RefineConfig
 from ...core.errors import ConfigError
 from ...core.records import Candidate, Feedback, Iteration, StopReason
+from ...task.task import Task
 from ..context import RunContext
-from ..ranking import score
+from ..scoring.ranking import score
+from ..scoring.votes import majority_answer
 from ..settings import Settings, check_sampling
 from ..stopping import Stop
-from ..task import Task
-from ..votes import majority_answer
 from .auto_rule import (
     FIRST_WIDTH,
     MAX_WIDTH,

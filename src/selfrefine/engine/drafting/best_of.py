@@ -3,8 +3,8 @@ prompt, checks each, keeps the best (ties: the task's judge, or with ``judging``
 earlier, or the critic's choice when a round follows), and lets a refinement replace its
 parent only when it earns its place.
 
-The rules are pure functions in :mod:`~selfrefine.engine.ranking`; every sample's score is
-on the run's scoreboard (:mod:`~selfrefine.engine.scoreboard`).
+The rules are pure functions in :mod:`~selfrefine.engine.scoring.ranking`; every sample's score is
+on the run's scoreboard (:mod:`~selfrefine.engine.scoring.scoreboard`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from ...core.seeds import sample_seed
 from ..calls import BudgetExceeded
 from ..context import RunContext
 from ..judge import code_ties, judge_candidates, judge_iterations
-from ..ranking import best, best_of_tie, earns_place, score, ties
-from ..scoreboard import normal_text, same_text
-from ..selection import score_text
+from ..scoring.ranking import best, best_of_tie, earns_place, score, ties
+from ..scoring.scoreboard import normal_text, same_text
+from ..scoring.selection import score_text
 from .base import Acceptance, Drafted, Drafter
 from .budget import TokenBudget
 

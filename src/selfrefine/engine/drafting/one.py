@@ -5,8 +5,8 @@ from __future__ import annotations
 from ...core.records import Iteration
 from ..context import RunContext
 from ..judge import code_ties, judge_iterations
-from ..scoreboard import same_text
-from ..selection import rejection
+from ..scoring.scoreboard import same_text
+from ..scoring.selection import rejection
 from .base import Acceptance, Drafted, Drafter
 
 

@@ -1,7 +1,7 @@
 """Best of K for an answer task (gsm8k): samples scored by agreement (self-consistency).
 
-The votes themselves are the run's scoreboard's (:mod:`~selfrefine.engine.scoreboard`),
-counted by the pure rules of :mod:`~selfrefine.engine.votes`.
+The votes themselves are the run's scoreboard's (:mod:`~selfrefine.engine.scoring.scoreboard`),
+counted by the pure rules of :mod:`~selfrefine.engine.scoring.votes`.
 """
 
 from __future__ import annotations

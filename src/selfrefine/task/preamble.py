@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .instructions import Instruction, ParagraphStart, StartsWith
+from ..checks.instructions import Instruction, ParagraphStart, StartsWith
 
 _ASSENT = r"(?:sure(?:\s+thing)?|certainly|of\s+course|absolutely|okay|ok|great|alright|all\s+right|gladly)"
 _COURTESY = (

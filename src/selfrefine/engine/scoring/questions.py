@@ -23,12 +23,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ..backends.base import CompletionRequest
-from ..backends.probabilities import answer_key, answer_probabilities
-from ..core.errors import ParseError
-from ..core.records import Judgment, Role
-from ..core.seeds import JUDGE_SEED
-from .calls import Caller
+from ...backends.base import CompletionRequest
+from ...backends.probabilities import answer_key, answer_probabilities
+from ...core.errors import ParseError
+from ...core.records import Judgment, Role
+from ...core.seeds import JUDGE_SEED
+from ..calls import Caller
 
 YES_NO = ("Yes", "No")
 TOP_LOGPROBS = 20  # alternatives read at the answer token (OpenAI's maximum)

@@ -216,7 +216,7 @@ class InstructionChecks:
 
 
 def from_checks(checks: Any) -> list[Instruction]:
-    """A task file's ``checks:`` mapping (:class:`selfrefine.engine.checks.Checks`) in this
+    """A task file's ``checks:`` mapping (:class:`selfrefine.checks.declared.Checks`) in this
     vocabulary, which is how the mapping checks a draft: its keys are spellings of these kinds.
     ``min_words`` / ``max_words`` are a count of words (counted as IFEval counts them: runs of
     letters and digits, "don't" is two words), ``min_chars`` / ``max_chars`` of characters,
@@ -241,7 +241,7 @@ def from_checks(checks: Any) -> list[Instruction]:
 
 
 def _regex(item: Any, present: bool, where: str) -> Regex:
-    """A ``must_match`` item (a pattern, or a :class:`selfrefine.engine.checks.Pattern` with its
+    """A ``must_match`` item (a pattern, or a :class:`selfrefine.checks.declared.Pattern` with its
     rule in words), named ``where`` in its finding."""
     if isinstance(item, str):
         check = Regex(pattern=item, present=present)

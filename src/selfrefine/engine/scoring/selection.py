@@ -6,9 +6,9 @@ stored rows (``select_index`` with another policy shows what it would have retur
 
 from __future__ import annotations
 
-from ..core.records import DecisionStep, Iteration, Verification
+from ...core.records import DecisionStep, Iteration, Verification
+from ..settings import Settings
 from .ranking import best_iteration, score, worse
-from .settings import Settings
 
 
 def selection_needs_verification(settings: Settings) -> bool:

@@ -14,7 +14,7 @@ strings, in Python or from a YAML file (:mod:`selfrefine.tasks.taskfile`)::
         score=r"Score:\\s*(\\d+)",
         stop_contains=["perfect"],
         score_threshold=9,
-        verify=lambda input, draft: len(draft.splitlines()) == 3,  # optional: a verifier (engine/checks.py)
+        verify=lambda input, draft: len(draft.splitlines()) == 3,  # optional: a verifier (checks/declared.py)
     )
 """
 
@@ -26,11 +26,11 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from ..checks.declared import Checks, Verifier
 from ..core.errors import DraftParseError, FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
 from ..core.saferegex import MAX_REGEX_CHARS
 from ..core.stoprule import stop_hit
-from .checks import Checks, Verifier
 from .declaration import (
     REQUIRED_ROLES,
     TEMPLATE_ROLES,

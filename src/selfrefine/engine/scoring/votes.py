@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from ..core.records import Verification
+from ...core.records import Verification
 
 
 def tally(answers: Sequence[str | None], weights: Sequence[float] | None = None) -> Counter[str]:

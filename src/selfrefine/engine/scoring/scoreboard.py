@@ -27,8 +27,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from ..core.records import Candidate, Iteration, Judgment, Verification
-from .incomplete import cut_off
+from ...checks.incomplete import cut_off
+from ...core.records import Candidate, Iteration, Judgment, Verification
 from .votes import disagreement, rivals_text, tally, way_weights, with_vote
 
 Key = tuple[str, bool]  # a draft: its text, and whether its reply was cut off

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from ..core.records import Feedback, Iteration, Verification
+from ...core.records import Feedback, Iteration, Verification
 
 LOWEST = float("-inf")
 UNSCORED = -sys.float_info.max  # a draft without a verifier score: below every scored draft

@@ -24,12 +24,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from ..checks.declared import Checks, FunctionVerifier, Verifier
+from ..checks.instructions import InstructionChecks
 from ..core.config import Finite, RefineConfig
 from ..core.errors import TaskError
 from ..core.saferegex import bounded, within_budget
 from ..core.stoprule import checked_patterns, compile_pattern
-from .checks import Checks, FunctionVerifier, Verifier
-from .instructions import InstructionChecks
 from .templates import BASE_VARIABLES, Template, packaged_template
 
 TEMPLATE_ROLES = ("generate", "feedback", "refine", "refine_nofeedback")
@@ -93,7 +93,7 @@ class TaskDefaults(BaseModel):
     # the task ranks by checks it has, "hybrid" puts their findings beside the critic's issues
     verifier_mode: Literal["self", "verifier", "hybrid"] | None = None
     # which drafts repeat the input instead of answering it, failed by the engine's check
-    # (engine/incomplete.py ``echoes``): "near", a generative task's (every task unless it
+    # (checks/incomplete.py ``echoes``): "near", a generative task's (every task unless it
     # says otherwise): the input repeated, or nearly; "exact": only a word-for-word repeat
     # (chat, whose requests may ask to rewrite a text they hold); "off": a rewriting task's
     # (sentiment, toxicity, readability, codeopt), whose answer may rightly stay close to its

@@ -175,7 +175,7 @@ Bound = Annotated[int, Field(ge=0, le=100_000)]  # as a count check's n
 class Checks(BaseModel):
     """Simple checks of a draft, declared without code: a task file's ``checks:`` mapping. Its
     keys are spellings of the instruction checks a ``checks:`` list declares
-    (:func:`~selfrefine.engine.instructions.from_checks`), which check every draft: one word
+    (:func:`~selfrefine.checks.instructions.from_checks`), which check every draft: one word
     count, one line count for both forms. Each regex, each required word and each count bound
     (a ``min_`` and a ``max_``: two; equal ones: one) is one check; the score is the share that
     pass and the findings say what failed ("needs at most 3 lines, has 4"). A regex may carry
