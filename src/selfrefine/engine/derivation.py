@@ -12,7 +12,8 @@ what it can verify (Divide-Verify-Refine's first step, on the loop's own model).
 A check the request does not state would fail good drafts, so a derived check is kept only
 when the request grounds it (:func:`grounded`): its numbers and words are in the request's
 text, and so is a word naming what it counts ("words", "bullet", "comma", "JSON", a
-language's name, ...). The derivation never sees a reference, a dataset's instruction list
+language's name, ...): each kind says which in its own ``grounded``. The prompt lists the
+kinds registered, each by its ``example``. The derivation never sees a reference, a dataset's instruction list
 or a draft: only the request. Its call is the critic's (the feedback role's model), recorded
 with ``purpose="checks"``; an unparsable reply after the retries, or a failing call, leaves
 the run without derived checks (it says so in its checks step) and never ends it.

@@ -21,6 +21,11 @@ answers, the response's language. A task file's regexes are checks too (``regex`
   instead; change nothing else."), for a focused refinement;
 - :class:`InstructionChecks` is a task's verifier over a list of checks: the share passed.
 
+A kind is one class: defining a subclass of :class:`Instruction` with its ``type`` registers
+it (:data:`KINDS`), and the union that parses checks, the derivation's schema and its prompt's
+list of kinds (:func:`examples`) are built from the kinds registered; each kind says itself
+whether a request states it (``grounded``, with :mod:`.grounding`'s words).
+
 Drafts are untrusted: each check reads at most ``MAX_CHECK_CHARS`` characters in linear time;
 no pattern from a check's author is run except a ``regex`` bounded by
 :mod:`selfrefine.core.saferegex`.
