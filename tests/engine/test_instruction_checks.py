@@ -187,7 +187,7 @@ def test_a_verifier_over_checks_scores_the_share_that_pass():
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ([{"type": "bogus"}], "check 1: unknown type; known: count, keywords"),
+        ([{"type": "bogus"}], "check 1: unknown type; known: count, paragraph_start"),
         ([{"unit": "words"}], "check 1: no type; give one of count"),
         (
             [{"type": "count", "unit": "words", "relation": "at least", "n": -1}],

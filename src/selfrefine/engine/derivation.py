@@ -12,7 +12,8 @@ what it can verify (Divide-Verify-Refine's first step, on the loop's own model).
 A check the request does not state would fail good drafts, so a derived check is kept only
 when the request grounds it (:func:`grounded`): its numbers and words are in the request's
 text, and so is a word naming what it counts ("words", "bullet", "comma", "JSON", a
-language's name, ...). The derivation never sees a reference, a dataset's instruction list
+language's name, ...): each kind says which in its own ``grounded``. The prompt lists the
+kinds registered, each by its ``example``. The derivation never sees a reference, a dataset's instruction list
 or a draft: only the request. Its call is the critic's (the feedback role's model), recorded
 with ``purpose="checks"``; an unparsable reply after the retries, or a failing call, leaves
 the run without derived checks (it says so in its checks step) and never ends it.
@@ -22,18 +23,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator
+from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from ..backends.base import Backend
-from ..checks.instructions import Instruction, build_checks, checks_schema
-from ..checks.instructions.form import Language
-from ..checks.instructions.language import LANGUAGES
+from ..checks.instructions import Instruction, build_checks, checks_schema, examples, kinds
+from ..checks.instructions.grounding import says_number
 from ..checks.instructions.phrases import stated
 from ..core.errors import BackendError, ParseError
 from ..core.records import CallRecord, ChecksStep, DroppedCheck, ProgressStep, dropped_said
@@ -43,53 +43,38 @@ from .context import RunContext
 PURPOSE = "checks"
 MAX_DERIVED = 12
 MAX_REQUEST_CHARS = 6_000  # the request text the derivation reads (its instructions come early)
-NUMBER_WORDS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty"
-).split()
-UNIT_WORDS = {
-    "words": ("word",),
-    "sentences": ("sentence",),
-    "paragraphs": ("paragraph",),
-    "lines": ("line",),
-    "bullets": ("bullet", "point", "list", "item"),
-    "sections": ("section", "part"),
-    "highlights": ("highlight", "*"),
-    "placeholders": ("placeholder", "["),
-    "characters": ("character", "char"),
-}
-# what a request says when it asks for words in the reply, or forbids them (a topic's own
-# words are no instruction: "a paragraph on the US elections" asks for no keyword)
-ASKS_FOR_WORDS = ("include", "keyword", "mention", "use the word", "the words", "the word", "contain")
-FORBIDS_WORDS = ("not use", "not include", "avoid", "without", "never", "exclude", "forbid", "don't use", "not contain")
-KIND_WORDS = {
-    "capital_words": ("capital", "upper", "caps"),
-    "quoted": ("quot",),
-    "json": ("json",),
-    "title": ("title", "<<"),
-    "postscript": ("p.s", "postscript"),
-    "two_responses": ("two", "2", "******"),
-}
+SOURCE = resources.files("selfrefine.engine").joinpath("prompts/derive_checks.j2").read_text(encoding="utf-8")
 
 
-def _template() -> Template:
-    source = resources.files("selfrefine.engine").joinpath("prompts/derive_checks.j2").read_text(encoding="utf-8")
-    return Template("derive checks", source, {"input"})
+@lru_cache(maxsize=4)
+def _template(kinds: tuple[type[Instruction], ...]) -> Template:
+    """The derivation prompt, its list of kinds their examples (code's text, not the request's)."""
+    return Template("derive checks", SOURCE.replace("{{ kinds }}", examples()), {"input"})
 
 
-TEMPLATE = _template()
+def template() -> Template:
+    """The derivation prompt over every kind registered now (a kind defined later joins it)."""
+    return _template(kinds())
+
+
+TEMPLATE = template()  # the built-in kinds' prompt
 
 
 ANNOUNCED = "deriving checks from the request… (one call to the critic's model, before the first draft)"
 CACHE_SIZE = 512  # requests whose derived checks a process keeps
 
 
-def _prompt_version() -> str:
-    """What the derivation asks, as a digest: a changed prompt or limit derives again."""
-    return hashlib.sha256(f"{TEMPLATE.source}\n{MAX_DERIVED}".encode()).hexdigest()[:16]
+@lru_cache(maxsize=4)
+def _version(source: str) -> str:
+    return hashlib.sha256(f"{source}\n{MAX_DERIVED}".encode()).hexdigest()[:16]
 
 
-PROMPT_VERSION = _prompt_version()
+def prompt_version() -> str:
+    """What the derivation asks, as a digest: a changed prompt, kind or limit derives again."""
+    return _version(template().source)
+
+
+PROMPT_VERSION = prompt_version()  # the built-in kinds' digest
 Key = tuple[int, str, str, bool]  # (the critic's backend, request text, prompt version, constrained)
 Derived = tuple[list[Instruction], list[DroppedCheck]]  # the checks kept, and the ones dropped with why
 
@@ -107,7 +92,7 @@ class DerivedCache:
         self.lock = threading.Lock()  # engines on several threads (sync run() per thread) share it
 
     def get(self, backend: Backend, request: str, constrained: bool) -> Derived | None:
-        key = (id(backend), request, PROMPT_VERSION, constrained)
+        key = (id(backend), request, prompt_version(), constrained)
         with self.lock:
             entry = self.entries.get(key)
             if entry is None or entry[0]() is not backend:
@@ -120,7 +105,7 @@ class DerivedCache:
             ref = weakref.ref(backend)
         except TypeError:  # a backend that cannot be held weakly is not cached
             return
-        key = (id(backend), request, PROMPT_VERSION, constrained)
+        key = (id(backend), request, prompt_version(), constrained)
         with self.lock:
             self.entries[key] = (ref, (list(checks[0]), list(checks[1])))
             self.entries.move_to_end(key)
@@ -186,7 +171,7 @@ async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None,
     (the wording's "0th paragraph", a 70-character keyword; the model's malformed one) or
     one past the cap is dropped and said, never ending the run."""
     request = await request_text(run)
-    prompt = TEMPLATE.render({"input": request}).strip()
+    prompt = template().render({"input": request}).strip()
     schema = {"type": "object", "properties": {"checks": checks_schema(MAX_DERIVED)}, "required": ["checks"]}
     found, call, error = await run.parsed_call(
         "feedback", 0, prompt, schema if run.settings.requests.constrained else None, _parse, purpose=PURPOSE
@@ -263,78 +248,13 @@ def _parse(reply: str) -> tuple[list[Instruction], list[DroppedCheck]]:
 
 def grounded(check: Instruction, request: str) -> bool:
     """Whether the request states the check: its numbers and words are in the request's
-    text, with a word naming what it checks. A regex never is: a request's checks are never
-    regexes (a model's pattern would search each draft beside the run's own, past their
-    shared bound: core/saferegex.py)."""
+    text, with a word naming what it checks (each kind's ``grounded`` says which). A regex
+    never is: a request's checks are never regexes (a model's pattern would search each draft
+    beside the run's own, past their shared bound: core/saferegex.py)."""
+    if not check.from_request:
+        return False
     text = request.lower()
     data = check.model_dump()
-    kind = data["type"]
-    if kind == "regex":
+    if "n" in data and not says_number(text, data["n"]):
         return False
-    if "n" in data and not _says_number(text, data["n"]):
-        return False
-    if kind == "count":
-        return any(w in text for w in UNIT_WORDS[data["unit"]])
-    if kind == "paragraph_start":
-        return _says_number(text, data["nth"]) and _says(text, data["word"]) and "paragraph" in text
-    if kind in ("keywords", "forbidden_words"):
-        return all(_asked_word(text, w, forbidden=kind == "forbidden_words") for w in data["words"])
-    if kind == "word_frequency":
-        return _says(text, data["word"])
-    if kind == "letter_frequency":
-        return re.search(rf"\b{re.escape(data['letter'].lower())}\b", text) is not None and "letter" in text
-    if kind == "forbidden_chars":
-        return all(_forbidden_char(text, c) for c in data["chars"])
-    if kind == "case":
-        return any(w in text for w in (("lower",) if data["letters"] == "lower" else ("upper", "capital", "caps")))
-    if kind in ("starts_with", "ends_with"):
-        return _says(text, data["phrase"])
-    if kind == "one_of":
-        return all(_says(text, o) for o in data["options"])
-    if kind == "language":
-        return isinstance(check, Language) and LANGUAGES[check.code].lower().split()[0] in text
-    return any(_names(text, w) for w in KIND_WORDS.get(kind, (kind,)))
-
-
-def _names(text: str, word: str) -> bool:
-    """Whether ``text`` names ``word``: as a word of its own where it is one ("caps", not "capsule")."""
-    if not word.isalnum():
-        return word in text
-    return re.search(rf"\b{re.escape(word)}", text) is not None
-
-
-def _asked_word(text: str, word: str, *, forbidden: bool) -> bool:
-    """Whether the request asks for ``word`` in the reply (or forbids it): quoted, or said
-    within a few words after a cue that asks (forbids) — a topic's own words are no instruction."""
-    said = " ".join(text.split())
-    word = " ".join(word.lower().split())
-    for m in re.finditer(re.escape(word), said):
-        before = said[max(0, m.start() - 60) : m.start()]
-        quoted = m.start() > 0 and said[m.start() - 1] in "\"'“‘"
-        cue = any(c in before for c in (FORBIDS_WORDS if forbidden else ASKS_FOR_WORDS))
-        denied = any(c in before for c in FORBIDS_WORDS)
-        if (cue or quoted) and denied == forbidden:
-            return True
-    return False
-
-
-def _forbidden_char(text: str, char: str) -> bool:
-    """Whether the request forbids ``char`` (a comma by name): said after a negation."""
-    names = ("comma", ",") if char == "," else (char,)
-    for name in names:
-        for m in re.finditer(re.escape(name), text):
-            if any(c in text[max(0, m.start() - 60) : m.start()] for c in (*FORBIDS_WORDS, "no ", "free of")):
-                return True
-    return False
-
-
-def _says(text: str, phrase: str) -> bool:
-    """Whether ``text`` (lower-cased) holds ``phrase``, whitespace and case aside."""
-    return " ".join(phrase.lower().split()) in " ".join(text.split())
-
-
-def _says_number(text: str, n: int) -> bool:
-    """Whether ``text`` states the number ``n`` (as digits, or as a word up to twenty)."""
-    if re.search(rf"(?<![\d.]){n}(?!\d)", text.replace(",", "")):
-        return True
-    return n < len(NUMBER_WORDS) and re.search(rf"\b{NUMBER_WORDS[n]}\b", text) is not None
+    return check.grounded(text)

@@ -21,6 +21,11 @@ answers, the response's language. A task file's regexes are checks too (``regex`
   instead; change nothing else."), for a focused refinement;
 - :class:`InstructionChecks` is a task's verifier over a list of checks: the share passed.
 
+A kind is one class: defining a subclass of :class:`Instruction` with its ``type`` registers
+it (:data:`KINDS`), and the union that parses checks, the derivation's schema and its prompt's
+list of kinds (:func:`examples`) are built from the kinds registered; each kind says itself
+whether a request states it (``grounded``, with :mod:`.grounding`'s words).
+
 Drafts are untrusted: each check reads at most ``MAX_CHECK_CHARS`` characters in linear time;
 no pattern from a check's author is run except a ``regex`` bounded by
 :mod:`selfrefine.core.saferegex`.
@@ -31,6 +36,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Annotated, Any, Union
 
 from pydantic import Field, TypeAdapter, ValidationError
@@ -38,7 +44,9 @@ from pydantic import Field, TypeAdapter, ValidationError
 from ...core.errors import TaskError
 from ...core.records import DroppedCheck, Finding, Verification
 from ...core.saferegex import within_budget
-from .base import MAX_CHECK_CHARS, Instruction, Outcome, Relation
+from .base import KINDS, MAX_CHECK_CHARS, Instruction, Outcome, Relation
+
+# the built-in kinds: importing their modules defines them, and defining a kind registers it
 from .counts import CapitalWords, Count, LetterFrequency, ParagraphStart, WordFrequency
 from .form import Case, EndsWith, Json, Language, OneOf, Postscript, Quoted, StartsWith, Title, TwoResponses
 from .words import REGEX_FLAGS, ForbiddenChars, ForbiddenWords, Keywords, Regex
@@ -55,6 +63,7 @@ __all__ = [
     "ForbiddenWords",
     "Instruction",
     "InstructionChecks",
+    "KINDS",
     "Json",
     "Keywords",
     "Language",
@@ -72,19 +81,36 @@ __all__ = [
     "WordFrequency",
     "build_checks",
     "checks_schema",
+    "examples",
     "from_checks",
+    "kinds",
     "parse_checks",
     "regexes",
     "schema_size",
 ]
 
-# every kind, in the order a schema lists them; a request's checks are all but the regex
-CHECK_TYPES: tuple[type[Instruction], ...] = (
-    Count, Keywords, ForbiddenWords, ForbiddenChars, WordFrequency, LetterFrequency, CapitalWords, Case,
-    ParagraphStart, StartsWith, EndsWith, Quoted, Json, Title, Postscript, TwoResponses, OneOf, Language, Regex,
-)  # fmt: skip
+# the built-in kinds, in the order they are defined (a schema lists them so); a request's checks
+# are all but the regex. A kind defined later (a plugin's, a test's) joins :func:`kinds`.
+CHECK_TYPES: tuple[type[Instruction], ...] = tuple(KINDS.values())
 Check = Annotated[Union[CHECK_TYPES], Field(discriminator="type")]  # noqa: UP007 - a tuple of types
-_CHECKS: TypeAdapter[list[Instruction]] = TypeAdapter(list[Check])  # type: ignore[arg-type]
+
+
+def kinds() -> tuple[type[Instruction], ...]:
+    """Every registered kind, built-in or not, in the order defined."""
+    return tuple(KINDS.values())
+
+
+@lru_cache(maxsize=4)
+def _adapter_of(known: tuple[type[Instruction], ...]) -> TypeAdapter[list[Instruction]]:
+    union = Annotated[Union[known], Field(discriminator="type")]  # noqa: UP007 - a tuple of types
+    return TypeAdapter(list[union])  # type: ignore[valid-type]
+
+
+def _checks() -> TypeAdapter[list[Instruction]]:
+    """The validator of a list of checks of every kind registered now."""
+    return _adapter_of(kinds())
+
+
 MAX_CHECKS = 32
 
 
@@ -96,7 +122,7 @@ def parse_checks(data: Any) -> list[Instruction]:
     if not isinstance(data, Sequence) or len(data) > MAX_CHECKS:
         raise TaskError(f"checks are a list of at most {MAX_CHECKS} mappings, each with a type")
     try:
-        checks = _CHECKS.validate_python(list(data))
+        checks = _checks().validate_python(list(data))
     except ValidationError as exc:
         raise TaskError(_first_problem(exc)) from None
     try:  # each regex is bounded alone; all of them search each draft, so together too
@@ -121,7 +147,7 @@ def build_checks(data: Sequence[Any], limit: int = MAX_CHECKS) -> tuple[list[Ins
     for item in data:
         shown = item if isinstance(item, dict) else {"value": repr(item)[:200]}
         try:
-            [check] = _CHECKS.validate_python([item])
+            [check] = _checks().validate_python([item])
         except ValidationError as exc:
             dropped.append(DroppedCheck(check=shown, reason=_first_problem(exc, labelled=False)))
             continue
@@ -137,7 +163,7 @@ def _first_problem(exc: ValidationError, *, labelled: bool = True) -> str:
     where = list(first["loc"])
     index = where.pop(0) if where and isinstance(where[0], int) else None
     kind = where.pop(0) if where and isinstance(where[0], str) and index is not None else None
-    known = ", ".join(str(t.model_fields["type"].default) for t in CHECK_TYPES)
+    known = ", ".join(KINDS)
     message = {
         "union_tag_invalid": f"unknown type; known: {known}",
         "union_tag_not_found": f"no type; give one of {known}",
@@ -151,17 +177,29 @@ def _first_problem(exc: ValidationError, *, labelled: bool = True) -> str:
     return f"{label}: {field + ': ' if field else ''}{message}"
 
 
-def checks_schema(max_items: int = 12, kinds: Sequence[type[Instruction]] = CHECK_TYPES[:-1]) -> dict[str, Any]:
-    """The JSON schema of a list of checks of ``kinds`` (all but ``regex`` by default), compact
+def checks_schema(max_items: int = 12, kinds: Sequence[type[Instruction]] | None = None) -> dict[str, Any]:
+    """The JSON schema of a list of checks of ``kinds`` (by default every kind a request's
+    checks may be: all but ``regex``), compact
     for grammar-constrained decoding: one ``anyOf`` of inlined objects, each naming its
     ``type``; no titles, descriptions, defaults, patterns or string lengths (the records
     validate those; a length bound becomes a grammar rule nested as deep as the bound)."""
     items = []
-    for kind in kinds:
+    for kind in [k for k in KINDS.values() if k.from_request] if kinds is None else kinds:
         schema = _compact(copy.deepcopy(kind.model_json_schema()))
         schema["required"] = ["type", *schema.get("required", [])]
         items.append(schema)
     return {"type": "array", "items": {"anyOf": items}, "maxItems": max_items}
+
+
+def examples() -> str:
+    """Each kind's example, for the derivation prompt's list of kinds: a line per
+    ``example_at`` line, its examples in place order; a kind placed nowhere on a line of its own."""
+    lines: dict[int, list[tuple[int, str]]] = {}
+    for i, kind in enumerate(KINDS.values()):
+        if kind.example:
+            line, place = kind.example_at
+            lines.setdefault(line if line < 1_000 else 1_000 + i, []).append((place, kind.example))
+    return "\n".join("   ".join(e for _, e in sorted(found)) for _, found in sorted(lines.items()))
 
 
 def _compact(node: Any) -> Any:

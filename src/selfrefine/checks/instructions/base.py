@@ -9,11 +9,12 @@ points, has 5". Drafts are model output, so untrusted: a check reads at most
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
 from ...core.wording import plural
+from .grounding import names
 
 MAX_CHECK_CHARS = 100_000  # the longest draft a check reads; ~15,000 words, far past any asked length
 
@@ -27,13 +28,45 @@ class Outcome(NamedTuple):
     finding: str  # "" when passed
 
 
+KINDS: dict[str, type[Instruction]] = {}  # every kind by its ``type``, in the order they were defined
+
+
 class Instruction(BaseModel):
-    """One checkable instruction. Subclasses declare ``type`` (the discriminator) and their
-    arguments, and implement ``_problem`` (the finding, or None), ``describe`` and ``_repair``
-    (the short instruction that repairs a failure: a focused refinement's prompt says it)."""
+    """One checkable instruction. Subclasses declare ``type`` (the discriminator, a Literal
+    with its default) and their arguments, and implement ``_problem`` (the finding, or None),
+    ``describe``, ``_repair`` (the short instruction that repairs a failure: a focused
+    refinement's prompt says it) and ``grounded`` (whether a request states it). Defining
+    such a class registers it: task files, requests and the derivation's prompt and schema
+    know it from then on (:data:`KINDS`)."""
 
     # strict: a number is a number ("40" is not 40, and true is not 1), said naming the key
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    # words a request names the kind by, for the default ``grounded`` (none: its type)
+    kind_words: ClassVar[tuple[str, ...]] = ()
+    # whether a request's checks may be of this kind (its schema offers it to the model)
+    from_request: ClassVar[bool] = True
+    # its example in the derivation prompt's list of kinds ("" for none), and where it
+    # stands there: (line, place in the line); a kind placed nowhere gets a line of its own
+    example: ClassVar[str] = ""
+    example_at: ClassVar[tuple[int, int]] = (1_000, 0)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        field = cls.model_fields.get("type")
+        kind = field.default if field is not None else None
+        if isinstance(kind, str):  # a concrete kind (an abstract base declares no type)
+            known = KINDS.get(kind)
+            if known is not None and known.__qualname__ != cls.__qualname__:
+                raise TypeError(f"check type {kind!r} is taken by {known.__module__}.{known.__qualname__}")
+            KINDS[kind] = cls  # a class defined again (a reloaded module) takes its own place
+
+    def grounded(self, text: str) -> bool:
+        """Whether the request (``text``, lower-cased) states this check, besides its number
+        (:func:`selfrefine.engine.derivation.grounded` holds that): by default, that it names
+        the kind by one of its ``kind_words`` (or its type)."""
+        return any(names(text, w) for w in self.kind_words or (str(type(self).model_fields["type"].default),))
 
     def check(self, text: str) -> Outcome:
         """Whether ``text`` follows the instruction, and if not, what to change."""

@@ -3,13 +3,15 @@ and the first word of the nth paragraph."""
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
 from ...core.wording import plural
 from . import measures
 from .base import Instruction, Relation, amount, holds, quoted
+from .grounding import UNIT_WORDS, says, says_number
 from .sentences import sentences
 
 Unit = Literal[
@@ -36,6 +38,10 @@ class Count(Instruction):
     ``***``; blank lines when empty) or what begins each section (``Section`` for "Section 1")."""
 
     type: Literal["count"] = "count"
+    example: ClassVar[str] = (
+        '{"type": "count", "unit": "words|sentences|paragraphs|lines|bullets|sections|highlights|placeholders", "relation": "at least|at most|exactly", "n": 3}'
+    )
+    example_at = (1, 0)
     unit: Unit
     relation: Relation
     n: int = Field(ge=0, le=100_000)
@@ -66,6 +72,9 @@ class Count(Instruction):
             return standing
         return None if holds(n, self.relation, self.n) else f"needs {self.describe()}, has {n}"
 
+    def grounded(self, text: str) -> bool:
+        return any(w in text for w in UNIT_WORDS[self.unit])
+
     def describe(self) -> str:
         one, many, how = _NOUNS[self.unit]
         marker = self.marker.strip()
@@ -95,6 +104,8 @@ class ParagraphStart(Instruction):
     """The ``nth`` paragraph (separated by blank lines) begins with ``word``."""
 
     type: Literal["paragraph_start"] = "paragraph_start"
+    example: ClassVar[str] = '{"type": "paragraph_start", "nth": 2, "word": "However"}'
+    example_at = (5, 2)
     nth: int = Field(ge=1, le=1000)
     word: str = Field(min_length=1, max_length=60, pattern=r"\S")
 
@@ -106,6 +117,9 @@ class ParagraphStart(Instruction):
         if first == self.word.strip().lower():
             return None
         return f"{self.describe()}; it starts with {quoted(first)}"
+
+    def grounded(self, text: str) -> bool:
+        return says_number(text, self.nth) and says(text, self.word) and "paragraph" in text
 
     def describe(self) -> str:
         return f"paragraph {self.nth} must start with the word {quoted(self.word.strip())}"
@@ -122,6 +136,9 @@ class CapitalWords(Instruction):
     """How many words are written all in capitals ("NASA")."""
 
     type: Literal["capital_words"] = "capital_words"
+    example: ClassVar[str] = '{"type": "capital_words", "relation": "at most", "n": 4}'
+    example_at = (4, 0)
+    kind_words = ("capital", "upper", "caps")
     relation: Relation
     n: int = Field(ge=0, le=100_000)
 
@@ -147,6 +164,8 @@ class WordFrequency(Instruction):
     """How often a word (or phrase) occurs, in any case, also inside longer words."""
 
     type: Literal["word_frequency"] = "word_frequency"
+    example: ClassVar[str] = '{"type": "word_frequency", "word": "data", "relation": "at least", "n": 2}'
+    example_at = (3, 0)
     word: str = Field(min_length=1, max_length=60, pattern=r"\S")
     relation: Relation
     n: int = Field(ge=0, le=100_000)
@@ -154,6 +173,9 @@ class WordFrequency(Instruction):
     def _problem(self, text: str) -> str | None:
         n = text.lower().count(self.word.strip().lower())
         return None if holds(n, self.relation, self.n) else f"needs {self.describe()}, has {n}"
+
+    def grounded(self, text: str) -> bool:
+        return says(text, self.word)
 
     def describe(self) -> str:
         return f"the word {quoted(self.word.strip())} {amount(self.relation, self.n, 'time')}"
@@ -170,6 +192,8 @@ class LetterFrequency(Instruction):
     """How often a letter (or any one character: "#") occurs, in any case."""
 
     type: Literal["letter_frequency"] = "letter_frequency"
+    example: ClassVar[str] = '{"type": "letter_frequency", "letter": "z", "relation": "at least", "n": 5}'
+    example_at = (3, 1)
     letter: str = Field(min_length=1, max_length=1, pattern=r"\S")
     relation: Relation
     n: int = Field(ge=0, le=1_000_000)
@@ -177,6 +201,9 @@ class LetterFrequency(Instruction):
     def _problem(self, text: str) -> str | None:
         n = text.lower().count(self.letter.lower())
         return None if holds(n, self.relation, self.n) else f"needs {self.describe()}, has {n}"
+
+    def grounded(self, text: str) -> bool:
+        return re.search(rf"\b{re.escape(self.letter.lower())}\b", text) is not None and "letter" in text
 
     def describe(self) -> str:
         return f"the letter {quoted(self.letter.lower())} {amount(self.relation, self.n, 'time')}"

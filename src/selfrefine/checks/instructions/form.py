@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, StringConstraints
 
 from .base import Instruction, quoted
+from .grounding import says
 from .language import LANGUAGES, LanguageCode, detect
 
 Phrase = Field(min_length=1, max_length=2000, pattern=r"\S")
@@ -19,6 +20,8 @@ class Case(Instruction):
     """Every letter lowercase (``lower``) or every letter capital (``upper``)."""
 
     type: Literal["case"] = "case"
+    example: ClassVar[str] = '{"type": "case", "letters": "lower|upper"}'
+    example_at = (4, 1)
     letters: Literal["lower", "upper"]
 
     def _problem(self, text: str) -> str | None:
@@ -33,6 +36,9 @@ class Case(Instruction):
             f"{self.describe()}: has {len(wrong)} {kind} letter{'s' * (len(wrong) != 1)} (first in {quoted(first, 40)})"
         )
 
+    def grounded(self, text: str) -> bool:
+        return any(w in text for w in (("lower",) if self.letters == "lower" else ("upper", "capital", "caps")))
+
     def describe(self) -> str:
         return "use only lowercase letters" if self.letters == "lower" else "use only capital letters"
 
@@ -45,10 +51,15 @@ class StartsWith(Instruction):
     """The draft begins with ``phrase``, in any case (leading spaces aside)."""
 
     type: Literal["starts_with"] = "starts_with"
+    example: ClassVar[str] = '{"type": "starts_with", "phrase": "Dear team"}'
+    example_at = (5, 0)
     phrase: str = Phrase
 
     def _problem(self, text: str) -> str | None:
         return None if text.strip().lower().startswith(self.phrase.strip().lower()) else self.describe()
+
+    def grounded(self, text: str) -> bool:
+        return says(text, self.phrase)
 
     def describe(self) -> str:
         return f"start with {quoted(self.phrase.strip(), 300)} word for word, with nothing before it"
@@ -62,10 +73,15 @@ class EndsWith(Instruction):
     spaces aside)."""
 
     type: Literal["ends_with"] = "ends_with"
+    example: ClassVar[str] = '{"type": "ends_with", "phrase": "See you soon."}'
+    example_at = (5, 1)
     phrase: str = Phrase
 
     def _problem(self, text: str) -> str | None:
         return None if text.strip().strip('"').lower().endswith(self.phrase.strip().lower()) else self.describe()
+
+    def grounded(self, text: str) -> bool:
+        return says(text, self.phrase)
 
     def describe(self) -> str:
         return f"end with the phrase {quoted(self.phrase.strip(), 300)}, with nothing after it"
@@ -79,6 +95,9 @@ class Quoted(Instruction):
     """The whole draft is wrapped in double quotes."""
 
     type: Literal["quoted"] = "quoted"
+    example: ClassVar[str] = '{"type": "quoted"}'
+    example_at = (6, 0)
+    kind_words = ("quot",)
 
     def _problem(self, text: str) -> str | None:
         text = text.strip()
@@ -97,6 +116,9 @@ class Json(Instruction):
     """The whole draft is JSON (inside a ```json block or not)."""
 
     type: Literal["json"] = "json"
+    example: ClassVar[str] = '{"type": "json"}'
+    example_at = (6, 1)
+    kind_words = ("json",)
 
     def _problem(self, text: str) -> str | None:
         body = text.strip()
@@ -124,6 +146,9 @@ class Title(Instruction):
     """A title in double angle brackets, ``<<like this>>``, on one line."""
 
     type: Literal["title"] = "title"
+    example: ClassVar[str] = '{"type": "title"}'
+    example_at = (6, 2)
+    kind_words = ("title", "<<")
 
     def _problem(self, text: str) -> str | None:
         for line in text.split("\n"):
@@ -143,6 +168,9 @@ class Postscript(Instruction):
     """A postscript starting with ``marker`` (``P.S.``, ``P.P.S``), in any case."""
 
     type: Literal["postscript"] = "postscript"
+    example: ClassVar[str] = '{"type": "postscript", "marker": "P.S."}'
+    example_at = (6, 3)
+    kind_words = ("p.s", "postscript")
     marker: str = Field(default="P.S.", min_length=1, max_length=20, pattern=r"\S")
 
     def _problem(self, text: str) -> str | None:
@@ -163,6 +191,9 @@ class TwoResponses(Instruction):
     """Two different responses, separated by six asterisks (``******``)."""
 
     type: Literal["two_responses"] = "two_responses"
+    example: ClassVar[str] = '{"type": "two_responses"}'
+    example_at = (6, 4)
+    kind_words = ("two", "2", "******")
 
     def _problem(self, text: str) -> str | None:
         parts = text.split("******")
@@ -184,12 +215,17 @@ class OneOf(Instruction):
     """The draft contains one of the given answers ("My answer is yes.")."""
 
     type: Literal["one_of"] = "one_of"
+    example: ClassVar[str] = '{"type": "one_of", "options": ["Yes.", "No."]}'
+    example_at = (7, 0)
     options: list[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"\S")]] = Field(
         min_length=1, max_length=10
     )
 
     def _problem(self, text: str) -> str | None:
         return None if any(o in text.strip() for o in self.options) else self.describe()
+
+    def grounded(self, text: str) -> bool:
+        return all(says(text, o) for o in self.options)
 
     def describe(self) -> str:
         return "answer with one of: " + ", ".join(quoted(o) for o in self.options)
@@ -203,6 +239,8 @@ class Language(Instruction):
     ``en``, ``de``, ``zh-cn``). A draft with nothing to tell its language by passes."""
 
     type: Literal["language"] = "language"
+    example: ClassVar[str] = '{"type": "language", "code": "de"}'
+    example_at = (7, 1)
     code: LanguageCode
 
     def _problem(self, text: str) -> str | None:
@@ -210,6 +248,9 @@ class Language(Instruction):
         if found is None or found == self.code:
             return None
         return f"{self.describe()}; it reads as {LANGUAGES.get(found, found)}"
+
+    def grounded(self, text: str) -> bool:
+        return LANGUAGES[self.code].lower().split()[0] in text
 
     def describe(self) -> str:
         return f"write the whole response in {LANGUAGES[self.code]}"

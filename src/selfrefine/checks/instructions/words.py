@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, StringConstraints, field_validator
 
 from ...core.saferegex import MAX_REGEX_CHARS, bounded, shown
 from ...core.wording import plural
 from .base import Instruction, quoted
+from .grounding import asked_word, forbidden_char
 
 REGEX_FLAGS = re.MULTILINE  # a regex check's: ^ and $ match at each line
 Word = Annotated[str, StringConstraints(min_length=1, max_length=60, pattern=r"\S")]  # a word or a short phrase
@@ -20,6 +21,8 @@ class Keywords(Instruction):
     unless ``whole``."""
 
     type: Literal["keywords"] = "keywords"
+    example: ClassVar[str] = '{"type": "keywords", "words": ["ocean"]}'
+    example_at = (2, 0)
     words: list[Word] = Field(min_length=1, max_length=20)
     whole: bool = False
 
@@ -29,6 +32,9 @@ class Keywords(Instruction):
         if not missing:
             return None
         return f"needs the {'word' if len(missing) == 1 else 'words'} {', '.join(quoted(w) for w in missing)}"
+
+    def grounded(self, text: str) -> bool:
+        return all(asked_word(text, w, forbidden=False) for w in self.words)
 
     def describe(self) -> str:
         return f"include the {'word' if len(self.words) == 1 else 'words'} {', '.join(quoted(w) for w in self.words)}"
@@ -45,12 +51,17 @@ class ForbiddenWords(Instruction):
     """None of the words occurs as a whole word, in any case."""
 
     type: Literal["forbidden_words"] = "forbidden_words"
+    example: ClassVar[str] = '{"type": "forbidden_words", "words": ["very"]}'
+    example_at = (2, 1)
     words: list[Word] = Field(min_length=1, max_length=20)
 
     def _problem(self, text: str) -> str | None:
         found = [(w, _count_word(text, w)) for w in self.words]
         found = [f"{quoted(w)} ({plural(n, 'time')})" for w, n in found if n]
         return f"remove the {'word' if len(found) == 1 else 'words'} {', '.join(found)}" if found else None
+
+    def grounded(self, text: str) -> bool:
+        return all(asked_word(text, w, forbidden=True) for w in self.words)
 
     def describe(self) -> str:
         return (
@@ -71,12 +82,17 @@ class ForbiddenChars(Instruction):
     """None of the characters occurs (``,`` for "do not use any commas")."""
 
     type: Literal["forbidden_chars"] = "forbidden_chars"
+    example: ClassVar[str] = '{"type": "forbidden_chars", "chars": ","}'
+    example_at = (4, 2)
     chars: str = Field(min_length=1, max_length=10, pattern=r"\S")
 
     def _problem(self, text: str) -> str | None:
         found = [(c, text.count(c)) for c in dict.fromkeys(self.chars) if not c.isspace()]
         found = [f"the {plural(n, *_char_name(c))}" for c, n in found if n]
         return f"remove {' and '.join(found)}" if found else None
+
+    def grounded(self, text: str) -> bool:
+        return all(forbidden_char(text, c) for c in self.chars)
 
     def describe(self) -> str:
         return "use no " + " and no ".join(_char_name(c)[1] for c in dict.fromkeys(self.chars) if not c.isspace())
@@ -102,6 +118,7 @@ class Regex(Instruction):
     derived from a request."""
 
     type: Literal["regex"] = "regex"
+    from_request: ClassVar[bool] = False  # a model's pattern would search each draft past the run's regex bound
     pattern: str = Field(min_length=1, max_length=500)
     present: bool = True
     says: str = Field(default="", max_length=300)
@@ -123,6 +140,9 @@ class Regex(Instruction):
         if self.present:
             return None if hit else regex_finding(" ".join(self.says.split()), True, where)
         return None if hit is None else regex_finding(" ".join(self.says.split()), False, where, hit.group(0))
+
+    def grounded(self, text: str) -> bool:
+        return False
 
     def describe(self) -> str:
         if self.says.strip():
