@@ -17,8 +17,7 @@ from selfrefine.sandbox.cgroup import cgroups
 from selfrefine.sandbox.cleanup import remove_tree
 from selfrefine.sandbox.confine import confinement
 from selfrefine.sandbox.isolation import CLONE_NEWNS
-from selfrefine.sandbox.launcher import FOLDER
-from selfrefine.sandbox.process import run_python
+from selfrefine.sandbox.process import program_folder, run_python
 from selfrefine.sandbox.timing import compare_programs
 
 needs_landlock = pytest.mark.skipif(not confinement().landlock_abi, reason="no Landlock on this kernel")
@@ -104,7 +103,7 @@ def test_a_deep_tree_is_removed_and_the_run_answers(monkeypatch, fast_tmp, where
     assert done == "deep" and folder.startswith("/") and not os.path.exists(folder)
     assert not list(fast_tmp.glob("selfrefine-*"))  # the run's folder on disk is gone too
     if where == "own-tmpfs":  # the same name in every run (issue 46 item 13), in a tmpfs of its own
-        assert folder == FOLDER
+        assert folder == program_folder()
 
 
 def test_remove_tree_handles_depth_long_paths_links_and_read_only_dirs(fast_tmp):

@@ -15,8 +15,7 @@ import pytest
 
 from selfrefine.sandbox.confine import confinement
 from selfrefine.sandbox.isolation import CLONE_NEWNS
-from selfrefine.sandbox.launcher import FOLDER
-from selfrefine.sandbox.process import run_python
+from selfrefine.sandbox.process import program_folder, run_python
 from selfrefine.sandbox.timing import time_once
 
 SEEN = (
@@ -52,8 +51,10 @@ def test_the_program_sees_no_host_path_pid_or_run_counter():
     assert all(p.startswith(tops) for p in seen["path"]), seen["path"]  # no .pth-added source folder
     if not confinement().pid_flags & CLONE_NEWNS:
         pytest.skip("no mount namespace here: the program works in the caller's own temporary folder")
-    assert seen["cwd"] == FOLDER and seen["file"] == f"{FOLDER}/main.py" and seen["argv"] == [seen["file"]]
-    assert seen["environ"]["HOME"] == seen["environ"]["TMPDIR"] == FOLDER
+    folder = program_folder()  # /tmp/selfrefine; /var/tmp/selfrefine where the interpreter lives below /tmp
+    assert folder is not None and folder.endswith("/selfrefine")
+    assert seen["cwd"] == folder and seen["file"] == f"{folder}/main.py" and seen["argv"] == [seen["file"]]
+    assert seen["environ"]["HOME"] == seen["environ"]["TMPDIR"] == folder
     assert _seen(False) == seen  # and one run does not differ from the next
 
 

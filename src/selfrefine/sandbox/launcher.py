@@ -41,6 +41,9 @@ from .landlock import RESTRICT_SOURCE
 
 CONFINE_FAILED = "__SELFREFINE_CONFINE_FAILED__"  # the launcher could not confine the program
 FOLDER = "/tmp/selfrefine"  # the program's folder, with a mount namespace (a tmpfs over /tmp)
+# where the interpreter itself lives below /tmp (a virtual environment in a checkout there),
+# a tmpfs over /tmp would hide it: the next of these whose parent holds no part of it
+FOLDERS = (FOLDER, "/var/tmp/selfrefine")
 INODES = 16_384  # files and directories the program may create in its working directory
 SHM_MB = 16
 

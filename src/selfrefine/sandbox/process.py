@@ -36,6 +36,7 @@ where the cap does not count kernel memory.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import select
@@ -52,7 +53,7 @@ from .cleanup import remove_tree
 from .confine import Confinement, confinement, require_confinement, ruleset_fd
 from .isolation import CLONE_NEWNS, CLONE_NEWUSER, Isolation, child_setup, network_isolation, require_isolation
 from .landlock import base_paths, hidden_dirs, shm_rights, workdir_rights
-from .launcher import CONFINE_FAILED, FOLDER, SOURCE
+from .launcher import CONFINE_FAILED, FOLDERS, SOURCE
 
 __all__ = ["Isolation", "SandboxResult", "network_isolation", "run_python"]
 
@@ -319,11 +320,22 @@ def _start(
 
 
 def _shown_folder(own: str) -> str:
-    """The program's folder in its mount namespace: :data:`FOLDER`, in a tmpfs over
-    ``/tmp``, unless the interpreter lives below ``/tmp`` (which that would hide)."""
-    top = os.path.dirname(FOLDER) + "/"
-    lives = [sys.executable, sys.prefix, sys.base_prefix, *base_paths().values()]
-    return own if any(os.path.realpath(p).startswith(top) for p in lives if p) else FOLDER
+    """The program's folder in its mount namespace (:func:`program_folder`), else the run's
+    own folder on the caller's disk, mounted over."""
+    return program_folder() or own
+
+
+@functools.cache
+def program_folder() -> str | None:
+    """The fixed folder a program works in where a mount namespace can be made: the first of
+    :data:`FOLDERS` (``/tmp/selfrefine``, ``/var/tmp/selfrefine``) whose parent exists and holds
+    no part of the interpreter (a tmpfs over it would hide it); None where each does."""
+    lives = [os.path.realpath(p) for p in (sys.executable, sys.prefix, sys.base_prefix, *base_paths().values()) if p]
+    for folder in FOLDERS:
+        top = os.path.dirname(folder)
+        if os.path.isdir(top) and not any(p.startswith(top + "/") for p in lives):
+            return folder
+    return None
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
