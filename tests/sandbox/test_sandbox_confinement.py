@@ -17,7 +17,7 @@ import pytest
 from selfrefine.core.errors import SandboxUnavailableError
 from selfrefine.sandbox import confine, process
 from selfrefine.sandbox.confine import MAX_PROCESSES, Confinement, confinement
-from selfrefine.sandbox.process import run_python
+from selfrefine.sandbox.process import program_folder, run_python
 
 needs_landlock = pytest.mark.skipif(not confinement().landlock_abi, reason="no Landlock on this kernel")
 needs_pidns = pytest.mark.skipif(not confinement().pid_flags, reason="no PID namespace here")
@@ -25,11 +25,13 @@ needs_pidns = pytest.mark.skipif(not confinement().pid_flags, reason="no PID nam
 
 @pytest.fixture
 def outside(tmp_path: Path) -> Iterator[Path]:
-    """A folder of the server's outside /tmp where there is one: with a mount namespace the
-    program's tmpfs covers /tmp (issue 46 item 13), so a file there would be missing rather
-    than refused, and these tests are about Landlock's refusal."""
-    if os.access("/var/tmp", os.W_OK):
-        folder = Path(tempfile.mkdtemp(prefix="selfrefine-test-", dir="/var/tmp"))
+    """A folder of the server's outside the one the program's tmpfs covers (/tmp, or /var/tmp
+    where the interpreter lives below /tmp: issue 46 item 13), so a file there is refused by
+    Landlock rather than missing, and these tests are about that refusal."""
+    covered = os.path.dirname(program_folder() or "/nowhere/x")
+    free = [d for d in ("/var/tmp", tempfile.gettempdir()) if d != covered and os.access(d, os.W_OK)]
+    if free:
+        folder = Path(tempfile.mkdtemp(prefix="selfrefine-test-", dir=free[0]))
         yield folder
         shutil.rmtree(folder, ignore_errors=True)
     else:
