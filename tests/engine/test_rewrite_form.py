@@ -84,6 +84,10 @@ def test_a_tasks_own_check_that_names_no_kind_is_counted_by_its_words():
     result = SelfRefine("commongen", model, refine_form="rewrite", max_iterations=2).run("ball, kick, goal")
     focus = result.iterations[1].focus
     assert focus is not None and focus.kept and (focus.kind, focus.form) == ("use every concept", "rewrite")
+    # its check's words name no concept: the rewrite states its repair, which does, then the request
+    [prompt] = prompts(model, "refine")
+    assert prompt.startswith("Important: Use the word 'goal' in the sentence; keep it one natural scene.\n\n")
+    assert prompt.endswith("ball, kick, goal") and "The boy kicks the ball." not in prompt
     assert "kind" not in result.iterations[0].verification.findings[0].model_dump()  # records before it read the same
 
 
@@ -124,3 +128,25 @@ def test_the_cli_takes_rewrite_and_refuses_an_unknown_form_in_one_error_line(tmp
     assert bad.exit_code == 2 and "Traceback" not in bad.output
     [error] = [line for line in bad.output.splitlines() if line.startswith("Error:")]
     assert "'sideways' is not one of 'history', 'focused', 'rewrite'" in error
+
+
+def test_the_live_view_says_a_repair_was_written_again():
+    import io
+
+    from rich.console import Console
+
+    from selfrefine import DraftStep
+    from selfrefine.cli.display import StepPrinter
+
+    model = FakeBackend({"generate": [DRAFT], "refine": ["the cat sat on the mat."]})
+    engine = SelfRefine("chat", model, checks=[LOWER], derive_checks=False, refine_form="rewrite")
+    out = io.StringIO()
+    printer = StepPrinter(Console(file=out, width=300))
+
+    async def collect() -> list:
+        return [s async for s in engine.astream(REQUEST)]
+
+    for step in asyncio.run(collect()):
+        printer(step)
+        assert not isinstance(step, DraftStep) or step.iteration == 0 or step.focus is not None
+    assert "repair for 'use only lowercase letters' (rewrite, try 1): kept" in out.getvalue()

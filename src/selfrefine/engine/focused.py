@@ -10,9 +10,9 @@ it asks is the round's :class:`RepairForm`, one per ``refine_form`` (:data:`FORM
   the current draft, the check's repair. Request and draft come first, so the tries on one
   draft share their prompt's prefix;
 - ``rewrite`` writes again from the request (``engine/prompts/refine_rewrite.j2``): the
-  instruction the draft failed first, as a request states it ("Important: use no commas."),
-  then the request; no draft, which a small model would copy. The tries of one check share
-  their whole prompt.
+  instruction the draft failed first, as a request states it ("Important: use no commas.";
+  a task's own check or a schema: its repair), then the request; no draft, which a small
+  model would copy. The tries of one check share their whole prompt.
 
 Both are judged alike:
 
@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib import resources
 
+from ..checks.instructions import KINDS
 from ..core.errors import ParseError
 from ..core.records import (
     CallRecord,
@@ -59,39 +60,41 @@ def _template(form: str) -> Template:
     return Template(f"refine {form}", source, {"request", "draft", "repair"})
 
 
+def repair_of(finding: Finding) -> str:
+    """The focused form's instruction: the check's repair, an edit of the draft it sees."""
+    return finding.repair or ""
+
+
+def requirement_of(finding: Finding) -> str:
+    """The rewrite form's instruction: a check of the vocabulary as a request states it ("use
+    no commas": its repair speaks of a draft the prompt does not show); a task's own check or
+    a schema says its repair, which names what is missing (the concepts, the schema's errors)."""
+    return finding.check if finding.kind in KINDS else repair_of(finding)
+
+
 @dataclass(frozen=True)
 class RepairForm:
     """How a focused round asks for one failed check: its name (the ``refine_form``), its
-    packaged template, and which words of the finding the prompt gives (``instruction``)."""
+    packaged template, and the words of the finding the prompt gives (``instruction``)."""
 
     name: str
     template: Template
-    states_check: bool = False  # True: the check as a request states it; False: its repair
-
-    def instruction(self, finding: Finding) -> str:
-        """What the prompt asks for (recorded as ``Focus.repair``)."""
-        return finding.check if self.states_check else finding.repair or ""
+    instruction: Callable[[Finding], str]  # what the prompt asks for (recorded as ``Focus.repair``)
 
     def prompt(self, request: str, draft: str, finding: Finding) -> str:
         """The prompt for ``finding`` on ``draft`` (a form may leave the draft out)."""
         return self.template.render({"request": request, "draft": draft, "repair": self.instruction(finding)}).strip()
 
 
-FOCUSED = RepairForm("focused", _template("focused"))
-REWRITE = RepairForm("rewrite", _template("rewrite"), states_check=True)
+FOCUSED = RepairForm("focused", _template("focused"), repair_of)
+REWRITE = RepairForm("rewrite", _template("rewrite"), requirement_of)
 FORMS: dict[str, RepairForm] = {form.name: form for form in (FOCUSED, REWRITE)}  # config.REPAIR_FORMS
-TEMPLATE = FOCUSED.template
 
 
 async def repair_targets(run: RunContext, t: int) -> list[Finding]:
     """Draft t's failed checks that say a repair, in the order the checks are listed."""
     check = await run.verify(t)
     return [f for f in check.findings if f.repair] if check is not None else []
-
-
-def repair_prompt(request: str, draft: str, repair: str) -> str:
-    """The focused prompt: the request, the draft, the one repair (prefix-stable per draft)."""
-    return FOCUSED.template.render({"request": request, "draft": draft, "repair": repair}).strip()
 
 
 def rejected_why(before: Verification | None, after: Verification | None, target: str, unchanged: bool) -> str:
