@@ -53,6 +53,7 @@ def test_a_rewrite_that_breaks_a_passing_check_is_rejected_and_sampled_again_fro
     first, second = result.iterations[1].focus, result.iterations[2].focus
     assert result.iterations[1].accepted is False
     assert first is not None and not first.kept and first.why == "it breaks a check that passed: use no commas"
+    assert first.fixed is True  # its own check passes: rejected for the one it broke
     assert second is not None and second.kept and (second.form, second.sample) == ("rewrite", 2)
     assert result.output == "the cat sat on the mat." and result.selected == 2
     first_try, second_try = [r for r in model.requests if r.role == "refine"]
@@ -63,7 +64,8 @@ def test_a_rewrite_that_breaks_a_passing_check_is_rejected_and_sampled_again_fro
 def test_when_no_rewrite_is_kept_the_draft_stays_and_the_run_says_no_change():
     model = FakeBackend({"generate": [DRAFT], "refine": ["The Cat, sat.", "THE CAT SAT."]})
     result = run(model, [LOWER, NO_COMMA])
-    assert [it.focus.kept for it in result.iterations[1:] if it.focus is not None] == [False, False]
+    tries = [it.focus for it in result.iterations[1:] if it.focus is not None]
+    assert [(f.kept, f.fixed) for f in tries] == [(False, False), (False, False)]
     assert result.stop_reason == "no_change" and result.output == DRAFT  # never worse
 
 
@@ -71,9 +73,9 @@ def test_each_try_records_its_checks_kind_and_form_in_the_json_result():
     model = FakeBackend({"generate": ["The cat, sat."], "refine": ["the cat, sat.", "the cat sat."]})
     result = run(model, [LOWER, NO_COMMA], repair_samples=1)
     tries = [json.loads(result.model_dump_json())["iterations"][i]["focus"] for i in (1, 2)]
-    assert [(f["kind"], f["form"], f["kept"]) for f in tries] == [
-        ("case", "rewrite", True),
-        ("forbidden_chars", "rewrite", True),
+    assert [(f["kind"], f["form"], f["kept"], f["fixed"]) for f in tries] == [
+        ("case", "rewrite", True, True),
+        ("forbidden_chars", "rewrite", True, True),
     ]
     finding = result.iterations[0].verification.findings[0]
     assert finding.kind == "case" and json.loads(finding.model_dump_json())["kind"] == "case"

@@ -246,6 +246,9 @@ class Focus(BaseModel):
     form: str = "focused"  # the refine_form whose prompt asked: "focused" (edit in place) or "rewrite"
     sample: int = 1  # the try of this repair on this draft (1, 2, …: repair_samples)
     kept: bool = False
+    # whether the check it was for passes on the new draft, kept or not (a repair that fixes its
+    # check and breaks another is rejected); None: a record from before it was kept
+    fixed: bool | None = None
     why: str = ""  # why it was rejected: "the check it was for still fails: …" ("" when kept)
 
 

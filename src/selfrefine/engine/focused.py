@@ -138,9 +138,8 @@ class FocusedRound:
         for finding in targets:
             for sample in range(1, run.settings.repair_samples + 1):
                 it, call = await self._try(finding, sample)
-                unchanged = same_text(it.draft, state.iterations[t].draft)
-                why = rejected_why(before, await run.verify(it.index), finding.check, unchanged)
-                it.focus = self._focus(finding, sample, why)
+                it.focus = await self._judged(it, before, finding, sample)
+                why = it.focus.why
                 if not why:
                     for step in self.drafted(Drafted(it, call)):
                         yield step
@@ -154,8 +153,13 @@ class FocusedRound:
         detail = f"no focused repair of draft {t} was kept: each failed check's repair was tried and rejected"
         yield state.decided(DecisionStep(iteration=t, stop=True, reason=StopReason.NO_CHANGE, detail=detail))
 
-    def _focus(self, finding: Finding, sample: int, why: str) -> Focus:
-        """The record of one try: a task's own check that names no kind is counted by its words."""
+    async def _judged(self, it: Iteration, before: Verification | None, finding: Finding, sample: int) -> Focus:
+        """The record of one try, judged by the checks: a task's own check that names no kind is
+        counted by its words; ``fixed`` whether its own check passes, kept or not."""
+        after = await self.run.verify(it.index)
+        unchanged = same_text(it.draft, self.run.state.iterations[self.t].draft)
+        why = rejected_why(before, after, finding.check, unchanged)
+        fixed = after is not None and all(f.check != finding.check for f in after.findings)
         return Focus(
             check=finding.check,
             kind=finding.kind or finding.check,
@@ -163,6 +167,7 @@ class FocusedRound:
             repair=self.form.instruction(finding),
             sample=sample,
             kept=not why,
+            fixed=fixed,
             why=why,
         )
 
