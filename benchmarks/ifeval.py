@@ -51,6 +51,12 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "checks-one-round": dict(samples=4, max_iterations=1, derive_checks=True, verifier_mode="hybrid"),
     "checks-auto-3000": dict(strategy="auto", max_total_tokens=3000, derive_checks=True),
     "preset-best": dict(preset="best"),
+    # issue 45: first drafts one at a time until one passes (at most K), then focused repairs
+    "seq-4": dict(strategy="sequential", samples=4, max_iterations=0),
+    "seq-8": dict(strategy="sequential", samples=8, max_iterations=0),
+    "seq-4-focused": dict(strategy="sequential", samples=4, max_iterations=3, refine_form="focused", repair_samples=2),
+    "seq-4-rewrite": dict(strategy="sequential", samples=4, max_iterations=3, refine_form="rewrite", repair_samples=2),
+    "seq-4-history": dict(strategy="sequential", samples=4, max_iterations=1, refine_form="history"),
 }
 
 
@@ -156,7 +162,10 @@ def sources(row: dict[str, Any], derived: dict[str, Any]) -> dict[str, list[dict
     model = [c for c in listed if grounded(c, row["prompt"].lower())]
     both = [*code, *(c for c in model if _subject(c) not in {_subject(r) for r in code})]
     dump = lambda checks: [c.model_dump(mode="json") for c in checks]  # noqa: E731
-    return {"code": dump(code), "model": dump(model), "both": dump(both)}
+    from selfrefine.checks.instructions.coverage import uncovered
+
+    gated = both if uncovered(row["prompt"], code) else code  # the model asked only where code left wording
+    return {"code": dump(code), "model": dump(model), "both": dump(both), "gated": dump(gated)}
 
 
 def derivation_quality(part: str, out: Path, source: str = "both") -> dict[str, Any]:
@@ -224,9 +233,21 @@ def run_config(name: str, part: str, out: Path, cache: Path, limit: int | None) 
             "tokens": u.prompt_tokens + u.completion_tokens, "calls": u.calls,
             "seconds": round(time.monotonic() - started, 2), "stop": result.stop_reason.value,
             "checks": [c.check for c in result.checks], "types": row["instruction_id_list"],
+            "focus": [it.focus.model_dump(mode="json") for it in result.iterations if it.focus is not None],
+            "drafts0": len(result.iterations[0].candidates) if result.iterations else 0,
+            "by_purpose": by_purpose(result),
         })  # fmt: skip
         print(f"[{name} {part}] {i}/{len(todo)} key {row['key']} {result.stop_reason.value} "
               f"{u.prompt_tokens + u.completion_tokens} tok {time.monotonic() - started:.0f}s", flush=True)  # fmt: skip
+
+
+def by_purpose(result: Any) -> dict[str, int]:
+    """Tokens by what the calls were for: the derivation ("checks"), the judge, drafts, repairs."""
+    out: dict[str, int] = {}
+    for call in result.calls:
+        key = call.purpose or call.role
+        out[key] = out.get(key, 0) + call.prompt_tokens + call.completion_tokens
+    return out
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -326,7 +347,7 @@ def quality_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
     lines = ["| checks from | rows | type precision | type recall | argument precision | argument recall |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     summary: dict[str, Any] = {}
-    for source in ("code", "model", "both"):
+    for source in ("code", "model", "both", "gated"):
         q = derivation_quality(part, out, source)
         t, a = q["types"], q["arguments"]
         lines.append(

@@ -13,7 +13,7 @@ judge among drafts they tie, as :class:`~.best_of.BestOfK`).
 from __future__ import annotations
 
 from ...core.config import RefineConfig
-from ...core.records import Candidate, CallRecord
+from ...core.records import CallRecord, Candidate
 from ...task.task import Task
 from ..context import RunContext
 from ..settings import Settings, check_sampling
