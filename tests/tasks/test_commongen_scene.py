@@ -186,3 +186,32 @@ def test_a_hostile_draft_is_checked_in_bounded_time() -> None:
     start = time.perf_counter()
     assert is_list_like("A dog, " * 10_000, concepts)  # 70,000 characters of one sentence's fragments
     assert time.perf_counter() - start < 2.0  # whole, 3.2 s on a loaded 2-core machine; now ~0.2 s
+
+
+# -- missing concepts, a small group at a time --------------------------------------------------
+
+TWELVE = "dog, frisbee, catch, throw, park, ball, leash, bowl, sun, bench, tree, grass"
+
+
+def test_many_missing_concepts_are_failed_checks_of_five_concepts_each() -> None:
+    verdict = CommonGen().verify(TWELVE, "A dog sleeps.")
+    first, second, third = verdict.findings
+    assert first.check == "use the concepts dog, frisbee, catch, throw and park"
+    assert (
+        first.repair
+        == "Use the words 'frisbee', 'catch', 'throw' and 'park' in the sentence; keep it one natural scene."
+    )
+    assert second.check == "use the concepts ball, leash, bowl, sun and bench" and third.repair is not None
+    assert third.text == "Missing concepts (checked by code): tree, grass" and "'tree' and 'grass'" in third.repair
+    assert verdict.text.startswith("Missing concepts (checked by code): frisbee, catch, throw, park, ball")  # all
+
+
+def test_a_focused_run_adds_one_group_of_concepts_at_a_time() -> None:
+    draft = "A dog sleeps under a tree on the grass."
+    group = "In the park, a boy throws a frisbee and his dog leaps to catch it under a tree on the grass."
+    result, model = focused([draft], [group], concepts=TWELVE, max_iterations=1)
+    focus = result.iterations[1].focus
+    assert focus is not None and focus.kept and focus.check == "use the concepts dog, frisbee, catch, throw and park"
+    [prompt] = [r.prompt for r in model.requests if r.role == "refine"]
+    assert "'frisbee', 'catch', 'throw' and 'park'" in prompt and "'ball'" not in prompt  # one group asked for
+    assert result.output == group
