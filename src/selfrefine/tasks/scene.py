@@ -24,10 +24,12 @@ The definition, precisely (``scene_problem``):
 
 The thresholds are set on human text, not on the model's outputs, with room to spare: of
 6,219 human sentences (the Yelp reviews, GSM8K questions and FED turns of the dev sets, run-ons
-and all) none has more than 8 pieces, and one has a run of six short fragments (a review's
-list of eight things bought). Natural sentences list three to five short items ("paint,
-metal, and steel"; "woke up, showered, dressed and left"). A single sentence with fewer pieces
-and no such run is never flagged, however long, so a good one-sentence output passes.
+and all, each with its own content words as concepts) none has more than 8 pieces, and one
+has a run of six short fragments (a review's list of eight things bought); the only others
+flagged are 10 list items ("1) ...", "- ..."). Natural sentences list three to five short
+items ("paint, metal, and steel"; "woke up, showered, dressed and left"). A sentence without
+a list marker, of at most nine pieces and no such run, is never flagged, however long, so a
+good one-sentence output passes (``benchmarks/scene_check.py`` counts both sides).
 """
 
 from __future__ import annotations
