@@ -63,7 +63,10 @@ def kinds_table(load: Loader, out: Path, part: str, names: tuple[str, ...] = FOR
                 cell[2] += bool(focus.get("kept"))
     if not per:
         return []
-    lines = ["| check kind | " + " | ".join(n.removeprefix("seq-4-") for n in names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines = [
+        "| check kind | " + " | ".join(n.removeprefix("seq-4-") for n in names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
     for kind in sorted(per):
         cells = [("{} tried, {} fixed, {} kept".format(*per[kind][n])) if n in per[kind] else "-" for n in names]
         lines.append(f"| {kind} | " + " | ".join(cells) + " |")
@@ -78,7 +81,7 @@ def purposes_table(load: Loader, out: Path, part: str, names: tuple[str, ...]) -
         rows = list(load(name, part, out).values())
         if not rows or "by_purpose" not in rows[0]:
             continue
-        mean = lambda key: sum(r["by_purpose"].get(key, 0) for r in rows) / len(rows)  # noqa: E731
+        mean = lambda key, rows=rows: sum(r["by_purpose"].get(key, 0) for r in rows) / len(rows)  # noqa: E731
         drafts = sum(r.get("drafts0", 1) for r in rows) / len(rows)
         lines.append(
             f"| {name} | {len(rows)} | {mean('checks'):.0f} | {mean('generate'):.0f} | {mean('refine'):.0f} | "

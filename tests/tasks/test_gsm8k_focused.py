@@ -34,3 +34,14 @@ def test_a_failing_program_is_repaired_in_focus_from_its_error() -> None:
     assert QUESTION in prompt and FAILS.strip() in prompt and "Fix it so solution() returns the answer." in prompt
     assert [r.role for r in model.requests] == ["generate", "refine", "refine"]  # no critic call
     assert result.output == RUNS.strip() and result.metric == 1.0 and result.fails == []
+
+
+def test_with_votes_the_failing_programs_finding_still_reaches_the_repair() -> None:
+    # several samples vote on the answer; the voted check kept the text but dropped the
+    # findings, so the focused round had no repair to ask for and fell back to the paper's form
+    model = FakeBackend({"generate": [FAILS, FAILS], "refine": [RUNS]}, default='{"issues": []}')
+    engine = SelfRefine("gsm8k", model, refine_form="focused", samples=2, max_iterations=1)
+    result = engine.run(QUESTION, reference=12)
+    focus = result.iterations[1].focus
+    assert focus is not None and focus.check == "solution() runs and returns a number"
+    assert "NameError" in focus.repair
