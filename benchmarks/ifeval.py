@@ -53,11 +53,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "checks-auto-3000": dict(strategy="auto", max_total_tokens=3000, derive_checks=True),
     "preset-best": dict(preset="best"),
     # issue 45: first drafts one at a time until one passes (at most K), then focused repairs
-    "seq-4": dict(strategy="sequential", samples=4, max_iterations=0),
-    "seq-8": dict(strategy="sequential", samples=8, max_iterations=0),
-    "seq-4-focused": dict(strategy="sequential", samples=4, max_iterations=3, refine_form="focused", repair_samples=2),
-    "seq-4-rewrite": dict(strategy="sequential", samples=4, max_iterations=3, refine_form="rewrite", repair_samples=2),
-    "seq-4-history": dict(strategy="sequential", samples=4, max_iterations=1, refine_form="history"),
+    # judging off: among drafts the checks tie, the earlier (the judge cost 2-6k tokens a prompt there)
+    "seq-4": dict(strategy="sequential", samples=4, max_iterations=0, judging=False),
+    "seq-8": dict(strategy="sequential", samples=8, max_iterations=0, judging=False),
+    "seq-4-focused": dict(
+        strategy="sequential", samples=4, max_iterations=3, refine_form="focused", repair_samples=2, judging=False
+    ),
+    "seq-4-rewrite": dict(
+        strategy="sequential", samples=4, max_iterations=3, refine_form="rewrite", repair_samples=2, judging=False
+    ),
+    "seq-4-history": dict(strategy="sequential", samples=4, max_iterations=1, refine_form="history", judging=False),
 }
 
 
