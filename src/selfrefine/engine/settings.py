@@ -193,7 +193,7 @@ class Settings:
         ``response_model``: a pydantic type the drafts must validate as (its schema becomes
         ``json_schema``)."""
         config = with_schema_defaults(with_response_model(with_preset(config, task), response_model))
-        config = with_task_verifier_mode(with_focused_defaults(config), task)
+        config = with_task_verifier_mode(with_focused_defaults(with_task_refine_form(config, task)), task)
         _check_fits(config, task)
         strategy = strategies(config.strategy)
         strategy.check(config, task)
@@ -341,6 +341,14 @@ def _ways(config: RefineConfig, task: Task, votes: bool) -> tuple[str, ...]:
             "ways choose how an answer task's several samples are written: give samples > 1 or strategy auto"
         )
     return tuple(given) if votes else ()
+
+
+def with_task_refine_form(config: RefineConfig, task: Task) -> RefineConfig:
+    """The task's refine form where the run sets none (a task file with checks: "focused")."""
+    form, critic_alone = task.declared.defaults.refine_form, task.declared.defaults.verifier_mode == "self"
+    if form is None or config.refine_form is not None or critic_alone or not verifies(config, task):
+        return config
+    return config.model_copy(update={"refine_form": form})
 
 
 def with_focused_defaults(config: RefineConfig) -> RefineConfig:

@@ -92,6 +92,9 @@ class TaskDefaults(BaseModel):
     # the verifier mode a run uses unless it sets one (None: RefineConfig's, "self"); where
     # the task ranks by checks it has, "hybrid" puts their findings beside the critic's issues
     verifier_mode: Literal["self", "verifier", "hybrid"] | None = None
+    # the refine form a run uses unless it sets one (None: "history", the paper's prompt); a
+    # task file with checks repairs one failed check at a time ("focused": engine/focused.py)
+    refine_form: Literal["history", "focused", "rewrite"] | None = None
     # which drafts repeat the input instead of answering it, failed by the engine's check
     # (checks/incomplete.py ``echoes``): "near", a generative task's (every task unless it
     # says otherwise): the input repeated, or nearly; "exact": only a word-for-word repeat
@@ -292,6 +295,8 @@ class Declaration:
             parts.append("checks derived from the request")
         if d.verifier_mode not in (None, "self"):
             parts.append(f"{d.verifier_mode} feedback")
+        if d.refine_form not in (None, "history"):
+            parts.append(f"{d.refine_form} repairs: one failed check at a time")
         return "; ".join(parts)
 
     def best_text(self) -> str:
