@@ -235,9 +235,20 @@ def test_a_refinement_ends_where_it_would_go_on_with_the_prompts_own_pattern():
 
 
 def test_preset_best_on_chat_is_the_configuration_measured_best_on_ifeval():
-    # docs/ifeval.md: the best of 4 by the derived checks beat one step; a round on top did not add
+    # docs/ifeval.md (issue 45): drafts until one passes the derived checks, then focused repairs
     config = SelfRefine("chat", FakeBackend(), preset="best").config
-    assert (config.samples, config.max_iterations) == (4, 0)
+    assert (config.strategy, config.samples, config.refine_form, config.judging) == ("sequential", 4, "focused", False)
+
+
+def test_preset_best_on_chat_stops_at_a_passing_draft_and_repairs_a_failing_one():
+    request = "Name three fruits. Do not use any commas."  # code reads the comma check: no derivation call
+    fake = FakeBackend({"generate": ["Apple and pear and plum."]})
+    result = SelfRefine("chat", fake, preset="best").run(request)
+    assert [r.role for r in fake.requests] == ["generate"] and result.fails == []  # one draft: it passes
+    fake = FakeBackend({"generate": ["Apple, pear, plum."] * 4, "refine": ["Apple and pear and plum."]})
+    result = SelfRefine("chat", fake, preset="best").run(request)
+    assert [r.role for r in fake.requests] == ["generate"] * 4 + ["refine"]  # no critic, no judge
+    assert result.output == "Apple and pear and plum." and result.iterations[-1].focus.kept
 
 
 def test_draft_drops_a_repeated_cue(task):
