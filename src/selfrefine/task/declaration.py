@@ -83,6 +83,8 @@ class TaskDefaults(BaseModel):
     # best on this task (e.g. LOOP_BEST; {}: the paper's loop); None: none was measured, and
     # preset "best" is refused rather than run with settings measured on other tasks
     best: dict[str, Any] | None = None
+    # what ``best`` was measured to gain and cost, in words with its source (``selfrefine tasks``)
+    best_measured: str | None = None
     # derive checks from the request before the first draft (engine/derivation.py), reading the
     # input itself ("input": chat, whose input is the user's request) or the rendered generate
     # prompt ("prompt": a task file, whose template states the instructions); the run's
@@ -306,7 +308,9 @@ class Declaration:
             return "none measured (refused)"
         if not best:
             return "the paper's loop"
-        return ", ".join(f"{k}={v}" for k, v in best.items())
+        options = ", ".join(f"{k}={v}" for k, v in best.items())
+        measured = self.defaults.best_measured
+        return f"{options} (measured: {measured})" if measured else options
 
     def stop_text(self) -> str:
         """The task's own stop rules in words (``selfrefine tasks``)."""
