@@ -112,3 +112,35 @@ def earlier_configs() -> list[str]:
 def earlier_derivation() -> dict[str, Any]:
     """The derivation's quality with the model asked on every row (2026-11-27's recorded replies)."""
     return json.loads(EARLIER.read_text(encoding="utf-8"))["derivation"] if EARLIER.exists() else {}
+
+
+def drafts_only(row: dict[str, Any]) -> dict[str, Any]:
+    """A repair run's row as its first step alone: the kept first draft returned, the repairs'
+    tokens left out (the drafts are the same calls: one seed per sample)."""
+    refine = row.get("by_purpose", {}).get("refine", 0)
+    purposes = {k: v for k, v in row.get("by_purpose", {}).items() if k != "refine"}
+    return {**row, "returned": row["draft0"], "output": row["first"], "tokens": row["tokens"] - refine,
+            "by_purpose": purposes, "focus": [], "refinements": 0}  # fmt: skip
+
+
+def share_table(load: Loader, out: Path, part: str, pairs: list[tuple[str, str]]) -> list[str]:
+    """Configuration A against B on the prompts both ran: prompt strict, the paired
+    difference with its 95% interval, better / worse, and tokens per prompt."""
+    from selfrefine.evaluation.stats import paired_bootstrap_diff
+
+    lines = ["| A | B | prompts | A prompt strict | B prompt strict | A − B [95%] | better / worse | A tokens | B tokens |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for a, b in pairs:
+        ra, rb = load(a, part, out), load(b, part, out)
+        keys = [k for k in ra if k in rb]
+        if not keys:
+            continue
+        xa, xb = [float(passed(ra[k])) for k in keys], [float(passed(rb[k])) for k in keys]
+        d = paired_bootstrap_diff(xb, xa)
+        ta, tb = (sum(r[k]["tokens"] for k in keys) / len(keys) for r in (ra, rb))
+        better, worse = sum(x > y for x, y in zip(xa, xb)), sum(x < y for x, y in zip(xa, xb))
+        lines.append(
+            f"| {a} | {b} | {len(keys)} | {sum(xa) / len(keys):.3f} | {sum(xb) / len(keys):.3f} | "
+            f"{d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}] | {better} / {worse} | {ta:.0f} | {tb:.0f} |"
+        )
+    return lines

@@ -37,7 +37,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _ifeval_map import checks_for  # noqa: E402
 from _ifeval_official import follows as official_follows  # noqa: E402
 from _ifeval_official import prompts  # noqa: E402
-from _ifeval_repairs import FORMS, earlier_configs, earlier_derivation, forms_table, kinds_table, purposes_table  # noqa: E402
+from _ifeval_repairs import (  # noqa: E402
+    FORMS,
+    drafts_only,
+    earlier_configs,
+    earlier_derivation,
+    forms_table,
+    kinds_table,
+    purposes_table,
+    share_table,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "runs" / "ifeval"
@@ -264,7 +273,10 @@ LOOKED_AT = {322, 3743, 3186, 3063, 2563, 32, 2314, 3041, 1107}  # report rows r
 
 
 def load(name: str, part: str, out: Path) -> dict[int, dict[str, Any]]:
-    return read_rows(out / f"{name}-{part}.jsonl")
+    got = read_rows(out / f"{name}-{part}.jsonl")
+    if not got and name == "seq-4":  # the sequential drafts alone: a repair run's first step, its repairs left out
+        got = {k: drafts_only(r) for k, r in read_rows(out / f"seq-4-focused-{part}.jsonl").items()}
+    return got
 
 
 def read_rows(path: Path) -> dict[int, dict[str, Any]]:
@@ -490,6 +502,18 @@ def report(out: Path) -> None:
             "one step on those rows reproduces that session's exactly (0.400 at 273 tokens per prompt):",
             "",
             *earlier_configs(),
+            "",
+            "`seq-4` is the first step of `seq-4-focused` (its sequential drafts, the same calls), its repairs left",
+            "out: what sampling until a draft passes gives alone.",
+            "",
+            "### The refinement's own share",
+            "",
+            "Sequential drafts with focused repairs against sampling alone on the same prompts (paired bootstrap):",
+            "`seq-8` samples up to 8 first drafts instead of repairing, about the tokens the repairs cost.",
+            "",
+            *share_table(
+                load, out, "report", [("seq-4-focused", "seq-4"), ("seq-4-focused", "seq-8"), ("seq-8", "seq-4")]
+            ),
             "",
             "### Where the tokens go (tokens per prompt by purpose)",
             "",
