@@ -38,6 +38,7 @@ from _ifeval_map import checks_for  # noqa: E402
 from _ifeval_official import follows as official_follows  # noqa: E402
 from _ifeval_official import prompts  # noqa: E402
 from _ifeval_repairs import (  # noqa: E402
+    EARLIER,
     FORMS,
     drafts_only,
     earlier_configs,
@@ -547,6 +548,8 @@ def report(out: Path) -> None:
         ]
     )
     DOC.write_text(text + "\n", encoding="utf-8")
+    earlier = json.loads(EARLIER.read_text(encoding="utf-8"))["configurations"] if EARLIER.exists() else {}
+    csum.update({f"{n} (2026-11-27)": c for n, c in earlier.items() if n != "one-step"})  # rows not kept
     summary = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": "report", "tune_rows": TUNE,
                "report_rows": REPORT, "seed": SEED, "derivation": qsum, "configurations": csum, "groups": tsum}  # fmt: skip
     SUMMARY.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")

@@ -203,6 +203,10 @@ class Chat(Task):
         # measured best (docs/ifeval.md, issue 45): first drafts one at a time until one passes
         # the request's derived checks (at most 4), then one failed check's repair at a time
         best=REPAIR_BEST,
+        best_measured=(
+            "IFEval, first 50 report prompts: every instruction followed 0.320 -> 0.560 "
+            "(12 better, 0 worse) at 6.8x one step's tokens, docs/ifeval.md"
+        ),
         system=system_message(
             "a helpful, knowledgeable and careful assistant. Each message shows a conversation between a User "
             "and an Assistant and asks you to write, review or improve the Assistant's reply to the last User message"

@@ -179,6 +179,7 @@ def task_from_spec(spec: TaskSpec) -> Task:
         judge=spec.judge,
         # with checks, the path measured on IFEval (docs/ifeval.md) unless the file says its own
         best=spec.best if spec.best is not None or not checked else REPAIR_BEST,
+        best_measured=None if spec.best is not None or not checked else "on chat's IFEval prompts, not this task",
         derive_checks=spec.derive_checks,
         echo=spec.echo,
         verifier_mode=spec.verifier_mode or ("hybrid" if checked else None),
