@@ -202,7 +202,8 @@ def ifeval_sentence(ifeval: Any) -> str | None:
         "prompts whose every instruction the official verifiers pass, one step → with checks derived from the "
         f"request: {'; '.join(one(n, c) for n, c in others.items())}"
     )
-    both = (ifeval.get("derivation") or {}).get("both")
+    derivation = ifeval.get("derivation") or {}
+    both = derivation.get("gated") or derivation.get("both")
     if both:
         t = both["types"]
         text += f"; the derived checks name IFEval's own instruction types with precision {t['precision']} and recall {t['recall']}"

@@ -37,6 +37,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _ifeval_map import checks_for  # noqa: E402
 from _ifeval_official import follows as official_follows  # noqa: E402
 from _ifeval_official import prompts  # noqa: E402
+from _ifeval_repairs import (  # noqa: E402
+    EARLIER,
+    FORMS,
+    drafts_only,
+    earlier_configs,
+    earlier_derivation,
+    forms_table,
+    kinds_table,
+    purposes_table,
+    share_table,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "runs" / "ifeval"
@@ -51,6 +62,17 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "checks-one-round": dict(samples=4, max_iterations=1, derive_checks=True, verifier_mode="hybrid"),
     "checks-auto-3000": dict(strategy="auto", max_total_tokens=3000, derive_checks=True),
     "preset-best": dict(preset="best"),
+    # issue 45: first drafts one at a time until one passes (at most K), then focused repairs
+    # judging off: among drafts the checks tie, the earlier (the judge cost 2-6k tokens a prompt there)
+    "seq-4": dict(strategy="sequential", samples=4, max_iterations=0, judging=False),
+    "seq-8": dict(strategy="sequential", samples=8, max_iterations=0, judging=False),
+    "seq-4-focused": dict(
+        strategy="sequential", samples=4, max_iterations=3, refine_form="focused", repair_samples=2, judging=False
+    ),
+    "seq-4-rewrite": dict(
+        strategy="sequential", samples=4, max_iterations=3, refine_form="rewrite", repair_samples=2, judging=False
+    ),
+    "seq-4-history": dict(strategy="sequential", samples=4, max_iterations=1, refine_form="history", judging=False),
 }
 
 
@@ -156,7 +178,10 @@ def sources(row: dict[str, Any], derived: dict[str, Any]) -> dict[str, list[dict
     model = [c for c in listed if grounded(c, row["prompt"].lower())]
     both = [*code, *(c for c in model if _subject(c) not in {_subject(r) for r in code})]
     dump = lambda checks: [c.model_dump(mode="json") for c in checks]  # noqa: E731
-    return {"code": dump(code), "model": dump(model), "both": dump(both)}
+    from selfrefine.checks.instructions.coverage import uncovered
+
+    gated = both if uncovered(row["prompt"], code) else code  # the model asked only where code left wording
+    return {"code": dump(code), "model": dump(model), "both": dump(both), "gated": dump(gated)}
 
 
 def derivation_quality(part: str, out: Path, source: str = "both") -> dict[str, Any]:
@@ -224,9 +249,22 @@ def run_config(name: str, part: str, out: Path, cache: Path, limit: int | None) 
             "tokens": u.prompt_tokens + u.completion_tokens, "calls": u.calls,
             "seconds": round(time.monotonic() - started, 2), "stop": result.stop_reason.value,
             "checks": [c.check for c in result.checks], "types": row["instruction_id_list"],
+            "focus": [it.focus.model_dump(mode="json") for it in result.iterations if it.focus is not None],
+            "drafts0": len(result.iterations[0].candidates) if result.iterations else 0,
+            "refinements": max(0, len(result.iterations) - 1),
+            "by_purpose": by_purpose(result),
         })  # fmt: skip
         print(f"[{name} {part}] {i}/{len(todo)} key {row['key']} {result.stop_reason.value} "
               f"{u.prompt_tokens + u.completion_tokens} tok {time.monotonic() - started:.0f}s", flush=True)  # fmt: skip
+
+
+def by_purpose(result: Any) -> dict[str, int]:
+    """Tokens by what the calls were for: the derivation ("checks"), the judge, drafts, repairs."""
+    out: dict[str, int] = {}
+    for call in result.calls:
+        key = call.purpose or call.role
+        out[key] = out.get(key, 0) + call.prompt_tokens + call.completion_tokens
+    return out
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -236,7 +274,10 @@ LOOKED_AT = {322, 3743, 3186, 3063, 2563, 32, 2314, 3041, 1107}  # report rows r
 
 
 def load(name: str, part: str, out: Path) -> dict[int, dict[str, Any]]:
-    return read_rows(out / f"{name}-{part}.jsonl")
+    got = read_rows(out / f"{name}-{part}.jsonl")
+    if not got and name == "seq-4":  # the sequential drafts alone: a repair run's first step, its repairs left out
+        got = {k: drafts_only(r) for k, r in read_rows(out / f"seq-4-focused-{part}.jsonl").items()}
+    return got
 
 
 def read_rows(path: Path) -> dict[int, dict[str, Any]]:
@@ -326,13 +367,20 @@ def quality_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
     lines = ["| checks from | rows | type precision | type recall | argument precision | argument recall |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     summary: dict[str, Any] = {}
-    for source in ("code", "model", "both"):
+    for source in ("code", "gated"):  # the model is asked only where code left wording unread (issue 45)
         q = derivation_quality(part, out, source)
         t, a = q["types"], q["arguments"]
         lines.append(
             f"| {source} | {q['rows']} | {t['precision']} | {t['recall']} | {a['precision']} | {a['recall']} |"
         )
         summary[source] = q
+    for source, q in earlier_derivation().items():  # the model asked on every row, 2026-11-27
+        if source != "code":
+            t, a = q["types"], q["arguments"]
+            lines.append(
+                f"| {source}, model asked on every row (2026-11-27) | {q['rows']} | {t['precision']} | "
+                f"{t['recall']} | {a['precision']} | {a['recall']} |"
+            )
     return lines, summary
 
 
@@ -451,6 +499,44 @@ def report(out: Path) -> None:
             "",
             *configs,
             "",
+            "Measured on 2026-11-27 (main c3793c2) on the first 70 report rows, whose rows were not kept; today's",
+            "one step on those rows reproduces that session's exactly (0.400 at 273 tokens per prompt):",
+            "",
+            *earlier_configs(),
+            "",
+            "`seq-4` is the first step of `seq-4-focused` (its sequential drafts, the same calls), its repairs left",
+            "out: what sampling until a draft passes gives alone.",
+            "",
+            "### The refinement's own share",
+            "",
+            "Sequential drafts with focused repairs against sampling alone on the same prompts (paired bootstrap):",
+            "`seq-8` samples up to 8 first drafts instead of repairing, about the tokens the repairs cost.",
+            "",
+            *share_table(
+                load, out, "report", [("seq-4-focused", "seq-4"), ("seq-4-focused", "seq-8"), ("seq-8", "seq-4")]
+            ),
+            "",
+            "### Where the tokens go (tokens per prompt by purpose)",
+            "",
+            *purposes_table(load, out, "report", tuple(n for n in CONFIGS if n != "one-step")),
+            "",
+            "## Repairs: one failed check at a time (issue 45)",
+            "",
+            "The three refine forms on the first tuning rows (never the report rows), each on top of the same",
+            "sequential drafts (`strategy sequential`, at most 4 first drafts, stopping at the first that passes",
+            "every derived check): *focused* edits the draft for one failed check's repair; *rewrite* writes again",
+            "from the request with the failed instruction stated first; *history* is the paper's refine prompt",
+            "(every version with its feedback). A repair is kept only when its check passes and no check breaks.",
+            "",
+            *forms_table(load, out, "tune"),
+            "",
+            "Per check kind (tuning rows: focused ran the first 30, rewrite and history the first 20; a try",
+            "*fixed* its check when that check passed on it, *kept* when nothing else broke; the history form",
+            "refines the whole reply from a critique, so it has no per-check tries):",
+            "",
+            *kinds_table(load, out, "tune"),
+            "",
+            *(["On the report rows:", "", *kinds_table(load, out, "report", tuple(n for n in FORMS)), ""]),
             "## By instruction group (strict: one step → configuration / instructions given)",
             "",
             "Each configuration's column counts the prompts it ran with one step.",
@@ -463,6 +549,8 @@ def report(out: Path) -> None:
         ]
     )
     DOC.write_text(text + "\n", encoding="utf-8")
+    earlier = json.loads(EARLIER.read_text(encoding="utf-8"))["configurations"] if EARLIER.exists() else {}
+    csum.update({f"{n} (2026-11-27)": c for n, c in earlier.items() if n != "one-step"})  # rows not kept
     summary = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": "report", "tune_rows": TUNE,
                "report_rows": REPORT, "seed": SEED, "derivation": qsum, "configurations": csum, "groups": tsum}  # fmt: skip
     SUMMARY.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")

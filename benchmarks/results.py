@@ -366,11 +366,14 @@ def ifeval_section() -> list[str]:
     )  # fmt: skip
     if data is None:
         return lines
-    both = data["derivation"].get("both")
+    both = data["derivation"].get("gated") or data["derivation"].get(
+        "both"
+    )  # gated: the model asked where code left wording
     if both:
         t, a = both["types"], both["arguments"]
         lines += [
-            f"Checks derived from the request on {both['rows']} prompts, against IFEval's own instruction lists: "
+            f"Checks derived from the request on {both['rows']} prompts (the model asked only where code's reading left an "
+            "instruction's wording), against IFEval's own instruction lists: "
             f"types precision {t['precision']} / recall {t['recall']}, with arguments {a['precision']} / {a['recall']}.",
             "",
         ]

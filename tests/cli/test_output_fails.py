@@ -38,7 +38,9 @@ def test_the_text_view_ends_with_the_checks_the_output_fails(tmp_path):
     task, model = files(tmp_path, BAD)  # the refiner hands its draft back: no change
     result = CliRunner().invoke(cli, ["run", task, "parser crash", "--model", model, "--no-live"])
     assert result.exit_code == 0, result.output
-    assert "stop reason: no_change" in result.output  # before: "feedback", the critic's NONE on draft 0
+    # before: "feedback", the critic's NONE on draft 0; now each focused repair (the default of a
+    # task file with checks) is rejected, having changed nothing, until the cap
+    assert "stop reason: max_iterations" in result.output and "the repair changed nothing" in result.output
     last = result.output.strip().splitlines()[-1]
     assert last == "returned output fails: use no commas; start with a capital letter"
     assert "\\A" not in result.output  # the regex is never shown, in the feedback either

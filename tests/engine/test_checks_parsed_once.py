@@ -33,7 +33,8 @@ def test_the_runs_checks_are_parsed_once_per_engine(parses, options):
     engine = SelfRefine(get_task("chat"), FakeBackend({}), checks=CHECKS, **options)
     assert parses == [2]
     assert [c.type for c in engine.settings.checks.given] == ["count", "regex"]
-    assert engine.settings.verifier_mode == "hybrid"  # still known to verify: the checks steer
+    # still known to verify: the checks steer (under --preset best's focused repairs, alone)
+    assert engine.settings.verifier_mode == ("verifier" if options.get("preset") else "hybrid")
 
 
 def test_a_bad_check_is_still_refused_before_any_call(parses):

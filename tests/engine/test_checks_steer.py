@@ -49,10 +49,21 @@ def critic_says_none(*refinements: str) -> FakeBackend:
 # -- item 6: a task file's checks steer by default --------------------------------------------
 
 
+def test_a_task_files_checks_repair_one_failed_check_at_a_time_by_default(tmp_path):
+    # issue 45: a task file with checks refines in focus (no critic: the checks are the feedback)
+    fake = critic_says_none(GOOD)
+    result = SelfRefine(commit_task(tmp_path), fake).run("parser crash on empty input")
+    assert result.config.refine_form == "focused" and result.config.verifier_mode == "verifier"
+    assert [it.draft for it in result.iterations] == [BAD, GOOD] and result.iterations[1].focus.kept
+    assert not fake.prompts("feedback") and result.fails == []
+    [repair] = fake.prompts("refine")
+    assert "Edit the reply: Remove every comma" in repair  # the first failed check's own repair
+
+
 def test_a_task_files_checks_keep_the_run_going_while_they_fail(tmp_path):
     # before: the critic's NONE ended the run on draft 0 (stop "feedback"), its checks failing
     fake = critic_says_none(GOOD)
-    result = SelfRefine(commit_task(tmp_path), fake).run("parser crash on empty input")
+    result = SelfRefine(commit_task(tmp_path, "refine_form: history\n"), fake).run("parser crash on empty input")
     assert result.config.verifier_mode == "hybrid"
     assert [it.draft for it in result.iterations] == [BAD, GOOD]
     first = result.iterations[0].feedback
@@ -86,7 +97,7 @@ def test_checks_given_with_a_run_steer_it_by_default():
 
 def test_the_result_names_the_checks_the_returned_output_fails(tmp_path):
     fake = critic_says_none(BAD, BAD, BAD)  # the refiner returns its draft word for word
-    result = SelfRefine(commit_task(tmp_path), fake).run("parser crash")
+    result = SelfRefine(commit_task(tmp_path, "refine_form: history\n"), fake).run("parser crash")
     assert result.stop_reason is StopReason.NO_CHANGE and result.output == BAD
     assert result.fails == [
         FailedCheck(source="task", says="use no commas", finding="remove the 1 comma"),

@@ -187,7 +187,7 @@ def test_a_request_is_derived_once_per_model_across_engines():
     _, _, result = run(other, max_iterations=0)
     assert len(other.prompts("feedback", purpose="checks")) == 1
     assert [c.check["type"] for c in result.checks] == ["forbidden_chars", "count"]
-    _, _, _ = run(backend, "Reply in under 40 words. Do not use any commas.", max_iterations=0)
+    _, _, _ = run(backend, "Reply in under 40 words as a bulleted list. Do not use any commas.", max_iterations=0)
     assert len(backend.prompts("feedback", purpose="checks")) == 2  # another text: derived again
 
 
@@ -249,3 +249,41 @@ def test_a_malformed_check_the_model_lists_is_dropped_with_why():
     assert dropped.check == bad and dropped.reason.startswith("count: unit: Input should be 'words'")
     [checked] = [s for s in steps if isinstance(s, ChecksStep)]
     assert "1 check(s) read from the request could not be used" in checked.note
+
+
+# issue 45 item 4: the derivation call cost ~920 tokens a request; the model is asked only
+# where code's reading leaves an instruction's wording unread
+def test_no_model_call_where_code_read_every_instruction_and_one_where_it_did_not():
+    backend = FakeBackend({"checks": [derived(BULLETS3)]}, default=GOOD)
+    read_all = "Write a haiku about tea in under 40 words. Do not use any commas."
+    _, steps, result = run(backend, read_all, max_iterations=0)
+    assert not backend.prompts("feedback", purpose="checks") and not any(isinstance(s, ProgressStep) for s in steps)
+    [checked] = [s for s in steps if isinstance(s, ChecksStep)]
+    assert checked.call is None and checked.note.startswith("code read every instruction")
+    assert [c.check["type"] for c in result.checks] == ["count", "forbidden_chars"]
+    plain = "Why is the sky blue?"  # no instruction's wording at all
+    run(backend, plain, max_iterations=0)
+    assert not backend.prompts("feedback", purpose="checks")
+    unread = "Write a haiku about tea in under 40 words, as a bulleted list."  # the list's form: code reads no count
+    _, steps, result = run(backend, unread, max_iterations=0)
+    [asked] = backend.prompts("feedback", purpose="checks")
+    assert asked.endswith(f"Request: {unread}\nChecks:") and isinstance(steps[0], ProgressStep)
+
+
+@pytest.mark.parametrize(
+    "request_text, groups",
+    [
+        ("Answer in exactly 3 paragraphs.", ()),  # code reads it
+        ("Answer in exactly 3 paragraphs and format it in markdown.", ("format",)),
+        ("Wrap your entire response in JSON.", ()),
+        ('Make sure the letter "q" appears often.', ("words",)),  # no number: code reads no frequency
+        ("Tell me about the history of Rome.", ()),  # no instruction's wording
+    ],
+)
+def test_coverage_names_the_wording_code_left_unread(request_text, groups):
+    from selfrefine.checks.instructions import build_checks
+    from selfrefine.checks.instructions.coverage import uncovered
+    from selfrefine.checks.instructions.phrases import stated
+
+    left = uncovered(request_text, build_checks(stated(request_text))[0])
+    assert tuple(g for u in left for g in u.groups) == groups

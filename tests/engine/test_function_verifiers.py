@@ -113,7 +113,7 @@ def test_yaml_checks_pick_the_sample_and_reject_a_worse_refinement_from_the_cli(
     repair = "It has 2 lines; change it to have exactly 3 lines; keep the content."  # for --refine-form focused
     assert first["verification"] == {
         **check,
-        "findings": [{"check": "exactly 3 lines", "text": check["text"], "repair": repair}],
+        "findings": [{"check": "exactly 3 lines", "text": check["text"], "repair": repair, "kind": "count"}],
     }
     assert attempt["accepted"] is False  # 1/3 and 1/3 after 2/3: rejected
     assert data["output"] == "The moon on the lake\nripples in the night"

@@ -117,7 +117,7 @@ def test_preset_best_on_a_task_without_a_measured_best_is_refused(tmp_path):
     assert SelfRefine(declared, FakeBackend(), preset="best").config.samples == 2  # its own measured best
     assert SelfRefine("commongen", FakeBackend(), preset="best").config.samples == 4  # a built-in's, measured
     path = tmp_path / "words.yaml"
-    path.write_text(json.dumps({"name": "words", **TEMPLATES, "checks": {"max_words": 5}}))
+    path.write_text(json.dumps({"name": "words", **TEMPLATES, "judge": "Is it a good sentence?"}))  # no checks
     out = CliRunner().invoke(cli, ["run", str(path), "dog", "-m", "fake", "--preset", "best"])
     # the CLI says it in flags (tests/cli/test_new_user.py)
     assert out.exit_code == 2 and "--preset best" in out.output and "declares none" in out.output

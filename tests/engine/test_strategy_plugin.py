@@ -87,6 +87,7 @@ def test_the_cli_offers_a_registered_strategy(plugin):
 
 def test_an_unregistered_strategy_names_the_registered_ones(plugin):
     with pytest.raises(
-        ConfigError, match=r"unknown strategy 'longr' \(did you mean 'longer'\?\); strategies: fixed, auto, longer"
+        ConfigError,
+        match=r"unknown strategy 'longr' \(did you mean 'longer'\?\); strategies: fixed, auto, sequential, longer",
     ):
         SelfRefine(words_task(), FakeBackend(), strategy="longr")

@@ -81,7 +81,7 @@ def test_a_built_in_is_found_with_no_entry_point_installed(tmp_path: Path):
     assert seen["tasks"] == [*builtins.TASKS, "probe"]  # the CLI lists a third party's task after them
     assert (seen["strategy"], seen["strategies"], seen["file"], seen["plugin"]) == (
         "auto",
-        ["fixed", "auto"],
+        ["fixed", "auto", "sequential"],
         "tiny",
         "probe",
     )

@@ -65,7 +65,7 @@ def test_the_summary_is_computed_from_the_sources(results, monkeypatch, tmp_path
     assert "## In five sentences" in after and "IFEval" not in after  # no IFEval source, no sentence on it
     shutil.copy(ROOT / "docs" / "ifeval_summary.json", tmp_path / "ifeval_summary.json")
     ifeval = json.loads((tmp_path / "ifeval_summary.json").read_text())
-    best = ifeval["configurations"]["checks-best-of-4"]
+    best = ifeval["configurations"]["seq-4-focused"]
     best["prompt_strict"]["estimate"], best["better"] = 0.987, 42
     (tmp_path / "ifeval_summary.json").write_text(json.dumps(ifeval))
     with_ifeval = "\n".join(results.summary_section())

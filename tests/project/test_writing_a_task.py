@@ -116,7 +116,8 @@ def test_every_block_of_the_page_runs_in_order(tmp_path, monkeypatch, embedded_i
     assert out[2] == "ok" and namespace["checked"].closed
     assert out[3] == "Lumo: sunlight for your desk. | all checks pass" and namespace["tagline"].has_verifier
     tagged = namespace["tagged"]
-    assert len(tagged.iterations[0].candidates) == 2 and tagged.iterations[1].accepted is False  # an echo: rejected
+    # both samples pass every check: the default (focused repairs) has nothing to repair
+    assert len(tagged.iterations[0].candidates) == 2 and len(tagged.iterations) == 1
     # a task file's judge orders two samples the task cannot check by code
     assert out[4:6] == [
         "kept Lumo: the sun, at your desk. | [('catchy', 0.8), ('about', 0.8)]",

@@ -271,12 +271,9 @@ def test_llm_shows_the_refinement_with_think(selfrefine_serve, tmp_path):
 
     for flags in ([], ["--no-stream"]):
         shown = run("-m", "selfrefine-chat", *flags, "Say hello to a dog.")
-        # no checks stated, none shown: the trace opens with the first draft; a stream says
-        # first that the request's checks are being derived (a model call: minutes on a small machine)
-        said = "deriving checks from the request… (one call to the critic's model, before the first draft)\n\n"
-        opening = (
-            "<think>\n" + ("" if flags else said) + "### Draft 0 (first answer)\nA dog catches a ball in the park."
-        )
+        # no instruction stated, none shown: the trace opens with the first draft, and no
+        # derivation call was made (nothing in the request reads as an instruction)
+        opening = "<think>\n### Draft 0 (first answer)\nA dog catches a ball in the park."
         assert shown.startswith(opening), shown
         assert "### Feedback on draft 0" in shown and "→ stop" in shown
         assert shown.rstrip().endswith("</think>\n\nA dog catches a ball in the park."), shown

@@ -34,7 +34,12 @@ def _progress(line: str) -> bool:
 
 def test_a_stream_says_it_is_alive_at_once_and_is_never_silent_for_a_slow_model_call(serve):
     served = serve(FakeBackend(default="A fine reply.", latency=CALL_SECONDS))  # the default keep-alive
-    body = {"model": "selfrefine/chat", "messages": user("Write a haiku about rain."), "stream": True}
+    # a bulleted list: wording code reads no check from, so the model's derivation is asked first
+    body = {
+        "model": "selfrefine/chat",
+        "messages": user("Write a haiku about rain as a bulleted list."),
+        "stream": True,
+    }
     started, seen = time.monotonic(), []
     with httpx2.stream("POST", f"{served.url}/v1/chat/completions", json=body, timeout=30) as response:
         assert response.status_code == 200

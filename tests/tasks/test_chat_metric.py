@@ -65,5 +65,5 @@ def test_the_checks_reach_the_metric_and_never_a_prompt():
     result = SelfRefine("chat", backend, max_iterations=2).run("Invite me for Thursday.", checks)
     assert result.drafts == ["See you on Monday.", "See you on Thursday."]
     assert result.metric == 1.0  # the returned draft passes both checks
-    prompts = backend.prompts()  # the request's own checks are derived first (none here), then the loop's 4 calls
-    assert len(prompts) == 5 and not any("zq{1,3}x" in p or "required_words" in p for p in prompts)
+    prompts = backend.prompts()  # the loop's 4 calls: the request states no instruction, so no derivation call
+    assert len(prompts) == 4 and not any("zq{1,3}x" in p or "required_words" in p for p in prompts)

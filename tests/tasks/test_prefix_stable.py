@@ -20,6 +20,9 @@ import pytest
 from selfrefine import SelfRefine
 from selfrefine.backends.base import CompletionRequest
 from selfrefine.backends.fake import FakeBackend
+from selfrefine.checks.instructions import build_checks
+from selfrefine.checks.instructions.coverage import uncovered
+from selfrefine.checks.instructions.phrases import stated
 from selfrefine.engine.derivation import TEMPLATE
 from selfrefine.tasks import get_task
 
@@ -39,7 +42,7 @@ INPUTS = {
     ],
     "acronym": ["Scalable Tree Boosting for Accurate Ranking", "Learning to Reason with Graph Networks"],
     "commongen": ["dog, frisbee, park, catch", "kitchen, knife, onion, cut"],
-    "chat": ["Why is the sky blue?", "System: Answer in French.\n\nUser: How are you?"],
+    "chat": ["Why is the sky blue?", "System: Answer in French.\n\nUser: How are you? Reply as a bulleted list."],
     "toxicity": ["Shut up, you idiot, the bus is late again.", "This damn app crashes every time I open it."],
     "story": ["A baker finds a loaf missing every morning.", '{"premise": "A robot escapes.", "elements": ["door"]}'],
 }
@@ -177,11 +180,12 @@ def test_every_role_starts_with_the_same_few_shot_block_for_every_example(name):
         prompts = backend.prompts(role)
         assert len(prompts) >= 2
         hold(name, f"few-shot:{role}", len(head) > 100 and all(prompt.startswith(head) for prompt in prompts))
-    derivations = backend.prompts("feedback", purpose="checks")  # chat: its checks are derived from each request
+    # chat: its checks are derived from each request whose instruction wording code leaves unread
+    derivations = backend.prompts("feedback", purpose="checks")
     head = static_head(TEMPLATE.source)
-    assert all(p.startswith(head) for p in derivations) and len(derivations) == (
-        len(INPUTS[name]) if name == "chat" else 0
-    )
+    asked = [t for t in INPUTS[name] if uncovered(t, build_checks(stated(t))[0])] if name == "chat" else []
+    assert all(p.startswith(head) for p in derivations) and len(derivations) == len(asked)
+    assert len(asked) == (1 if name == "chat" else 0)  # the bulleted list: code reads no count there
 
 
 @pytest.mark.parametrize("name", TASKS)

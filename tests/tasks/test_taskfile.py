@@ -164,4 +164,5 @@ def test_a_task_file_with_checks_is_measured_by_them_and_can_derive_more(tmp_pat
     summary, rows = eval_into(tmp_path / "run", engine, [Example(id="mug", input="a mug")])
     assert summary.by_iteration == [0.5, 1.0] and summary.final == 1.0  # draft 0 against the returned
     assert [c.source for c in rows[0].result.checks] == ["derived"]
-    assert "Describe a mug for a shop page in under 12 words." in backend.prompts("feedback", purpose="checks")[0]
+    # code read "in under 12 words" from the generate prompt, which states nothing else: no model call
+    assert rows[0].result.checks[0].check["n"] == 11 and not backend.prompts("feedback", purpose="checks")

@@ -85,7 +85,8 @@ class StepPrinter:
         if cut:
             title += ", cut off at the token limit"
         if step.focus is not None:  # a focused refinement: the check it was for, kept or why not
-            title += f", repair for {step.focus.check!r} (try {step.focus.sample}): "
+            form = "" if step.focus.form == "focused" else f"{step.focus.form}, "  # "(rewrite, try 1)"
+            title += f", repair for {step.focus.check!r} ({form}try {step.focus.sample}): "
             title += "kept" if step.focus.kept else f"rejected: {step.focus.why}"
         elif not step.accepted:
             title += ", rejected: not better than the draft it refines"

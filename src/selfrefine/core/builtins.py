@@ -32,6 +32,7 @@ TASKS: dict[str, str] = {
 STRATEGIES: dict[str, str] = {
     "fixed": "selfrefine.engine.drafting.fixed:Fixed",
     "auto": "selfrefine.engine.drafting.auto:Auto",
+    "sequential": "selfrefine.engine.drafting.sequential:Sequential",
 }
 TASK_FILES: dict[str, str] = {  # by the file's suffix
     "yaml": "selfrefine.tasks.taskfile:load_task",

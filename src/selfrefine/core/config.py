@@ -31,7 +31,8 @@ Accept = Literal["any", "not_worse"]
 FeedbackMode = Literal["actionable", "generic", "none"]
 VerifierMode = Literal["self", "verifier", "hybrid"]
 Preset = Literal["paper", "best"]
-RefineForm = Literal["history", "focused"]
+RefineForm = Literal["history", "focused", "rewrite"]
+REPAIR_FORMS = ("focused", "rewrite")  # the refine forms that repair one failed check at a time (engine/focused.py)
 
 MAX_WAYS = 8
 UNRECORDED_WHEN_UNSET = ("ways", "checks", "derive_checks", "json_schema", "refine_form", "repair_samples")
@@ -133,9 +134,11 @@ class RefineConfig(Later):
       feedback and the earlier versions per ``history``; ``focused`` – one failed check at a
       time: a short prompt with the request, the current draft and that check's repair
       instruction, kept only when that check passes and no passing check breaks, else the
-      next failed check is tried (engine/focused.py). Needs code checks.
-    repair_samples: how many times a focused repair is asked for before the next failed check
-      is tried (the first that passes wins; None: 2).
+      next failed check is tried (engine/focused.py). ``rewrite`` – the same, but the prompt
+      writes again from the request with the failed instruction stated first ("Important:
+      use no commas."), without the draft. Both need code checks.
+    repair_samples: how many times a focused or rewrite repair is asked for before the next
+      failed check is tried (the first that passes wins; None: 2).
     verifier_mode (tasks that can check themselves, e.g. by running code):
       ``self`` – the model's own critique only (paper); ``verifier`` – the task's tool
       findings replace the critic call; ``hybrid`` – the critique plus the tool findings.
@@ -382,7 +385,8 @@ class RefineConfig(Later):
             api=True,
             help="history: the paper's refine prompt (draft, feedback, earlier versions; the default); focused: one "
             "failed check at a time, a short prompt with the request, the draft and that check's repair, kept only "
-            "when it passes and no passing check breaks.",
+            "when it passes and no passing check breaks; rewrite: the same, written again from the request with the "
+            "failed instruction stated first, without the draft.",
         ),
     ] = None
     repair_samples: Annotated[
@@ -390,7 +394,7 @@ class RefineConfig(Later):
         Offer(
             ("--repair-samples",),
             api=True,
-            help=f"With --refine-form focused: tries of each repair before the next failed check (default "
+            help=f"With --refine-form focused or rewrite: tries of each repair before the next failed check (default "
             f"{DEFAULT_REPAIR_SAMPLES}; the first that passes wins).",
         ),
     ] = Field(default=None, ge=1, le=8)

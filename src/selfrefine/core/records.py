@@ -129,14 +129,19 @@ class Judgment(BaseModel):
     note: str = ""  # what else the judgment needs said (a fallback, an order flip)
 
 
-class Finding(BaseModel):
+class Finding(Later):
     """One check a draft fails: the check in words, what it found, and the short instruction
     that repairs it, in the check's own words with its arguments ("Rewrite the text entirely in
     lowercase letters; change nothing else."), for a focused refinement (engine/focused.py)."""
 
+    LATER = ("kind",)
+
     check: str  # the check in words, the same for every draft it reads: "use only lowercase letters"
     text: str  # what it found in this draft: "has 3 capital letters (first in 'The')"
     repair: str | None = None  # None: the check says no repair of its own
+    # the check's kind, to count by: an instruction's type ("case", "forbidden_chars"),
+    # "json_schema", or a task's own ("program"); None: a check that names none (its words do)
+    kind: str | None = None
 
 
 class Verification(Later):
@@ -230,13 +235,20 @@ class Candidate(Later):
 
 
 class Focus(BaseModel):
-    """What a focused refinement (``refine_form="focused"``: engine/focused.py) was for: one
-    failed check's repair, the how-manieth try of it, and whether it was kept, and if not, why."""
+    """What a focused refinement (``refine_form`` "focused" or "rewrite": engine/focused.py) was
+    for: one failed check's repair, the form that asked for it, the how-manieth try of it, and
+    whether it was kept, and if not, why (a benchmark counts kept tries per ``kind`` and ``form``)."""
 
     check: str  # the check in words: "use only lowercase letters"
     repair: str  # the instruction the prompt gave: "Rewrite the text entirely in lowercase letters; …"
+    # the check's kind (Finding.kind: "case", "json_schema", …; a check that names none: its words)
+    kind: str | None = None  # None: a record from before kinds were recorded
+    form: str = "focused"  # the refine_form whose prompt asked: "focused" (edit in place) or "rewrite"
     sample: int = 1  # the try of this repair on this draft (1, 2, …: repair_samples)
     kept: bool = False
+    # whether the check it was for passes on the new draft, kept or not (a repair that fixes its
+    # check and breaks another is rejected); None: a record from before it was kept
+    fixed: bool | None = None
     why: str = ""  # why it was rejected: "the check it was for still fails: …" ("" when kept)
 
 

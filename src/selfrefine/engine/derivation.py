@@ -33,6 +33,7 @@ from typing import Any
 
 from ..backends.base import Backend
 from ..checks.instructions import Instruction, build_checks, checks_schema, examples, kinds
+from ..checks.instructions.coverage import uncovered
 from ..checks.instructions.grounding import says_number
 from ..checks.instructions.phrases import stated
 from ..core.errors import BackendError, ParseError
@@ -60,6 +61,7 @@ def template() -> Template:
 TEMPLATE = template()  # the built-in kinds' prompt
 
 
+CODE_READ_ALL = "code read every instruction the request states in words it knows: no model call"
 ANNOUNCED = "deriving checks from the request… (one call to the critic's model, before the first draft)"
 CACHE_SIZE = 512  # requests whose derived checks a process keeps
 
@@ -130,11 +132,16 @@ async def run_checks(run: RunContext) -> AsyncIterator[ChecksStep | ProgressStep
         request, critic = await request_text(run), run.caller.backends["feedback"]
         constrained = run.settings.requests.constrained
         known = DERIVED.get(critic, request, constrained)
+        read, unusable = build_checks(stated(request))
+        left = uncovered(request, read)
         if known is not None:
             (checks.derived, checks.dropped), note = known, "derived before for the same request: no model call"
+        elif not left:  # code read every instruction-like wording: the model would add none
+            said = CODE_READ_ALL if read else ""  # no instruction at all: nothing to say
+            checks.derived, checks.dropped, note = read, unusable, _with_unusable(said, unusable)
         else:
             yield ProgressStep(what="checks", text=ANNOUNCED)
-            checks.derived, call, note, checks.dropped = await _derive_safely(run)
+            checks.derived, call, note, checks.dropped = await _derive_safely(run, read, unusable)
             if call is not None and call.ok:
                 DERIVED.put(critic, request, constrained, (checks.derived, checks.dropped))
     if policy.schema is not None and checks.derived:  # the schema's JSON is the reply: no wording check fits it
@@ -149,13 +156,16 @@ async def run_checks(run: RunContext) -> AsyncIterator[ChecksStep | ProgressStep
     yield ChecksStep(checks=checks.records(), call=call, note=note, dropped=checks.dropped)
 
 
-async def _derive_safely(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[DroppedCheck]]:
-    """:func:`derive`; a failing backend leaves the run without derived checks (its next
+async def _derive_safely(
+    run: RunContext, read: list[Instruction], unusable: list[DroppedCheck]
+) -> tuple[list[Instruction], CallRecord | None, str, list[DroppedCheck]]:
+    """:func:`derive`; a failing backend leaves the run with the checks code read (its next
     call meets the same failure and ends the run there, with its drafts kept)."""
     try:
-        return await derive(run)
+        return await derive(run, read, unusable)
     except BackendError as exc:
-        return [], None, f"the derivation failed ({exc}); the run goes on without derived checks", []
+        note = f"the derivation failed ({exc}); the run goes on with the {len(read)} check(s) read from the wording"
+        return read, None, _with_unusable(note, unusable), unusable
 
 
 async def request_text(run: RunContext) -> str:
@@ -165,18 +175,21 @@ async def request_text(run: RunContext) -> str:
     return text[:MAX_REQUEST_CHARS]
 
 
-async def derive(run: RunContext) -> tuple[list[Instruction], CallRecord | None, str, list[DroppedCheck]]:
-    """The request's checks, the derivation's call, a note (how many were dropped, or why
-    there are none) and the dropped checks, each with why. A check that cannot be built
-    (the wording's "0th paragraph", a 70-character keyword; the model's malformed one) or
-    one past the cap is dropped and said, never ending the run."""
+async def derive(
+    run: RunContext, read: list[Instruction], unusable: list[DroppedCheck]
+) -> tuple[list[Instruction], CallRecord | None, str, list[DroppedCheck]]:
+    """The request's checks: ``read`` (code's, from its wording; ``unusable``: those it
+    could not build) and the model's, the derivation's call, a note (how many were dropped,
+    or why there are none) and the dropped checks, each with why. A check that cannot be
+    built (the wording's "0th paragraph", a 70-character keyword; the model's malformed one)
+    or one past the cap is dropped and said, never ending the run."""
     request = await request_text(run)
     prompt = template().render({"input": request}).strip()
     schema = {"type": "object", "properties": {"checks": checks_schema(MAX_DERIVED)}, "required": ["checks"]}
     found, call, error = await run.parsed_call(
         "feedback", 0, prompt, schema if run.settings.requests.constrained else None, _parse, purpose=PURPOSE
     )
-    read, unusable = build_checks(stated(request))
+    unusable = list(unusable)
     if error is not None:
         note = f"the model gave no usable checks ({error}); {len(read)} read from the request's wording"
         return read, call, _with_unusable(note, unusable), unusable

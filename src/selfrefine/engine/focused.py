@@ -1,11 +1,20 @@
-"""Focused refinement (``refine_form="focused"``): one failed check at a time.
+"""Focused refinement (``refine_form="focused"`` or ``"rewrite"``): one failed check at a time.
 
 The paper's refine prompt shows the whole history and asks to fix every issue; a 1.5B model
 mostly returns what it was given (issue 45). A focused round instead takes the current
 draft's first failed check that says a repair (:class:`~selfrefine.core.records.Finding`)
-and asks for that repair alone in a short prompt (``engine/prompts/refine_focused.j2``): the
-request, the current draft, the one instruction; no earlier versions, no critique. Request
-and draft come first, so the tries on one draft share their prompt's prefix.
+and asks for that one check alone in a short prompt, no earlier versions, no critique. How
+it asks is the round's :class:`RepairForm`, one per ``refine_form`` (:data:`FORMS`):
+
+- ``focused`` edits the draft in place (``engine/prompts/refine_focused.j2``): the request,
+  the current draft, the check's repair. Request and draft come first, so the tries on one
+  draft share their prompt's prefix;
+- ``rewrite`` writes again from the request (``engine/prompts/refine_rewrite.j2``): the
+  instruction the draft failed first, as a request states it ("Important: use no commas.";
+  a task's own check or a schema: its repair), then the request; no draft, which a small
+  model would copy. The tries of one check share their whole prompt.
+
+Both are judged alike:
 
 - a repair is kept only when the check it was run for passes and no check that passed
   breaks (never worse, by the same checks); otherwise it is rejected (kept in the record,
@@ -21,8 +30,10 @@ and draft come first, so the tries on one draft share their prompt's prefix.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from importlib import resources
 
+from ..checks.instructions import KINDS
 from ..core.errors import ParseError
 from ..core.records import (
     CallRecord,
@@ -44,23 +55,46 @@ from .scoring.selection import rejection_detail
 from .stopping import StopRules
 
 
-def _template() -> Template:
-    source = resources.files("selfrefine.engine").joinpath("prompts/refine_focused.j2").read_text(encoding="utf-8")
-    return Template("refine focused", source, {"request", "draft", "repair"})
+def _template(form: str) -> Template:
+    source = resources.files("selfrefine.engine").joinpath(f"prompts/refine_{form}.j2").read_text(encoding="utf-8")
+    return Template(f"refine {form}", source, {"request", "draft", "repair"})
 
 
-TEMPLATE = _template()
+def repair_of(finding: Finding) -> str:
+    """The focused form's instruction: the check's repair, an edit of the draft it sees."""
+    return finding.repair or ""
+
+
+def requirement_of(finding: Finding) -> str:
+    """The rewrite form's instruction: a check of the vocabulary as a request states it ("use
+    no commas": its repair speaks of a draft the prompt does not show); a task's own check or
+    a schema says its repair, which names what is missing (the concepts, the schema's errors)."""
+    return finding.check if finding.kind in KINDS else repair_of(finding)
+
+
+@dataclass(frozen=True)
+class RepairForm:
+    """How a focused round asks for one failed check: its name (the ``refine_form``), its
+    packaged template, and the words of the finding the prompt gives (``instruction``)."""
+
+    name: str
+    template: Template
+    instruction: Callable[[Finding], str]  # what the prompt asks for (recorded as ``Focus.repair``)
+
+    def prompt(self, request: str, draft: str, finding: Finding) -> str:
+        """The prompt for ``finding`` on ``draft`` (a form may leave the draft out)."""
+        return self.template.render({"request": request, "draft": draft, "repair": self.instruction(finding)}).strip()
+
+
+FOCUSED = RepairForm("focused", _template("focused"), repair_of)
+REWRITE = RepairForm("rewrite", _template("rewrite"), requirement_of)
+FORMS: dict[str, RepairForm] = {form.name: form for form in (FOCUSED, REWRITE)}  # config.REPAIR_FORMS
 
 
 async def repair_targets(run: RunContext, t: int) -> list[Finding]:
     """Draft t's failed checks that say a repair, in the order the checks are listed."""
     check = await run.verify(t)
     return [f for f in check.findings if f.repair] if check is not None else []
-
-
-def repair_prompt(request: str, draft: str, repair: str) -> str:
-    """The focused prompt: the request, the draft, the one repair (prefix-stable per draft)."""
-    return TEMPLATE.render({"request": request, "draft": draft, "repair": repair}).strip()
 
 
 def rejected_why(before: Verification | None, after: Verification | None, target: str, unchanged: bool) -> str:
@@ -85,10 +119,18 @@ def rejected_why(before: Verification | None, after: Verification | None, target
 class FocusedRound:
     """One focused round on draft t: each failed check's repair in turn, each tried up to
     ``repair_samples`` times, until one is kept or a stop rule holds.
-    ``drafted``: the loop's steps for a new draft (its call steps, then the draft step)."""
+    ``drafted``: the loop's steps for a new draft (its call steps, then the draft step);
+    ``form``: how each repair is asked for (the prompt; the judging is the same)."""
 
-    def __init__(self, run: RunContext, stops: StopRules, t: int, drafted: Callable[[Drafted], list[Step]]) -> None:
-        self.run, self.stops, self.t, self.drafted = run, stops, t, drafted
+    def __init__(
+        self,
+        run: RunContext,
+        stops: StopRules,
+        t: int,
+        drafted: Callable[[Drafted], list[Step]],
+        form: RepairForm = FOCUSED,
+    ) -> None:
+        self.run, self.stops, self.t, self.drafted, self.form = run, stops, t, drafted, form
 
     async def steps(self, targets: list[Finding]) -> AsyncIterator[Step]:
         run, state, t = self.run, self.run.state, self.t
@@ -96,9 +138,8 @@ class FocusedRound:
         for finding in targets:
             for sample in range(1, run.settings.repair_samples + 1):
                 it, call = await self._try(finding, sample)
-                unchanged = same_text(it.draft, state.iterations[t].draft)
-                why = rejected_why(before, await run.verify(it.index), finding.check, unchanged)
-                it.focus = Focus(check=finding.check, repair=finding.repair or "", sample=sample, kept=not why, why=why)
+                it.focus = await self._judged(it, before, finding, sample)
+                why = it.focus.why
                 if not why:
                     for step in self.drafted(Drafted(it, call)):
                         yield step
@@ -111,6 +152,24 @@ class FocusedRound:
                     return
         detail = f"no focused repair of draft {t} was kept: each failed check's repair was tried and rejected"
         yield state.decided(DecisionStep(iteration=t, stop=True, reason=StopReason.NO_CHANGE, detail=detail))
+
+    async def _judged(self, it: Iteration, before: Verification | None, finding: Finding, sample: int) -> Focus:
+        """The record of one try, judged by the checks: a task's own check that names no kind is
+        counted by its words; ``fixed`` whether its own check passes, kept or not."""
+        after = await self.run.verify(it.index)
+        unchanged = same_text(it.draft, self.run.state.iterations[self.t].draft)
+        why = rejected_why(before, after, finding.check, unchanged)
+        fixed = after is not None and all(f.check != finding.check for f in after.findings)
+        return Focus(
+            check=finding.check,
+            kind=finding.kind or finding.check,
+            form=self.form.name,
+            repair=self.form.instruction(finding),
+            sample=sample,
+            kept=not why,
+            fixed=fixed,
+            why=why,
+        )
 
     def _rejected(self, it: Iteration, call: CallRecord, why: str) -> list[Step]:
         """A rejected repair's steps: its draft, the checks' findings as its feedback, and the
@@ -128,7 +187,7 @@ class FocusedRound:
         second try samples (temperature at least 0.7, a new seed): greedy would repeat itself."""
         run, state = self.run, self.run.state
         n, parent = len(state.iterations), state.iterations[self.t]
-        prompt = repair_prompt(run.asked, parent.draft, finding.repair or "")
+        prompt = self.form.prompt(run.asked, parent.draft, finding)
         reseed, first = state.rejections(), 1 if sample == 1 else 2
         draft = ""
         for attempt in range(first, first + run.settings.requests.parse_retries + 1):

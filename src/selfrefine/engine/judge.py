@@ -14,6 +14,12 @@ share their prefix). It is asked only where it can decide something, with ``judg
   the parent); under ``accept="not_worse"`` one scored more than MARGIN lower is rejected;
 - ``select="verified"`` returns, among the drafts tied on the code checks, the judge's best.
 
+It is not asked where the code checks decide, or where its answer cannot change what is kept:
+drafts the checks score differently (one passing among failing ones), a lone candidate, tied
+drafts that are one text (as is a refinement that keeps its parent's text), refinements the
+checks score below their parent (the round is rejected whichever is kept), and a focused
+repair (kept or rejected by its checks alone: :mod:`.focused`).
+
 Pointwise, not A-vs-B: on the default model, asked in both orders, the A-vs-B question
 flipped with the order on 26 of 53 sense pairs (0.47 accurate), where P(yes) put the sensible
 sentence first on 51 of 53 (docs/judges.md). Each distinct text is judged once per run. A

@@ -41,7 +41,7 @@ from .context import RunContext, verifier_feedback
 from .derivation import run_checks
 from .drafting.base import Drafted, Drafter, Strategy
 from .drafting.registry import find_strategy
-from .focused import FocusedRound, repair_targets
+from .focused import FORMS, FocusedRound, repair_targets
 from .judge import judge_iterations
 from .output_checks import output_fails
 from .run_checks import RunChecks
@@ -149,10 +149,11 @@ class Refinement:
     async def _refine(self, t: int) -> AsyncIterator[Step]:
         """Refine draft t until a refinement is accepted or a stop rule holds."""
         state = self.state
-        if self.settings.refine_form == "focused":  # one failed check's repair at a time (focused.py)
+        form = FORMS.get(self.settings.refine_form)
+        if form is not None:  # one failed check's repair at a time, in the form's prompt (focused.py)
             targets = await repair_targets(self.run, t)
             if targets:
-                async for step in FocusedRound(self.run, self.stops, t, self._drafted).steps(targets):
+                async for step in FocusedRound(self.run, self.stops, t, self._drafted, form).steps(targets):
                     yield step
                 return
         while not state.stopped:

@@ -123,7 +123,7 @@ class SchemaCheck:
             return Verification(text="the JSON validates against the schema", passed=True, score=1.0)
         score = 0.0 if value is None and errors[0].startswith("$: the reply is not JSON") else 0.5 / len(errors)
         text = "\n".join(f"- {e}" for e in listed(errors))
-        finding = Finding(check=self.record().says, text=text, repair=schema_repair(errors))
+        finding = Finding(check=self.record().says, text=text, repair=schema_repair(errors), kind="json_schema")
         return Verification(text=text, passed=False, score=round(score, 6), findings=[finding])
 
     def record(self) -> RequestCheck:
@@ -235,7 +235,9 @@ def failed_findings(checks: Sequence[Instruction], draft: str) -> list[Finding]:
     for check in checks:
         outcome = _checked(check, draft)
         if not outcome.passed:
-            found.append(Finding(check=check.describe(), text=outcome.finding, repair=check.repair(draft)))
+            found.append(
+                Finding(check=check.describe(), text=outcome.finding, repair=check.repair(draft), kind=check.type)
+            )
     return found
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..core.config import DEFAULT_MAX_ITERATIONS, DEFAULT_REPAIR_SAMPLES, RefineConfig
+from ..core.config import DEFAULT_MAX_ITERATIONS, DEFAULT_REPAIR_SAMPLES, REPAIR_FORMS, RefineConfig
 from ..core.errors import ConfigError
 from ..core.records import ROLES, Role, RunConfig
 from ..core.structured import checked_schema
@@ -183,7 +183,7 @@ class Settings:
     accept: str
     feedback_mode: str
     verifier_mode: str
-    refine_form: str = "history"  # "focused": one failed check at a time (engine/focused.py)
+    refine_form: str = "history"  # "focused", "rewrite": one failed check at a time (engine/focused.py)
     repair_samples: int = DEFAULT_REPAIR_SAMPLES
 
     @classmethod
@@ -193,7 +193,7 @@ class Settings:
         ``response_model``: a pydantic type the drafts must validate as (its schema becomes
         ``json_schema``)."""
         config = with_schema_defaults(with_response_model(with_preset(config, task), response_model))
-        config = with_task_verifier_mode(with_focused_defaults(config), task)
+        config = with_task_verifier_mode(with_focused_defaults(with_task_refine_form(config, task)), task)
         _check_fits(config, task)
         strategy = strategies(config.strategy)
         strategy.check(config, task)
@@ -343,21 +343,29 @@ def _ways(config: RefineConfig, task: Task, votes: bool) -> tuple[str, ...]:
     return tuple(given) if votes else ()
 
 
+def with_task_refine_form(config: RefineConfig, task: Task) -> RefineConfig:
+    """The task's refine form where the run sets none (a task file with checks: "focused")."""
+    form, critic_alone = task.declared.defaults.refine_form, task.declared.defaults.verifier_mode == "self"
+    if form is None or config.refine_form is not None or critic_alone or not verifies(config, task):
+        return config
+    return config.model_copy(update={"refine_form": form})
+
+
 def with_focused_defaults(config: RefineConfig) -> RefineConfig:
-    """Under ``refine_form="focused"``, ``verifier_mode`` "verifier" where the run sets none:
-    the refine prompt says one check's repair and no critique, so a critic call would be spent
-    on text nothing reads; the checks' findings are the feedback (and say when to stop)."""
-    if config.refine_form != "focused" or "verifier_mode" in config.model_fields_set:
+    """Under ``refine_form`` "focused" or "rewrite", ``verifier_mode`` "verifier" where the run
+    sets none: the refine prompt says one check's repair and no critique, so a critic call would
+    be spent on text nothing reads; the checks' findings are the feedback (and say when to stop)."""
+    if config.refine_form not in REPAIR_FORMS or "verifier_mode" in config.model_fields_set:
         return config
     return config.model_copy(update={"verifier_mode": "verifier"})
 
 
 def _check_fits(config: RefineConfig, task: Task) -> None:
     name = task.name
-    if config.refine_form == "focused" and not verifies(config, task):
+    if config.refine_form in REPAIR_FORMS and not verifies(config, task):
         raise ConfigError(
-            f"refine_form 'focused' repairs one failed check at a time, and task {name!r} has no code checks; "
-            "give checks (checks, derive_checks), use a task that checks itself, or refine_form 'history'"
+            f"refine_form {config.refine_form!r} repairs one failed check at a time, and task {name!r} has no code "
+            "checks; give checks (checks, derive_checks), use a task that checks itself, or refine_form 'history'"
         )
     if config.verifier_mode != "self" and not verifies(config, task):
         raise ConfigError(

@@ -83,6 +83,8 @@ class TaskDefaults(BaseModel):
     # best on this task (e.g. LOOP_BEST; {}: the paper's loop); None: none was measured, and
     # preset "best" is refused rather than run with settings measured on other tasks
     best: dict[str, Any] | None = None
+    # what ``best`` was measured to gain and cost, in words with its source (``selfrefine tasks``)
+    best_measured: str | None = None
     # derive checks from the request before the first draft (engine/derivation.py), reading the
     # input itself ("input": chat, whose input is the user's request) or the rendered generate
     # prompt ("prompt": a task file, whose template states the instructions); the run's
@@ -92,6 +94,9 @@ class TaskDefaults(BaseModel):
     # the verifier mode a run uses unless it sets one (None: RefineConfig's, "self"); where
     # the task ranks by checks it has, "hybrid" puts their findings beside the critic's issues
     verifier_mode: Literal["self", "verifier", "hybrid"] | None = None
+    # the refine form a run uses unless it sets one (None: "history", the paper's prompt); a
+    # task file with checks repairs one failed check at a time ("focused": engine/focused.py)
+    refine_form: Literal["history", "focused", "rewrite"] | None = None
     # which drafts repeat the input instead of answering it, failed by the engine's check
     # (checks/incomplete.py ``echoes``): "near", a generative task's (every task unless it
     # says otherwise): the input repeated, or nearly; "exact": only a word-for-word repeat
@@ -292,6 +297,8 @@ class Declaration:
             parts.append("checks derived from the request")
         if d.verifier_mode not in (None, "self"):
             parts.append(f"{d.verifier_mode} feedback")
+        if d.refine_form not in (None, "history"):
+            parts.append(f"{d.refine_form} repairs: one failed check at a time")
         return "; ".join(parts)
 
     def best_text(self) -> str:
@@ -301,7 +308,9 @@ class Declaration:
             return "none measured (refused)"
         if not best:
             return "the paper's loop"
-        return ", ".join(f"{k}={v}" for k, v in best.items())
+        options = ", ".join(f"{k}={v}" for k, v in best.items())
+        measured = self.defaults.best_measured
+        return f"{options} (measured: {measured})" if measured else options
 
     def stop_text(self) -> str:
         """The task's own stop rules in words (``selfrefine tasks``)."""

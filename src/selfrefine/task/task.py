@@ -75,6 +75,18 @@ def system_message(who: str) -> str:
 LOOP_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1, "verifier_mode": "hybrid"}
 # the same on a task without code checks, whose judge ranks the samples (engine/judge.py)
 JUDGED_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1}
+# on a task whose drafts code checks against stated instructions (chat, a task file with
+# checks): first drafts one at a time until one passes every check (at most 4), then one
+# failed check's repair at a time, each kept only when nothing breaks; no judge among drafts
+# the checks tie (measured on IFEval, docs/ifeval.md: issue 45)
+REPAIR_BEST: dict[str, Any] = {
+    "strategy": "sequential",
+    "samples": 4,
+    "max_iterations": 3,
+    "refine_form": "focused",
+    "repair_samples": 2,
+    "judging": False,
+}
 
 
 class Task:

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 from ..checks.declared import Checks
 from ..core.errors import FeedbackParseError, InputError, TaskError
 from ..core.records import Feedback, Verification
-from ..task.task import Capabilities, Task, TaskDefaults, system_message
+from ..task.task import REPAIR_BEST, Capabilities, Task, TaskDefaults, system_message
 from .parsing import json_object
 
 Role = Literal["system", "user", "assistant"]
@@ -200,9 +200,13 @@ class Chat(Task):
     capabilities = Capabilities()  # a metric, from the row's checks; no verifier
     judge_aspects = ("follows", "correct")
     defaults = TaskDefaults(
-        # measured best (docs/ifeval.md): the best of 4 first drafts by the request's derived
-        # checks (the judge only among drafts they tie); a round on top added nothing there
-        best={"samples": 4, "max_iterations": 0},
+        # measured best (docs/ifeval.md, issue 45): first drafts one at a time until one passes
+        # the request's derived checks (at most 4), then one failed check's repair at a time
+        best=REPAIR_BEST,
+        best_measured=(
+            "IFEval, first 50 report prompts: every instruction followed 0.320 -> 0.560 "
+            "(12 better, 0 worse) at 6.8x one step's tokens, docs/ifeval.md"
+        ),
         system=system_message(
             "a helpful, knowledgeable and careful assistant. Each message shows a conversation between a User "
             "and an Assistant and asks you to write, review or improve the Assistant's reply to the last User message"

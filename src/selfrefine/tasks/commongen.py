@@ -4,7 +4,9 @@ Feedback names the missing concepts and any commonsense problem, "NONE" when fin
 loop stops when both are NONE. Feedback is constrained to a small JSON object where the
 backend supports it, and a plain "Missing: …/Commonsense: …" text form is parsed too.
 The metric is concept coverage computed by code with lemmatisation (lemminflect), never
-taken from the model's feedback; the same check is the task's verifier.
+taken from the model's feedback; the same check is the task's verifier, beside a second one
+by code: the output reads as one scene, not the concepts listed one after another
+(:mod:`.scene`; :func:`is_list_like` counts the returned outputs it flags).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..core.errors import FeedbackParseError, InputError
 from ..core.records import Feedback, Finding, Verification
 from ..task.task import LOOP_BEST, Capabilities, Task, TaskDefaults
 from .parsing import json_object
+from .scene import scene_problem
 
 FEEDBACK_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -175,7 +178,10 @@ class CommonGen(Task):
     description = "Constrained generation: one sentence that uses every concept (CommonGen-Hard)"
     prompt_dir = "commongen"
     metric_name = "concept coverage (code)"
-    stop_description = "feedback reports no missing concept and no commonsense problem"
+    stop_description = (
+        "feedback reports no missing concept and no commonsense problem "
+        "(with the code's checks, and the sentence reads as one scene, not a list)"
+    )
     extra_variables = frozenset({"concepts"})
     defaults = TaskDefaults(
         # short: a one-sample call costs about what DSPy's does (docs/frontier.md); the
@@ -268,21 +274,28 @@ class CommonGen(Task):
 
     def combine(self, critique: Feedback, check: Verification, *, input: str, draft: str) -> Feedback:
         """Hybrid: the missing concepts counted by code replace the critic's list (a small
-        critic misses "cried" for "cry"); the commonsense verdict stays the model's."""
+        critic misses "cried" for "cry"); the commonsense verdict stays the model's. A draft
+        that fails the scene check is not done; the feedback names that check (and its repair)
+        once no concept is missing: one instruction at a time, adding concepts first, as a
+        focused refinement orders them (the paper's round on a list that misses concepts is
+        asked what it was asked before)."""
         if critique.parse_error is not None:
             return super().combine(critique, check, input=input, draft=draft)
         concepts = parse_concepts(input)
         missing = missing_concepts(concepts, draft)
         commonsense = str(critique.fields.get("commonsense") or "NONE")
+        scene = next((f for f in check.findings if f.check == SCENE_CHECK), None)
+        said = {"scene": scene_said(scene)} if scene is not None and not missing else {}
         return critique.model_copy(
             update={
-                "text": json.dumps({"missing_concepts": missing, "commonsense": commonsense}),
-                "done": not missing and commonsense.lower() in _NONE,
+                "text": json.dumps({"missing_concepts": missing, "commonsense": commonsense, **said}),
+                "done": not missing and commonsense.lower() in _NONE and scene is None,
                 "total": check.score,
                 "fields": {
                     **critique.fields,
                     "missing_concepts": missing,
                     "critic_missing": critique.fields.get("missing_concepts", []),
+                    **said,
                 },
                 "source": "hybrid",
                 "verification": check,
@@ -290,22 +303,96 @@ class CommonGen(Task):
         )
 
     def verify(self, input: str, draft: str) -> Verification:
-        """Missing concepts counted by code; commonsense is left to the model's critique."""
+        """Missing concepts counted by code, and whether the draft reads as one scene (not a
+        list: :func:`scene_finding`); commonsense is left to the model's critique.
+
+        The scene check fails the draft (``passed``) and says its repair, so a focused
+        refinement acts on it and a run does not stop on a list. Its share of the score is
+        half a concept's (:data:`SCENE_SHARE`): drafts rank by score first (engine/scoring),
+        so a scene outranks a list that uses the same concepts (without it the two tie and
+        the earlier, the list, is returned) but never one that uses a concept more; a scene
+        rewrite that drops a concept scores lower and is not kept (never worse), and a list
+        made of a scene newly fails a check that passed, so it is not kept either. Its
+        thresholds never flag one sentence with fewer than ten pieces and no run of six short
+        listed fragments (:mod:`.scene`), so a good one-sentence output passes.
+        """
         refused = refusal_check(draft)
         if refused is not None:
             return refused
         concepts = parse_concepts(input)
         missing = missing_concepts(concepts, draft)
         text = "Missing concepts (checked by code): " + (", ".join(missing) if missing else "NONE")
-        findings = [Finding(check="use every concept", text=text, repair=concepts_repair(missing))] if missing else []
-        return Verification(text=text, passed=not missing, score=concept_coverage(concepts, draft), findings=findings)
+        findings = concept_findings(concepts, missing)
+        score = concept_coverage(concepts, draft)
+        scene = scene_finding(draft, concepts)
+        if scene is not None:
+            text += "\n" + scene.text
+            findings.append(scene)
+            score -= SCENE_SHARE / max(len(concepts), 1)
+        return Verification(text=text, passed=not findings, score=score, findings=findings)
+
+
+SCENE_CHECK = "one scene in one or two sentences, not a list"
+SCENE_SHARE = 0.5  # of one concept's share of the score: what a list loses against a scene
+SCENE_REPAIR = "Rewrite it as one or two sentences that describe a single scene using every concept; no lists."
+
+
+SCENE_FOUND = "Not one scene (checked by code): "
+
+
+def scene_finding(text: str, concepts: list[str]) -> Finding | None:
+    """The failed scene check of a text that lists its concepts instead of describing one
+    scene (:func:`~.scene.scene_problem` says how), with its repair; None when it reads as one."""
+    problem = scene_problem(text, lambda fragment: concept_coverage(concepts, fragment) > 0)
+    if problem is None:
+        return None
+    return Finding(check=SCENE_CHECK, text=SCENE_FOUND + problem.text, repair=SCENE_REPAIR)
+
+
+def scene_said(finding: Finding) -> str:
+    """A scene finding as the critique's feedback says it: what was found, then its repair."""
+    return f"{finding.text.removeprefix(SCENE_FOUND)}. {finding.repair or SCENE_REPAIR}"
+
+
+def is_list_like(text: str, concepts: list[str] | str) -> bool:
+    """Whether the scene check flags ``text`` as a list of its concepts (a line or item per
+    concept, more than two sentences, a chain of clauses, a run of short listed fragments),
+    for the share of returned outputs it flags. ``concepts``: a list, or an input as
+    :func:`parse_concepts` reads it."""
+    words = parse_concepts(concepts) if isinstance(concepts, str) else [c.strip().lower() for c in concepts]
+    return scene_finding(text, words) is not None
+
+
+CONCEPT_GROUP = 5  # concepts per check of their own where an input has more (concept_findings)
+
+
+def concept_findings(concepts: list[str], missing: list[str]) -> list[Finding]:
+    """The missing concepts as failed checks, one per group of :data:`CONCEPT_GROUP` of the
+    input's concepts in its order (one check, "use every concept", where the input has no
+    more): a focused refinement asks for one small group at a time, as a small model can do
+    it (asked for 20 words at once, the default model twice returned its draft unchanged,
+    on dev row 0), and a repair is kept only when its whole group is used and no complete
+    group loses a concept. Each group's check is named by its concepts, the same in every draft."""
+    groups = [concepts[i : i + CONCEPT_GROUP] for i in range(0, len(concepts), CONCEPT_GROUP)]
+    absent = set(missing)
+    findings = []
+    for group in groups:
+        lacking = [c for c in group if c in absent]
+        if lacking:
+            check = "use every concept" if len(groups) == 1 else f"use the concepts {_and(group)}"
+            text = "Missing concepts (checked by code): " + ", ".join(lacking)
+            findings.append(Finding(check=check, text=text, repair=concepts_repair(lacking)))
+    return findings
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def concepts_repair(missing: list[str]) -> str:
     """The repair of a sentence that misses concepts: "Use the words 'ball' and 'kick' in the sentence." """
     said = [f"'{w}'" for w in missing]
-    words = said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
-    return f"Use the {'word' if len(said) == 1 else 'words'} {words} in the sentence; keep it one natural scene."
+    return f"Use the {'word' if len(said) == 1 else 'words'} {_and(said)} in the sentence; keep it one natural scene."
 
 
 def _parse_json(raw: str) -> tuple[list[str], str] | None:

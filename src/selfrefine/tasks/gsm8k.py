@@ -86,7 +86,7 @@ def program_finding(text: str, error: str | None) -> Finding:
     said = " ".join(str(error or "it does not run").split())
     said = said if len(said) <= 300 else said[:299] + "…"
     repair = f"The program fails: {said.rstrip('.')}. Fix it so solution() returns the answer."
-    return Finding(check="solution() runs and returns a number", text=text, repair=repair)
+    return Finding(check="solution() runs and returns a number", text=text, repair=repair, kind="program")
 
 
 class GSM8K(Task):

@@ -53,7 +53,7 @@ from ..checks.declared import Checks
 from ..checks.instructions import InstructionChecks
 from ..core.config import Finite
 from ..core.errors import TaskError, TaskFileError
-from ..task.task import Task
+from ..task.task import REPAIR_BEST, Task
 
 MAX_TASK_FILE_BYTES = 1_000_000
 MAX_NESTING = 64  # far deeper than any real schema; deeper would overflow a recursive parser
@@ -116,6 +116,9 @@ class TaskSpec(BaseModel):
     # how the checks steer: hybrid (the default with checks: their findings beside the critic's,
     # and a critic's "done" cannot end the run while a check fails), verifier (findings only), self
     verifier_mode: Literal["self", "verifier", "hybrid"] | None = None
+    # how a draft that fails its checks is refined: focused (the default with checks: one failed
+    # check's repair at a time, engine/focused.py), rewrite, or history (the paper's prompt)
+    refine_form: Literal["history", "focused", "rewrite"] | None = None
 
 
 def load_task(path: str | Path) -> Task:
@@ -151,6 +154,7 @@ def task_from_spec(spec: TaskSpec) -> Task:
     matches = [stop.matches] if isinstance(stop.matches, str) else (stop.matches or [])
     checks = InstructionChecks(spec.checks) if isinstance(spec.checks, list) else spec.checks
     kind = FileTask if checks is not None else Task  # without checks a file has no metric
+    checked = checks is not None or spec.derive_checks  # code checks its drafts
     return kind(
         spec.name,
         generate=spec.generate,
@@ -173,10 +177,13 @@ def task_from_spec(spec: TaskSpec) -> Task:
         select=spec.select,
         verify=checks,
         judge=spec.judge,
-        best=spec.best,
+        # with checks, the path measured on IFEval (docs/ifeval.md) unless the file says its own
+        best=spec.best if spec.best is not None or not checked else REPAIR_BEST,
+        best_measured=None if spec.best is not None or not checked else "on chat's IFEval prompts, not this task",
         derive_checks=spec.derive_checks,
         echo=spec.echo,
-        verifier_mode=spec.verifier_mode or ("hybrid" if checks is not None or spec.derive_checks else None),
+        verifier_mode=spec.verifier_mode or ("hybrid" if checked else None),
+        refine_form=spec.refine_form or ("focused" if checked else None),
     )
 
 

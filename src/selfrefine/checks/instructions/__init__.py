@@ -243,7 +243,7 @@ class InstructionChecks:
 
     def __call__(self, input: str, draft: str) -> Verification:
         found = [
-            Finding(check=c.describe(), text=o.finding, repair=c.repair(draft))
+            Finding(check=c.describe(), text=o.finding, repair=c.repair(draft), kind=c.type)
             for c, o in zip(self.checks, self.outcomes(draft))
             if not o.passed
         ]

@@ -50,6 +50,9 @@ class Instruction(BaseModel):
     # stands there: (line, place in the line); a kind placed nowhere gets a line of its own
     example: ClassVar[str] = ""
     example_at: ClassVar[tuple[int, int]] = (1_000, 0)
+    # the wording groups (checks/instructions/coverage.py) a check of this kind reads:
+    # where code read one, the model's derivation is not asked about that wording again
+    covers_groups: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -67,6 +70,10 @@ class Instruction(BaseModel):
         (:func:`selfrefine.engine.derivation.grounded` holds that): by default, that it names
         the kind by one of its ``kind_words`` (or its type)."""
         return any(names(text, w) for w in self.kind_words or (str(type(self).model_fields["type"].default),))
+
+    def covers(self) -> frozenset[str]:
+        """The request wording groups this check accounts for (:mod:`.coverage`)."""
+        return self.covers_groups
 
     def check(self, text: str) -> Outcome:
         """Whether ``text`` follows the instruction, and if not, what to change."""

@@ -38,6 +38,7 @@ class Count(Instruction):
     ``***``; blank lines when empty) or what begins each section (``Section`` for "Section 1")."""
 
     type: Literal["count"] = "count"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"count"})
     example: ClassVar[str] = (
         '{"type": "count", "unit": "words|sentences|paragraphs|lines|bullets|sections|highlights|placeholders", "relation": "at least|at most|exactly", "n": 3}'
     )
@@ -46,6 +47,10 @@ class Count(Instruction):
     relation: Relation
     n: int = Field(ge=0, le=100_000)
     marker: str = Field(default="", max_length=40)
+
+    def covers(self) -> frozenset[str]:
+        """Bullets, sections and highlights are said in a format's words too ("in markdown")."""
+        return self.covers_groups | ({"format"} if self.unit in ("bullets", "sections", "highlights") else set())
 
     @model_validator(mode="after")
     def _marked(self) -> Count:
@@ -104,6 +109,7 @@ class ParagraphStart(Instruction):
     """The ``nth`` paragraph (separated by blank lines) begins with ``word``."""
 
     type: Literal["paragraph_start"] = "paragraph_start"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"startend", "words", "count"})
     example: ClassVar[str] = '{"type": "paragraph_start", "nth": 2, "word": "However"}'
     example_at = (5, 2)
     nth: int = Field(ge=1, le=1000)
@@ -136,6 +142,7 @@ class CapitalWords(Instruction):
     """How many words are written all in capitals ("NASA")."""
 
     type: Literal["capital_words"] = "capital_words"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"case", "count"})
     example: ClassVar[str] = '{"type": "capital_words", "relation": "at most", "n": 4}'
     example_at = (4, 0)
     kind_words = ("capital", "upper", "caps")
@@ -164,6 +171,7 @@ class WordFrequency(Instruction):
     """How often a word (or phrase) occurs, in any case, also inside longer words."""
 
     type: Literal["word_frequency"] = "word_frequency"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"words", "count"})
     example: ClassVar[str] = '{"type": "word_frequency", "word": "data", "relation": "at least", "n": 2}'
     example_at = (3, 0)
     word: str = Field(min_length=1, max_length=60, pattern=r"\S")
@@ -192,6 +200,7 @@ class LetterFrequency(Instruction):
     """How often a letter (or any one character: "#") occurs, in any case."""
 
     type: Literal["letter_frequency"] = "letter_frequency"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"words", "count"})
     example: ClassVar[str] = '{"type": "letter_frequency", "letter": "z", "relation": "at least", "n": 5}'
     example_at = (3, 1)
     letter: str = Field(min_length=1, max_length=1, pattern=r"\S")

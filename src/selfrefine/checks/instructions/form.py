@@ -20,6 +20,7 @@ class Case(Instruction):
     """Every letter lowercase (``lower``) or every letter capital (``upper``)."""
 
     type: Literal["case"] = "case"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"case"})
     example: ClassVar[str] = '{"type": "case", "letters": "lower|upper"}'
     example_at = (4, 1)
     letters: Literal["lower", "upper"]
@@ -51,6 +52,7 @@ class StartsWith(Instruction):
     """The draft begins with ``phrase``, in any case (leading spaces aside)."""
 
     type: Literal["starts_with"] = "starts_with"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"startend"})
     example: ClassVar[str] = '{"type": "starts_with", "phrase": "Dear team"}'
     example_at = (5, 0)
     phrase: str = Phrase
@@ -73,6 +75,7 @@ class EndsWith(Instruction):
     spaces aside)."""
 
     type: Literal["ends_with"] = "ends_with"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"startend"})
     example: ClassVar[str] = '{"type": "ends_with", "phrase": "See you soon."}'
     example_at = (5, 1)
     phrase: str = Phrase
@@ -95,6 +98,7 @@ class Quoted(Instruction):
     """The whole draft is wrapped in double quotes."""
 
     type: Literal["quoted"] = "quoted"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"format", "startend"})
     example: ClassVar[str] = '{"type": "quoted"}'
     example_at = (6, 0)
     kind_words = ("quot",)
@@ -116,6 +120,7 @@ class Json(Instruction):
     """The whole draft is JSON (inside a ```json block or not)."""
 
     type: Literal["json"] = "json"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"format", "startend"})
     example: ClassVar[str] = '{"type": "json"}'
     example_at = (6, 1)
     kind_words = ("json",)
@@ -146,6 +151,7 @@ class Title(Instruction):
     """A title in double angle brackets, ``<<like this>>``, on one line."""
 
     type: Literal["title"] = "title"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"format"})
     example: ClassVar[str] = '{"type": "title"}'
     example_at = (6, 2)
     kind_words = ("title", "<<")
@@ -168,6 +174,7 @@ class Postscript(Instruction):
     """A postscript starting with ``marker`` (``P.S.``, ``P.P.S``), in any case."""
 
     type: Literal["postscript"] = "postscript"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"format", "startend"})
     example: ClassVar[str] = '{"type": "postscript", "marker": "P.S."}'
     example_at = (6, 3)
     kind_words = ("p.s", "postscript")
@@ -191,6 +198,7 @@ class TwoResponses(Instruction):
     """Two different responses, separated by six asterisks (``******``)."""
 
     type: Literal["two_responses"] = "two_responses"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"format", "count"})
     example: ClassVar[str] = '{"type": "two_responses"}'
     example_at = (6, 4)
     kind_words = ("two", "2", "******")
@@ -215,6 +223,7 @@ class OneOf(Instruction):
     """The draft contains one of the given answers ("My answer is yes.")."""
 
     type: Literal["one_of"] = "one_of"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"format"})
     example: ClassVar[str] = '{"type": "one_of", "options": ["Yes.", "No."]}'
     example_at = (7, 0)
     options: list[Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"\S")]] = Field(
@@ -239,6 +248,7 @@ class Language(Instruction):
     ``en``, ``de``, ``zh-cn``). A draft with nothing to tell its language by passes."""
 
     type: Literal["language"] = "language"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"language"})
     example: ClassVar[str] = '{"type": "language", "code": "de"}'
     example_at = (7, 1)
     code: LanguageCode

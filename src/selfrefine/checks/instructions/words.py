@@ -21,6 +21,7 @@ class Keywords(Instruction):
     unless ``whole``."""
 
     type: Literal["keywords"] = "keywords"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"words"})
     example: ClassVar[str] = '{"type": "keywords", "words": ["ocean"]}'
     example_at = (2, 0)
     words: list[Word] = Field(min_length=1, max_length=20)
@@ -51,6 +52,7 @@ class ForbiddenWords(Instruction):
     """None of the words occurs as a whole word, in any case."""
 
     type: Literal["forbidden_words"] = "forbidden_words"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"words"})
     example: ClassVar[str] = '{"type": "forbidden_words", "words": ["very"]}'
     example_at = (2, 1)
     words: list[Word] = Field(min_length=1, max_length=20)
@@ -82,6 +84,7 @@ class ForbiddenChars(Instruction):
     """None of the characters occurs (``,`` for "do not use any commas")."""
 
     type: Literal["forbidden_chars"] = "forbidden_chars"
+    covers_groups: ClassVar[frozenset[str]] = frozenset({"chars"})
     example: ClassVar[str] = '{"type": "forbidden_chars", "chars": ","}'
     example_at = (4, 2)
     chars: str = Field(min_length=1, max_length=10, pattern=r"\S")

@@ -77,13 +77,16 @@ class Budgeted(Drafter):
         pays; on an answer task, ``width`` samples, then more while their answers are not
         settled: disagreement is answered by more independent votes before any critique
         (self-consistency, adaptively; the 1.5B critic approves wrong programs)."""
-        cands, last_call = await self.inner.gather(run, "generate", 0, prompt, self.width if self.votes else 1)
+        drawn = self.width if self.votes else 1
+        cands, last_call = await self.inner.gather(run, "generate", 0, prompt, drawn)
         while True:
-            wave = self._next_wave(run, cands)
-            if wave == 0:
+            # counted by samples drawn, not drafts kept: an empty reply is no draft, and a wave
+            # seeded where it was would repeat it until the budget ran out
+            wave = min(self._next_wave(run, cands), self.most - drawn)
+            if wave <= 0:
                 break
-            more, last_call = await self.inner.gather(run, "generate", 0, prompt, wave, start=len(cands))
-            cands += more
+            more, last_call = await self.inner.gather(run, "generate", 0, prompt, wave, start=drawn)
+            cands, drawn = cands + more, drawn + wave
         self.width = max(1, min(len(cands), FIRST_WIDTH, self.most))  # the first round's width
         return await self.inner.choose(run, 0, cands, last_call)
 
@@ -101,11 +104,13 @@ class Budgeted(Drafter):
 
     def before_round(self, run: RunContext, t: int) -> Stop | None:
         """Stop when the current draft satisfies the verifier, or when the budget cannot pay
-        for the round's critique and one sample; otherwise plan the round's width."""
+        for the round's critique (where the critic makes one) and one sample; otherwise plan
+        the round's width."""
         satisfied = self._satisfied(run, t)
         if satisfied is not None:
             return self._with_waves(t, satisfied)
-        self.planned = self._plan(run, critique=True)
+        # a round without the critic (verifier_mode "verifier", a focused repair) makes no critique
+        self.planned = self._plan(run, critique=run.settings.critic)
         if self.planned[0] == 0:
             return self._with_waves(t, Stop(StopReason.TOKEN_BUDGET, self.planned[1]))
         return None

@@ -20,10 +20,12 @@ functions; the loop applies them):
    when the budget pays for its critique and samples; after a round, **deeper** at the same
    width when its best refinement was accepted, **wider** (double, up to ``MAX_WIDTH``) when
    every refinement echoed its parent or none scored higher;
-3. **the budget**: a round costs one critique plus ``width`` samples, each estimated from the
-   latest call of its kind in this run plus what the history grew by since (a refinement's
-   prompt holds the drafts and critiques before it); the width shrinks to what is left, and
-   the run stops when not even one sample fits.
+3. **the budget**: a round costs one critique (where the critic makes one: not when the checks'
+   findings are the feedback) plus ``width`` samples, each estimated from the latest call of
+   its kind in this run plus what the history grew by since (a refinement's prompt holds the
+   drafts and critiques before it; a call made for a purpose of its own, the derivation of a
+   request's checks, prices nothing); the width shrinks to what is left, and the run stops
+   when not even one sample fits.
 
 On an answer task (votes: gsm8k) the first draft is sampled in waves before any round too,
 judged by agreement instead of scores: while the answers are not settled (the most common

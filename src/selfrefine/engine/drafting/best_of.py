@@ -54,6 +54,7 @@ class BestOfK(Drafter):
         if (
             not echoed
             and run.settings.judge.on
+            and not same_text(new.draft, parent.draft)  # one text, one verdict: the judge cannot tell them apart
             and code_ties(board.of_iteration(new.index), board.of_iteration(parent.index))
         ):
             await judge_iterations(run, [parent.index, new.index])
@@ -154,9 +155,11 @@ class BestOfK(Drafter):
 
     async def _judge_ties(self, run: RunContext, index: int, cands: list[Candidate], tied: list[int]) -> int:
         """The sample kept for step ``index`` when the task's judge ranks: among the samples the
-        code ties at the top (distinct texts only), the judge's best; at the cap too."""
+        code ties at the top (distinct texts only), the judge's best; at the cap too. Not asked
+        where its answer cannot change what the step keeps: one distinct text, or refinements
+        that the code checks score below their parent (the round is rejected whichever is kept)."""
         distinct = len({normal_text(cands[i].draft) for i in tied})
-        if distinct < 2:
+        if distinct < 2 or self._below_parent(run, index, cands[tied[0]]):
             return best(checks(run, cands))
         if self.budget is not None and not self.budget.affords_judgments(run, distinct * len(run.task.declared.judges)):
             return best(checks(run, cands))  # judgments the budget cannot pay for are not asked for
@@ -165,6 +168,14 @@ class BestOfK(Drafter):
         except (BudgetExceeded, BackendError):
             pass  # finished samples: keep what is judged, and let the next call stop the run
         return best(checks(run, cands))
+
+    @staticmethod
+    def _below_parent(run: RunContext, index: int, top: Candidate) -> bool:
+        """Whether step ``index`` refines a draft that the code checks score above the step's
+        best sample (:func:`~..scoring.ranking.earns_place` then rejects it, judged or not)."""
+        if not index:
+            return False
+        return score(run.board.of(top)) < score(run.board.of_iteration(run.state.parent().index))
 
     def _critic_decides(self, run: RunContext, index: int, cands: list[Candidate], tied: list[int]) -> bool:
         """Whether the critic sees the samples tied at the top: to break the tie while a round

@@ -28,8 +28,10 @@ class TokenBudget:
         since (the draft and critique a round adds); before a kind's first call, from the
         calls its prompt would hold (a critique reads a draft, a refinement the critique).
         A rendered refinement ``prompt`` is priced by its length, at the generate prompt's
-        tokens per character (the refine template can be twice the generate one)."""
-        ok = [c for c in run.state.log.calls if c.ok]
+        tokens per character (the refine template can be twice the generate one). A call made
+        for a purpose of its own (the derivation of a request's checks: a feedback call with a
+        long prompt of its own) prices no round's critique or sample."""
+        ok = [c for c in run.state.log.calls if c.ok and c.purpose is None]
         latest = {c.role: c for c in ok}  # the last call of each role
         drafts = [c.completion_tokens for c in ok if c.role in ("generate", "refine")]
         written = sum(drafts) / len(drafts) if drafts else 0.0

@@ -76,7 +76,10 @@ def with_vote(
     said = said if said is not None else disagreement(counts, int(total))
     findings = "\n".join(t for t in ((check.text if check else ""), f"# Votes: {said}") if t)
     judged = {"judged": check.judged, "judgments": check.judgments} if check is not None else {}
-    return Verification(text=findings, passed=own_ok and majority, score=round(share, 6), answer=answer, **judged)
+    found = {"findings": check.findings} if check is not None else {}  # a focused repair acts on them
+    return Verification(
+        text=findings, passed=own_ok and majority, score=round(share, 6), answer=answer, **judged, **found
+    )
 
 
 def majority_answer(counts: Counter[str]) -> str | None:
