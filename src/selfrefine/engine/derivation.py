@@ -132,11 +132,10 @@ async def run_checks(run: RunContext) -> AsyncIterator[ChecksStep | ProgressStep
         request, critic = await request_text(run), run.caller.backends["feedback"]
         constrained = run.settings.requests.constrained
         known = DERIVED.get(critic, request, constrained)
-        read, unusable = build_checks(stated(request))
-        left = uncovered(request, read)
+        read, unusable = build_checks(stated(request)) if known is None else ([], [])  # a known request: read before
         if known is not None:
             (checks.derived, checks.dropped), note = known, "derived before for the same request: no model call"
-        elif not left:  # code read every instruction-like wording: the model would add none
+        elif not uncovered(request, read):  # code read every instruction-like wording: the model would add none
             said = CODE_READ_ALL if read else ""  # no instruction at all: nothing to say
             checks.derived, checks.dropped, note = read, unusable, _with_unusable(said, unusable)
         else:

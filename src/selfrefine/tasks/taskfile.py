@@ -155,6 +155,9 @@ def task_from_spec(spec: TaskSpec) -> Task:
     checks = InstructionChecks(spec.checks) if isinstance(spec.checks, list) else spec.checks
     kind = FileTask if checks is not None else Task  # without checks a file has no metric
     checked = checks is not None or spec.derive_checks  # code checks its drafts
+    repair_best = (
+        checked and spec.best is None
+    )  # the path measured on IFEval (docs/ifeval.md), unless the file says its own
     return kind(
         spec.name,
         generate=spec.generate,
@@ -177,9 +180,8 @@ def task_from_spec(spec: TaskSpec) -> Task:
         select=spec.select,
         verify=checks,
         judge=spec.judge,
-        # with checks, the path measured on IFEval (docs/ifeval.md) unless the file says its own
-        best=spec.best if spec.best is not None or not checked else REPAIR_BEST,
-        best_measured=None if spec.best is not None or not checked else "on chat's IFEval prompts, not this task",
+        best=REPAIR_BEST if repair_best else spec.best,
+        best_measured="on chat's IFEval prompts, not this task" if repair_best else None,
         derive_checks=spec.derive_checks,
         echo=spec.echo,
         verifier_mode=spec.verifier_mode or ("hybrid" if checked else None),
