@@ -73,6 +73,13 @@ CONFIGS: dict[str, dict[str, Any]] = {
         strategy="sequential", samples=4, max_iterations=3, refine_form="rewrite", repair_samples=2, judging=False
     ),
     "seq-4-history": dict(strategy="sequential", samples=4, max_iterations=1, refine_form="history", judging=False),
+    # cheaper: fewer first drafts, one try per repair (on the tuning rows no second try was kept)
+    "seq-2-focused-1": dict(
+        strategy="sequential", samples=2, max_iterations=2, refine_form="focused", repair_samples=1, judging=False
+    ),
+    "seq-3-focused-1": dict(
+        strategy="sequential", samples=3, max_iterations=2, refine_form="focused", repair_samples=1, judging=False
+    ),
 }
 
 
@@ -253,6 +260,8 @@ def run_config(name: str, part: str, out: Path, cache: Path, limit: int | None) 
             "drafts0": len(result.iterations[0].candidates) if result.iterations else 0,
             "refinements": max(0, len(result.iterations) - 1),
             "by_purpose": by_purpose(result),
+            # the derived checks the returned output still fails (None: nothing checked it)
+            "fails": None if result.fails is None else [f.says for f in result.fails],
         })  # fmt: skip
         print(f"[{name} {part}] {i}/{len(todo)} key {row['key']} {result.stop_reason.value} "
               f"{u.prompt_tokens + u.completion_tokens} tok {time.monotonic() - started:.0f}s", flush=True)  # fmt: skip
