@@ -20,8 +20,8 @@ DRAFT = "The Cat sat on the mat."
 
 
 def run(model: FakeBackend, checks: list[dict], **options) -> RunResult:
-    options = {"max_iterations": 4, **options}
-    engine = SelfRefine("chat", model, checks=checks, derive_checks=False, refine_form="rewrite", **options)
+    options = {"max_iterations": 4, "refine_form": "rewrite", **options}
+    engine = SelfRefine("chat", model, checks=checks, derive_checks=False, **options)
 
     async def collect() -> list:
         return [s async for s in engine.astream(REQUEST)]
@@ -129,7 +129,7 @@ def test_the_cli_takes_rewrite_and_refuses_an_unknown_form_in_one_error_line(tmp
     bad = CliRunner().invoke(cli, [*args, "--refine-form", "sideways"], input="hi")
     assert bad.exit_code == 2 and "Traceback" not in bad.output
     [error] = [line for line in bad.output.splitlines() if line.startswith("Error:")]
-    assert "'sideways' is not one of 'history', 'focused', 'rewrite'" in error
+    assert "'sideways' is not one of 'history', 'focused', 'rewrite', 'by_kind'" in error
 
 
 def test_the_live_view_says_a_repair_was_written_again():
@@ -152,3 +152,18 @@ def test_the_live_view_says_a_repair_was_written_again():
         printer(step)
         assert not isinstance(step, DraftStep) or step.iteration == 0 or step.focus is not None
     assert "repair for 'use only lowercase letters' (rewrite, try 1): kept" in out.getvalue()
+
+
+def test_by_kind_asks_forbidden_characters_in_the_rewrite_form_and_other_kinds_in_the_focused_form():
+    # refine_form="by_kind": the form measured to fix each kind (commas: rewrite; case: focused)
+    model = FakeBackend({"generate": ["The Cat, sat."], "refine": ["the cat, sat.", "the cat sat."]})
+    result = run(model, [LOWER, NO_COMMA], repair_samples=1, refine_form="by_kind")
+    tries = [result.iterations[i].focus for i in (1, 2)]
+    assert [(f.kind, f.form, f.kept) for f in tries] == [
+        ("case", "focused", True),
+        ("forbidden_chars", "rewrite", True),
+    ]
+    case_prompt, comma_prompt = prompts(model, "refine")
+    assert "The Cat, sat." in case_prompt  # focused: the draft, edited in place
+    assert comma_prompt.splitlines()[0] == "Important: use no commas." and "the cat, sat." not in comma_prompt
+    assert result.output == "the cat sat."

@@ -31,8 +31,12 @@ Accept = Literal["any", "not_worse"]
 FeedbackMode = Literal["actionable", "generic", "none"]
 VerifierMode = Literal["self", "verifier", "hybrid"]
 Preset = Literal["paper", "best"]
-RefineForm = Literal["history", "focused", "rewrite"]
-REPAIR_FORMS = ("focused", "rewrite")  # the refine forms that repair one failed check at a time (engine/focused.py)
+RefineForm = Literal["history", "focused", "rewrite", "by_kind"]
+REPAIR_FORMS = (
+    "focused",
+    "rewrite",
+    "by_kind",
+)  # the refine forms that repair one failed check at a time (engine/focused.py)
 
 MAX_WAYS = 8
 UNRECORDED_WHEN_UNSET = ("ways", "checks", "derive_checks", "json_schema", "refine_form", "repair_samples")
@@ -136,7 +140,9 @@ class RefineConfig(Later):
       instruction, kept only when that check passes and no passing check breaks, else the
       next failed check is tried (engine/focused.py). ``rewrite`` – the same, but the prompt
       writes again from the request with the failed instruction stated first ("Important:
-      use no commas."), without the draft. Both need code checks.
+      use no commas."), without the draft. ``by_kind`` – each check kind in the form measured
+      to fix it (rewrite for forbidden characters, focused for the rest: docs/ifeval.md).
+      All need code checks.
     repair_samples: how many times a focused or rewrite repair is asked for before the next
       failed check is tried (the first that passes wins; None: 2).
     verifier_mode (tasks that can check themselves, e.g. by running code):
@@ -386,7 +392,8 @@ class RefineConfig(Later):
             help="history: the paper's refine prompt (draft, feedback, earlier versions; the default); focused: one "
             "failed check at a time, a short prompt with the request, the draft and that check's repair, kept only "
             "when it passes and no passing check breaks; rewrite: the same, written again from the request with the "
-            "failed instruction stated first, without the draft.",
+            "failed instruction stated first, without the draft; by_kind: each check kind in the form measured to fix "
+            "it (rewrite for forbidden characters, focused for the rest).",
         ),
     ] = None
     repair_samples: Annotated[

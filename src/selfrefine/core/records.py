@@ -235,7 +235,7 @@ class Candidate(Later):
 
 
 class Focus(BaseModel):
-    """What a focused refinement (``refine_form`` "focused" or "rewrite": engine/focused.py) was
+    """What a focused refinement (``refine_form`` "focused", "rewrite" or "by_kind": engine/focused.py) was
     for: one failed check's repair, the form that asked for it, the how-manieth try of it, and
     whether it was kept, and if not, why (a benchmark counts kept tries per ``kind`` and ``form``)."""
 
@@ -243,7 +243,7 @@ class Focus(BaseModel):
     repair: str  # the instruction the prompt gave: "Rewrite the text entirely in lowercase letters; …"
     # the check's kind (Finding.kind: "case", "json_schema", …; a check that names none: its words)
     kind: str | None = None  # None: a record from before kinds were recorded
-    form: str = "focused"  # the refine_form whose prompt asked: "focused" (edit in place) or "rewrite"
+    form: str = "focused"  # the form whose prompt asked: "focused" (edit in place) or "rewrite" (by_kind: per kind)
     sample: int = 1  # the try of this repair on this draft (1, 2, …: repair_samples)
     kept: bool = False
     # whether the check it was for passes on the new draft, kept or not (a repair that fixes its

@@ -183,7 +183,7 @@ class Settings:
     accept: str
     feedback_mode: str
     verifier_mode: str
-    refine_form: str = "history"  # "focused", "rewrite": one failed check at a time (engine/focused.py)
+    refine_form: str = "history"  # "focused", "rewrite", "by_kind": one failed check at a time (engine/focused.py)
     repair_samples: int = DEFAULT_REPAIR_SAMPLES
 
     @classmethod
@@ -352,8 +352,8 @@ def with_task_refine_form(config: RefineConfig, task: Task) -> RefineConfig:
 
 
 def with_focused_defaults(config: RefineConfig) -> RefineConfig:
-    """Under ``refine_form`` "focused" or "rewrite", ``verifier_mode`` "verifier" where the run
-    sets none: the refine prompt says one check's repair and no critique, so a critic call would
+    """Under a repair form (``refine_form`` "focused", "rewrite", "by_kind"), ``verifier_mode``
+    "verifier" where the run sets none: the refine prompt says one check's repair and no critique, so a critic call would
     be spent on text nothing reads; the checks' findings are the feedback (and say when to stop)."""
     if config.refine_form not in REPAIR_FORMS or "verifier_mode" in config.model_fields_set:
         return config

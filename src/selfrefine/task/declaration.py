@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from ..checks.declared import Checks, FunctionVerifier, Verifier
 from ..checks.instructions import InstructionChecks
-from ..core.config import Finite, RefineConfig
+from ..core.config import Finite, RefineConfig, RefineForm
 from ..core.errors import TaskError
 from ..core.saferegex import bounded, within_budget
 from ..core.stoprule import checked_patterns, compile_pattern
@@ -96,7 +96,7 @@ class TaskDefaults(BaseModel):
     verifier_mode: Literal["self", "verifier", "hybrid"] | None = None
     # the refine form a run uses unless it sets one (None: "history", the paper's prompt); a
     # task file with checks repairs one failed check at a time ("focused": engine/focused.py)
-    refine_form: Literal["history", "focused", "rewrite"] | None = None
+    refine_form: RefineForm | None = None
     # which drafts repeat the input instead of answering it, failed by the engine's check
     # (checks/incomplete.py ``echoes``): "near", a generative task's (every task unless it
     # says otherwise): the input repeated, or nearly; "exact": only a word-for-word repeat

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 
 from ..checks.declared import Checks
 from ..checks.instructions import InstructionChecks
-from ..core.config import Finite
+from ..core.config import Finite, RefineForm
 from ..core.errors import TaskError, TaskFileError
 from ..task.task import REPAIR_BEST, Task
 
@@ -118,7 +118,7 @@ class TaskSpec(BaseModel):
     verifier_mode: Literal["self", "verifier", "hybrid"] | None = None
     # how a draft that fails its checks is refined: focused (the default with checks: one failed
     # check's repair at a time, engine/focused.py), rewrite, or history (the paper's prompt)
-    refine_form: Literal["history", "focused", "rewrite"] | None = None
+    refine_form: RefineForm | None = None
 
 
 def load_task(path: str | Path) -> Task:

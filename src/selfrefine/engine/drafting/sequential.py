@@ -1,7 +1,7 @@
 """``strategy="sequential"``: the first draft sampled one at a time until one passes every
 check, at most ``samples`` drafts (4 when the run gives none); each round then refines the
-kept draft with one sample (with ``refine_form`` "focused" or "rewrite", one failed check's
-repair at a time: engine/focused.py).
+kept draft with one sample (with a repair ``refine_form``, "focused", "rewrite" or "by_kind",
+one failed check's repair at a time: engine/focused.py).
 
 Why (issue 45, docs/ifeval.md): the best of 4 drew four full replies on every prompt, also
 on the ~40% whose first draft already passes, and at fixed compute drawing until a draft
