@@ -130,6 +130,22 @@ def test_a_counted_word_needs_no_keyword_check_and_a_negated_list_is_forbidden()
          [{"type": "paragraph_start", "nth": 2, "word": "then"}]),
         ("Plan my week in this format:\nMonday\n***\nTuesday\n***\nWednesday",
          [{"type": "count", "unit": "paragraphs", "relation": "exactly", "n": 3, "marker": "***"}]),
+        ("It should be in English and have no capital letters.", [{"type": "language", "code": "en"}]),
+        ("Your whole reply should be in lowercase english.", [{"type": "language", "code": "en"}]),
+        ("Write a 3 section plan. Each section should be noted as Part X.",
+         [{"type": "count", "unit": "sections", "relation": "exactly", "n": 3, "marker": "Part"}]),
+        ("Write a report with two sections (Chapter 1 and Chapter 2).",
+         [{"type": "count", "unit": "sections", "relation": "exactly", "n": 2, "marker": "Chapter"}]),
+        ("The poem should have exactly 4 stanzas, separated by ***.",
+         [{"type": "count", "unit": "paragraphs", "relation": "exactly", "n": 4, "marker": "***"}]),
+        ("Answer in exactly 5 paragraphs, and the last paragraph must start with the word 'finally'.",
+         [{"type": "paragraph_start", "nth": 5, "word": "finally"}]),
+        ('Do not include the letter "z" anywhere in your reply.',
+         [{"type": "letter_frequency", "letter": "z", "relation": "at most", "n": 0}]),
+        ("Avoid using the letter e more than twice.",
+         [{"type": "letter_frequency", "letter": "e", "relation": "at most", "n": 2}]),
+        ("The word ocean should not appear more than 3 times.",
+         [{"type": "word_frequency", "word": "ocean", "relation": "at most", "n": 3}]),
         ('Fix this sentence: "Me and him goes home."\nRepeat the text above word for word, then fix it.',
          [{"type": "starts_with", "phrase": 'Fix this sentence: "Me and him goes home."'}]),
     ],
@@ -143,7 +159,7 @@ def test_more_phrasings_of_a_stated_instruction_are_read(request_, expected):
 @pytest.mark.parametrize(
     "request_",
     [
-        "Write about the word 'ocean'; it should not appear more than twice.",  # a limit, not a ban
+        "Write about the word 'ocean'; it should not appear more than twice.",  # a limit (at most 2), not a ban
         "Explain how to highlight text in a word processor.",  # highlighting named, no markdown shown
         "Write a story where the word dragon appears 2 times, then describe the dragon.",  # no range
     ],
@@ -151,4 +167,5 @@ def test_more_phrasings_of_a_stated_instruction_are_read(request_, expected):
 def test_a_new_phrasing_that_states_no_such_instruction_reads_none(request_):
     found = kinds(request_)
     assert not any(c["type"] == "forbidden_words" or c.get("unit") == "highlights" for c in found)
-    assert not any(c["type"] == "word_frequency" and c["relation"] == "at most" for c in found)
+    if "dragon" in request_:  # a count said once, no range
+        assert not any(c["type"] == "word_frequency" and c["relation"] != "exactly" for c in found)

@@ -129,7 +129,8 @@ def _marker(text: str, low: str, unit: str) -> str:
     if unit == "paragraphs":
         return "***" if "***" in low else ""
     if unit == "sections":
-        m = re.search(r"\b(?:with|by|using)\s+[\"“']?([A-Za-z]+)\s+(?:x|X|\d|N)\b", text)
+        # "with SECTION X", "noted as Part X", "(Section 1 and Section 2)"
+        m = re.search(r"(?:\b(?:with|by|using|as)\s+|\()[\"“']?([A-Za-z]+)\s+(?:x|X|\d|N)\b", text)
         return m.group(1) if m else ""
     return ""
 
@@ -149,6 +150,9 @@ def _divided(text: str, low: str) -> Iterator[dict[str, Any]]:
     """ "An answer with two parts, separated by ***": paragraphs divided so."""
     m = re.search(rf"\b{NUM}\s+(?:parts|paragraphs)\b", low)
     if m and "***" in low and not re.search(rf"{REL}\s+$", low[max(0, m.start() - 16) : m.start()]):
+        yield {"type": "count", "unit": "paragraphs", "relation": "exactly", "n": number(m.group(1)), "marker": "***"}
+    m = re.search(rf"\b(?:exactly\s+)?{NUM}\s+stanzas\b", low)  # "6 stanzas, separated by ***": paragraphs
+    if m and "***" in low:
         yield {"type": "count", "unit": "paragraphs", "relation": "exactly", "n": number(m.group(1)), "marker": "***"}
 
 
@@ -293,6 +297,16 @@ def _paragraph_start(text: str, low: str) -> Iterator[dict[str, Any]]:
     )
     if m:
         yield {"type": "paragraph_start", "nth": ordinals.get(m.group(1)) or int(m.group(1)), "word": m.group(2)}
+        return
+    # "exactly 7 paragraphs … the last paragraph must start with the word X": the 7th
+    last = re.search(rf"\b(?:last|final) paragraph\b[^.]{{0,40}}?(?:start|begin)s? {word}", low)
+    count = re.search(rf"\b(?:exactly\s+)?{NUM}\s+paragraphs\b", low)
+    if (
+        last
+        and count
+        and not re.search(rf"{REL}\s+$", low[max(0, count.start() - 16) : count.start()].replace("exactly", ""))
+    ):
+        yield {"type": "paragraph_start", "nth": number(count.group(1)), "word": last.group(1)}
 
 
 def _words(text: str, low: str) -> Iterator[dict[str, Any]]:
@@ -340,10 +354,15 @@ def _frequencies(text: str, low: str) -> Iterator[dict[str, Any]]:
     """A word's or a letter's number of times."""
     times = rf"(?:{REL}\s+{NUM}\s+times?|{REL}\s+(once|twice)|(once|twice)|{NUM}\s+or\s+more\s+times)"
     for m in re.finditer(rf"\bletter\s+[\"“']?([a-z])[\"”']?[^.]{{0,40}}?{times}", low):
-        rel, n = _times(m, 2)
+        rel, n = _not_more(low, m, *_times(m, 2))
         yield {"type": "letter_frequency", "letter": m.group(1), "relation": rel, "n": n}
+    for m in re.finditer(
+        r"\bthe letter\s+[\"“']?([a-z])[\"”']?(?![\w\"”'])(?![^.]{0,40}\b(?:times|once|twice)\b)", low
+    ):
+        if negated(low, m.start(), 40):  # "do not include the letter c anywhere": none of it
+            yield {"type": "letter_frequency", "letter": m.group(1), "relation": "at most", "n": 0}
     for m in re.finditer(rf"\b(?:key)?word\s+[\"“']?([a-z][\w'-]*)[\"”']?[^.]{{0,40}}?{times}", low):
-        rel, n = _times(m, 2)
+        rel, n = _not_more(low, m, *_times(m, 2))
         yield {"type": "word_frequency", "word": m.group(1).strip("'"), "relation": rel, "n": n}
     ranged = rf"\b(letter|word)\s+[\"“']?([a-z][\w'-]*)[\"”']?[^.]{{0,40}}?\b(?:between\s+)?{NUM}\s+(?:to|and|-)\s+{NUM}\s+times"
     for m in re.finditer(ranged, low):  # "the word unfortunately appears 3 to 5 times"
@@ -351,6 +370,13 @@ def _frequencies(text: str, low: str) -> Iterator[dict[str, Any]]:
             kind, what = ("word_frequency", "word") if m.group(1) == "word" else ("letter_frequency", "letter")
             yield {"type": kind, what: m.group(2), "relation": "at least", "n": number(m.group(3))}
             yield {"type": kind, what: m.group(2), "relation": "at most", "n": number(m.group(4))}
+
+
+def _not_more(low: str, m: re.Match[str], rel: str, n: int) -> tuple[str, int]:
+    """A count said under a negation: "avoid using the letter i more than twice" is at most 2."""
+    if rel == "at least" and (negated(low, m.start(), 40) or re.search(r"\bnot\b|n't\b|\bnever\b", m.group(0))):
+        return "at most", max(0, n - 1)
+    return rel, n
 
 
 def _times(m: re.Match[str], first: int) -> tuple[str, int]:
@@ -375,13 +401,19 @@ def _language(text: str, low: str) -> Iterator[dict[str, Any]]:
     """ "Answer in Finnish, no other language", "use only the Nepali language", "your
     response is in English": the language the whole response is in."""
     names = {name.lower().split()[0]: code for code, name in LANGUAGES.items() if code != "zh-tw"}
-    said = r"\b(?:in|use|using)\s+(?:only\s+)?(?:the\s+)?([a-z]+)(?:\s+language)?\b"
+    case = r"(?:(?:all\s+)?(?:lower\s*-?case|upper\s*-?case|capital)\s+)?"  # "in lowercase English"
+    said = rf"\b(?:in|use|using)\s+(?:only\s+)?(?:the\s+)?{case}([a-z]+)(?:\s+language)?\b"
     for m in re.finditer(said, low):
         code = names.get(m.group(1))
         if code is None:
             continue
         around = low[max(0, m.start() - 40) : m.end() + 60]
-        if re.search(r"no other language|only|entire|whole|throughout|respon|reply|answer|write|written", around):
+        # the reply's language, said of the reply or beside its letter case ("in English and all lowercase")
+        if re.search(
+            r"no other language|only|entire|whole|throughout|respon|reply|answer|write|written|(?:should|must) be in|"
+            r"capital|lower\s*-?case|upper\s*-?case",
+            around,
+        ):
             yield {"type": "language", "code": code}
             return
 
