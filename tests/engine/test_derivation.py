@@ -270,6 +270,23 @@ def test_no_model_call_where_code_read_every_instruction_and_one_where_it_did_no
     assert asked.endswith(f"Request: {unread}\nChecks:") and isinstance(steps[0], ProgressStep)
 
 
+def test_instructions_code_now_reads_need_no_model_call():
+    # each was left to the model, and the call was skipped where code covered its group already
+    backend = FakeBackend({"checks": [derived(BULLETS3)]}, default=GOOD)
+    request = (
+        'Write a toast. Highlight some key parts with "*". The word cheers should appear 2 to 3 times. '
+        "Finish your toast with this exact phrase: To the couple!"
+    )
+    _, steps, result = run(backend, request, max_iterations=0)
+    assert not backend.prompts("feedback", purpose="checks")
+    assert [c.check for c in result.checks] == [
+        {"type": "count", "unit": "highlights", "relation": "at least", "n": 1, "marker": ""},
+        {"type": "ends_with", "phrase": "To the couple!"},
+        {"type": "word_frequency", "word": "cheers", "relation": "at least", "n": 2},
+        {"type": "word_frequency", "word": "cheers", "relation": "at most", "n": 3},
+    ]
+
+
 @pytest.mark.parametrize(
     "request_text, groups",
     [

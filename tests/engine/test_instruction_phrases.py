@@ -78,3 +78,94 @@ def test_a_counted_word_needs_no_keyword_check_and_a_negated_list_is_forbidden()
     assert [c["type"] for c in found] == ["word_frequency"]
     found = kinds('Please use plain words and do not say the word "nickname".')
     assert {"type": "forbidden_words", "words": ["nickname"]} in found and all(c["type"] != "keywords" for c in found)
+
+
+# issue 45 item 4: instructions code read too seldom, so the derivation's model call (asked only
+# where code leaves wording unread) was skipped with them missing; one phrasing of each class
+@pytest.mark.parametrize(
+    ("request_", "expected"),
+    [
+        ("Tell a story. The number of sentences should be in the range of 8 to 12.",
+         [{"type": "count", "unit": "sentences", "relation": "at least", "n": 8},
+          {"type": "count", "unit": "sentences", "relation": "at most", "n": 12}]),
+        ("Describe Oslo in 150 words or less.", [{"type": "count", "unit": "words", "relation": "at most", "n": 150}]),
+        ("Describe Oslo in 150 or fewer words.", [{"type": "count", "unit": "words", "relation": "at most", "n": 150}]),
+        ("Answer in 3 or 4 sentences.", [{"type": "count", "unit": "sentences", "relation": "at least", "n": 3},
+                                         {"type": "count", "unit": "sentences", "relation": "at most", "n": 4}]),
+        ("Write a poem. Highlight some lines with markdown, like *this line*.",
+         [{"type": "count", "unit": "highlights", "relation": "at least", "n": 1}]),
+        ('Highlight a few phrases twice with "*".',
+         [{"type": "count", "unit": "highlights", "relation": "at least", "n": 2}]),
+        ("Italicize at least 4 keywords, like *this*.",
+         [{"type": "count", "unit": "highlights", "relation": "at least", "n": 4}]),
+        ('Review the film. The very last sentence of your response should be "See it twice."',
+         [{"type": "ends_with", "phrase": "See it twice."}]),
+        ("Write a memo. Finish your memo with this exact phrase: Any questions?",
+         [{"type": "ends_with", "phrase": "Any questions?"}]),
+        ("Write about school. Make sure the word homework doesn't appear at all.",
+         [{"type": "forbidden_words", "words": ["homework"]}]),
+        ("Write a rant, but do not include rude words such as 'idiot', 'stupid', etc.",
+         [{"type": "forbidden_words", "words": ["idiot", "stupid"]}]),
+        ("Avoid using the following keywords: rain, snow, hail\nKeep it short.",
+         [{"type": "forbidden_words", "words": ["rain", "snow", "hail"]}]),
+        ("Use the word banana 2 to 4 times.",
+         [{"type": "word_frequency", "word": "banana", "relation": "at least", "n": 2},
+          {"type": "word_frequency", "word": "banana", "relation": "at most", "n": 4}]),
+        ("The word river should appear 3 or more times.",
+         [{"type": "word_frequency", "word": "river", "relation": "at least", "n": 3}]),
+        ("Mention the keyword 'tide' for more than 2 times.",
+         [{"type": "word_frequency", "word": "tide", "relation": "at least", "n": 3}]),
+        ("Stress a few words in caps. Limit the number of words with all capital letters to less than six.",
+         [{"type": "capital_words", "relation": "at most", "n": 5}]),
+        ("Use some words in all caps, but those all-caps words should appear at most 4 times.",
+         [{"type": "capital_words", "relation": "at most", "n": 4}]),
+        ("Write a jingle. Commas are not allowed in it.", [{"type": "forbidden_chars", "chars": ","}]),
+        ("Explain tides. Double quotes should be placed around your entire answer.", [{"type": "quoted"}]),
+        ("Wrap your entire response (the reasoning steps and also the final number you get) with double quotation marks.",
+         [{"type": "quoted"}]),
+        ("Write it in English, with all letters lowercased.", [{"type": "case", "letters": "lower"}]),
+        ("Your reply should not contain any capital letters.", [{"type": "case", "letters": "lower"}]),
+        ("Make sure to only use capital letters in your reply.", [{"type": "case", "letters": "upper"}]),
+        ("Write 2 paragraphs separated by two new lines. Paragraph 2 must start with the word 'then'.",
+         [{"type": "paragraph_start", "nth": 2, "word": "then"}]),
+        ("Plan my week in this format:\nMonday\n***\nTuesday\n***\nWednesday",
+         [{"type": "count", "unit": "paragraphs", "relation": "exactly", "n": 3, "marker": "***"}]),
+        ("It should be in English and have no capital letters.", [{"type": "language", "code": "en"}]),
+        ("Your whole reply should be in lowercase english.", [{"type": "language", "code": "en"}]),
+        ("Write a 3 section plan. Each section should be noted as Part X.",
+         [{"type": "count", "unit": "sections", "relation": "exactly", "n": 3, "marker": "Part"}]),
+        ("Write a report with two sections (Chapter 1 and Chapter 2).",
+         [{"type": "count", "unit": "sections", "relation": "exactly", "n": 2, "marker": "Chapter"}]),
+        ("The poem should have exactly 4 stanzas, separated by ***.",
+         [{"type": "count", "unit": "paragraphs", "relation": "exactly", "n": 4, "marker": "***"}]),
+        ("Answer in exactly 5 paragraphs, and the last paragraph must start with the word 'finally'.",
+         [{"type": "paragraph_start", "nth": 5, "word": "finally"}]),
+        ('Do not include the letter "z" anywhere in your reply.',
+         [{"type": "letter_frequency", "letter": "z", "relation": "at most", "n": 0}]),
+        ("Avoid using the letter e more than twice.",
+         [{"type": "letter_frequency", "letter": "e", "relation": "at most", "n": 2}]),
+        ("The word ocean should not appear more than 3 times.",
+         [{"type": "word_frequency", "word": "ocean", "relation": "at most", "n": 3}]),
+        ('Fix this sentence: "Me and him goes home."\nRepeat the text above word for word, then fix it.',
+         [{"type": "starts_with", "phrase": 'Fix this sentence: "Me and him goes home."'}]),
+    ],
+)  # fmt: skip
+def test_more_phrasings_of_a_stated_instruction_are_read(request_, expected):
+    found = kinds(request_)
+    for check in expected:
+        assert check in [{k: v for k, v in c.items() if k in check} for c in found]
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        "Write about the word 'ocean'; it should not appear more than twice.",  # a limit (at most 2), not a ban
+        "Explain how to highlight text in a word processor.",  # highlighting named, no markdown shown
+        "Write a story where the word dragon appears 2 times, then describe the dragon.",  # no range
+    ],
+)
+def test_a_new_phrasing_that_states_no_such_instruction_reads_none(request_):
+    found = kinds(request_)
+    assert not any(c["type"] == "forbidden_words" or c.get("unit") == "highlights" for c in found)
+    if "dragon" in request_:  # a count said once, no range
+        assert not any(c["type"] == "word_frequency" and c["relation"] != "exactly" for c in found)

@@ -38,6 +38,7 @@ RELATIONS = {
     "below": ("at most", -1), "exactly": ("exactly", 0), "precisely": ("exactly", 0),
 }  # fmt: skip
 REL = "(" + "|".join(sorted(RELATIONS, key=len, reverse=True)) + ")"
+RANGE = rf"(?:in the range of|between|from)\s+{NUM}\s+(?:to|and|-)\s+{NUM}\b"  # "between 3 and 5"
 UNITS = {
     "words": r"words?", "sentences": r"sentences?", "paragraphs": r"paragraphs?", "lines": r"lines?",
     "bullets": r"bullet(?:ed)?(?: points?| lists?)?|bullets?",
@@ -81,14 +82,21 @@ def _all_counts(text: str, low: str) -> Iterator[dict[str, Any]]:
     """A relation and a number before a unit: "at least 300 words", "less than 6 sentences";
     a bare number of paragraphs, bullet points or sections is that many ("3 paragraphs")."""
     for unit, noun in UNITS.items():
-        for m in re.finditer(rf"\b{NUM}\s+(?:to|-)\s+{NUM}\s+(?:{noun})\b", low):  # "100 to 120 words"
+        for m in re.finditer(rf"\b{NUM}\s+(?:to|-|or)\s+{NUM}\s+(?:{noun})\b", low):  # "100 to 120 words", "5 or 6"
+            yield {"type": "count", "unit": unit, "relation": "at least", "n": number(m.group(1))}
+            yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(2))}
+        for m in re.finditer(
+            rf"\b{NUM}\s+(?:(?:{noun})\s+or\s+(?:less|fewer)|or\s+(?:less|fewer)\s+(?:{noun}))\b", low
+        ):
+            yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(1))}  # "200 words or less"
+        for m in re.finditer(rf"\bnumber of (?:{noun})\b[^.]{{0,40}}?\b{RANGE}", low):  # "in the range of 40 to 60"
             yield {"type": "count", "unit": unit, "relation": "at least", "n": number(m.group(1))}
             yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(2))}
         for m in re.finditer(rf"\b(?:longer|more) than\s+{NUM}\s+(?:{noun})\b", low):
             if negated(low, m.start(), 40):  # "nothing longer than 30 words"
                 yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(1))}
         for m in re.finditer(rf"\b(?:{REL}\s+)?{NUM}(\+)?[\s-]+(or more\s+)?(?:{noun})\b", low):
-            if re.search(rf"{NUM}\s+(?:to|-)\s+$", low[max(0, m.start() - 12) : m.start()]):
+            if re.search(rf"{NUM}\s+(?:to|-|or)\s+$", low[max(0, m.start() - 12) : m.start()]):
                 continue  # the upper end of a range (above)
             if negated(low, m.start(), 40) and re.search(
                 r"(?:longer|more) than\s+$", low[max(0, m.start() - 15) : m.start()]
@@ -121,7 +129,8 @@ def _marker(text: str, low: str, unit: str) -> str:
     if unit == "paragraphs":
         return "***" if "***" in low else ""
     if unit == "sections":
-        m = re.search(r"\b(?:with|by|using)\s+[\"“']?([A-Za-z]+)\s+(?:x|X|\d|N)\b", text)
+        # "with SECTION X", "noted as Part X", "(Section 1 and Section 2)"
+        m = re.search(r"(?:\b(?:with|by|using|as)\s+|\()[\"“']?([A-Za-z]+)\s+(?:x|X|\d|N)\b", text)
         return m.group(1) if m else ""
     return ""
 
@@ -142,26 +151,48 @@ def _divided(text: str, low: str) -> Iterator[dict[str, Any]]:
     m = re.search(rf"\b{NUM}\s+(?:parts|paragraphs)\b", low)
     if m and "***" in low and not re.search(rf"{REL}\s+$", low[max(0, m.start() - 16) : m.start()]):
         yield {"type": "count", "unit": "paragraphs", "relation": "exactly", "n": number(m.group(1)), "marker": "***"}
+    m = re.search(rf"\b(?:exactly\s+)?{NUM}\s+stanzas\b", low)  # "6 stanzas, separated by ***": paragraphs
+    if m and "***" in low:
+        yield {"type": "count", "unit": "paragraphs", "relation": "exactly", "n": number(m.group(1)), "marker": "***"}
+
+
+def _shown_divided(text: str, low: str) -> Iterator[dict[str, Any]]:
+    """A format shown with lines of *** between its parts ("Part 1 … *** … Part 2"): that many
+    paragraphs, when no count of paragraphs or sections is said."""
+    dividers = sum(1 for line in low.splitlines() if line.strip() == "***")
+    if dividers and not re.search(r"\b(?:paragraphs?|sections?|parts)\b", low):
+        yield {"type": "count", "unit": "paragraphs", "relation": "exactly", "n": dividers + 1, "marker": "***"}
 
 
 def _highlights(text: str, low: str) -> Iterator[dict[str, Any]]:
     """ "Highlight at least 2 sections", "at least 6 sections should be highlighted", "one
     italic text section" (markdown *highlights*)."""
     said = (
-        rf"\b(?:highlight|italicize)\s+(?:{REL}\s+)?{NUM}\s+(?:\w+\s+){{0,2}}?(?:sections?|parts?)",
+        rf"\b(?:highlight|italicize)\s+(?:{REL}\s+)?{NUM}\s+(?:\w+\s+){{0,2}}?(?:sections?|parts?|(?:key)?words?|phrases?)",
         rf"\b(?:{REL}\s+)?{NUM}\s+(?:\w+\s+){{0,2}}?(?:sections?|parts?)\s+(?:should|must)\s+be\s+(?:highlighted|italicized)",
         rf"\b(?:{REL}\s+)?{NUM}\s+italic(?:ized)?\s+(?:text\s+)?(?:sections?|parts?)",
     )
+    found = False
     for pattern in said:
         for m in re.finditer(pattern, low):
             n = number(m.group(2))
             rel, n = relation(m.group(1), n) if m.group(1) else ("at least", n)
+            found = True
             yield {"type": "count", "unit": "highlights", "relation": rel, "n": n}
+    # no number: "highlight some key parts with "*"", "… by wrapping it with *", "like *highlighted text*"
+    m = None if found else re.search(r"\b(?:highlight|italici[sz]e)\w*\b([^.\n]{0,80})", low)
+    if m and not negated(low, m.start(), 30) and re.search(ASTERISK, low[m.start() : m.end() + 80]):
+        yield {"type": "count", "unit": "highlights", "relation": "at least", "n": 2 if "twice" in m.group(1) else 1}
+
+
+# markdown's emphasis named or shown: "with *", "with "*"", "*highlighted section*", "the asterisk symbol"
+ASTERISK = r"\bwith\s+[\"“']?\*(?![*])|\*[a-z][^*\n]{0,60}\*(?!\*)|\basterisk symbol"
 
 
 def _no_commas(text: str, low: str) -> Iterator[dict[str, Any]]:
     for m in re.finditer(r"\bcommas?\b", low):
-        if negated(low, m.start(), 60):
+        after = low[m.end() : m.end() + 30]
+        if negated(low, m.start(), 60) or re.match(r"\s+(?:are|is)\s+(?:not allowed|forbidden|prohibited)", after):
             yield {"type": "forbidden_chars", "chars": ","}
             return
 
@@ -171,13 +202,15 @@ CAPS = r"\b(?:all caps|all capital letters|all capitals|capital letters|capitali
 
 def _case(text: str, low: str) -> Iterator[dict[str, Any]]:
     lower = re.search(
-        r"\b(?:all\s+)?lower\s*-?case\b|\bno capital letters\b|\bwithout (?:using )?capital letters\b", low
+        r"\b(?:all\s+)?lower\s*-?case\b|\bno capital letters\b|\bwithout (?:using )?capital letters\b|\blowercased\b|"
+        r"\bnot (?:contain|use|include|have) any capital letters\b",
+        low,
     )
     not_capitalized = re.search(r"\bnot (?:a single letter|any letter)[^.]{0,60}capitali[sz]ed", low)
     if (lower and not negated(low, lower.start(), 20)) or not_capitalized:
         yield {"type": "case", "letters": "lower"}
     capital = re.search(
-        r"\b(?:all|only|entirely in|entire response[^.]{0,40}in)\s+(?:capital|upper\s*-?case|caps)\b"
+        r"\b(?:all|only(?: use)?|entirely in|entire response[^.]{0,40}in)\s+(?:capital|upper\s*-?case|caps)\b"
         r"|\bcapitali[sz]e (?:all|every|each) (?:of )?(?:your |the )?(?:words|letters?)\b",
         low,
     )
@@ -191,12 +224,15 @@ def _case(text: str, low: str) -> Iterator[dict[str, Any]]:
 def _capital_words(text: str, low: str) -> Iterator[dict[str, Any]]:
     """Words in capitals a number of times: "words with all capital letters … less than 10
     times", "at least 5 words in all caps"."""
-    m = re.search(rf"capital(?:ized|s)?[^?!]{{0,120}}?{REL}\s+{NUM}\s+times", low)
+    m = re.search(rf"(?:capital(?:ized|s)?|\ball[ -]caps)[^?!]{{0,120}}?{REL}\s+{NUM}\s+times", low)
     if m and not re.search(r"\b(?:letter|word)\s+[\"“']?\w+[\"”']?\s+(?:should|must|to|appears?)", m.group(0)):
         rel, n = relation(m.group(1), number(m.group(2)))
         yield {"type": "capital_words", "relation": rel, "n": n}
         return
-    m = re.search(rf"\b{REL}\s+{NUM}\s+words?(?:\s+or\s+phrases)?\b[^.]{{0,50}}?{CAPS}", low)
+    m = re.search(rf"\b{REL}\s+{NUM}\s+words?(?:\s+or\s+phrases)?\b[^.]{{0,50}}?{CAPS}", low) or re.search(
+        rf"\bnumber of words (?:with|in) (?:all )?(?:capital letters|caps|capitals|uppercase)[^.]{{0,20}}?\b{REL}\s+{NUM}\b",
+        low,
+    )  # "limit the number of words with all capital letters to less than four"
     if m:
         rel, n = relation(m.group(1), number(m.group(2)))
         yield {"type": "capital_words", "relation": rel, "n": n}
@@ -204,7 +240,9 @@ def _capital_words(text: str, low: str) -> Iterator[dict[str, Any]]:
 
 def _forms(text: str, low: str) -> Iterator[dict[str, Any]]:
     """Quotes, JSON, a title, two responses."""
-    if re.search(r"\b(?:wrap|put|enclose|surround)\w*\b[^.]{0,60}double quot|double quot\w* marks? around", low):
+    if re.search(
+        r"\b(?:wrap|put|enclose|surround)\w*\b[^.]{0,90}double quot|double quot\w*(?: marks?)?[^.]{0,30}\baround", low
+    ):
         yield {"type": "quoted"}
     if re.search(r"\bjson\b", low) and re.search(
         r"\bjson (?:format|block|object)|\bin json\b|\bas json\b|\bwrap[^.]{0,40}json", low
@@ -227,13 +265,21 @@ def _postscript(text: str, low: str) -> Iterator[dict[str, Any]]:
 
 
 QUOTED = r"[\"“']([^\"”']{1,200})[\"”']"
+UNTIL_END = r"[^\n\"“”]{1,120}?(?:[.?!](?=\s|$)|(?=\n|$))"  # an unquoted phrase: to its sentence's or line's end
 
 
 def _phrases(text: str, low: str) -> Iterator[dict[str, Any]]:
     """How the response must end or start: a quoted phrase."""
-    for m in re.finditer(rf"\b(?:end|finish|conclude)\w*\b[^.\"“']{{0,60}}?{QUOTED}", text, re.I):
+    ends = (
+        r"\b(?:end|finish|conclude)\w*\b|\b(?:last|final) (?:sentence|line) of (?:your|the) (?:response|answer|reply)"
+    )
+    for m in re.finditer(rf"(?:{ends})[^.\"“']{{0,60}}?{QUOTED}", text, re.I):
         if re.search(r"\w", m.group(1)):  # a phrase, not a mark ("starting and ending with '*'")
             yield {"type": "ends_with", "phrase": m.group(1).strip()}
+    # unquoted: "Finish your response with this exact phrase: So what is next?" (to its sentence's end)
+    unquoted = rf"\b(?:end|finish|conclude)\w*\b[^.\"“'\n]{{0,50}}?\bexact phrase\s*:?\s+(?![\"“'])({UNTIL_END})"
+    for m in re.finditer(unquoted, text, re.I):
+        yield {"type": "ends_with", "phrase": m.group(1).strip()}
     for m in re.finditer(
         rf"\b(?:start|begin)\w*\s+(?:your|the)\s+(?:response|answer|reply)\s+with\b[^\"“']{{0,30}}{QUOTED}", text, re.I
     ):
@@ -244,17 +290,32 @@ def _paragraph_start(text: str, low: str) -> Iterator[dict[str, Any]]:
     ordinals = {"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5}
     nth = r"(first|second|third|fourth|fifth|\d)(?:st|nd|rd|th)? paragraph"
     word = r"with (?:the )?word [\"“']?(\w+)"
-    m = re.search(rf"\b{nth}\b[^.]{{0,40}}?(?:start|begin)s? {word}", low) or re.search(
-        rf"\b(?:start|begin) the {nth} {word}", low
+    m = (
+        re.search(rf"\b{nth}\b[^.]{{0,40}}?(?:start|begin)s? {word}", low)
+        or re.search(rf"\b(?:start|begin) the {nth} {word}", low)
+        or re.search(rf"\bparagraph (\d)\b[^.]{{0,20}}?(?:start|begin)s? {word}", low)  # "paragraph 2 must start …"
     )
     if m:
         yield {"type": "paragraph_start", "nth": ordinals.get(m.group(1)) or int(m.group(1)), "word": m.group(2)}
+        return
+    # "exactly 7 paragraphs … the last paragraph must start with the word X": the 7th
+    last = re.search(rf"\b(?:last|final) paragraph\b[^.]{{0,40}}?(?:start|begin)s? {word}", low)
+    count = re.search(rf"\b(?:exactly\s+)?{NUM}\s+paragraphs\b", low)
+    if (
+        last
+        and count
+        and not re.search(rf"{REL}\s+$", low[max(0, count.start() - 16) : count.start()].replace("exactly", ""))
+    ):
+        yield {"type": "paragraph_start", "nth": number(count.group(1)), "word": last.group(1)}
 
 
 def _words(text: str, low: str) -> Iterator[dict[str, Any]]:
     """Words to use or to avoid, quoted or listed after "keywords"."""
     cue = r"\b(?:include|includes|including|contain|containing|use|using|mention|mentioning|say|saying|exclude|excluding|avoid)\b"
-    named = r"(?:[^.]{0,40}?\b(?:key\s*words?|words?|terms?|phrases?|items?)\b\s*:?\s*|\s+(?:the\s+)?(?=[\"“']))"
+    named = (  # "the words: …", "negative words such as 'sad', 'crazy'", or the quote itself
+        r"(?:[^.]{0,40}?\b(?:key\s*words?|words?|terms?|phrases?|items?)\b\s*:?\s*(?:such as\s+|like\s+)?|"
+        r"\s+(?:the\s+)?(?=[\"“']))"
+    )
     for m in re.finditer(rf"{cue}{named}", low):
         listed = _listed(text[m.end() : m.end() + 200])
         if not listed:
@@ -269,7 +330,7 @@ def _listed(after: str) -> list[str]:
     if quoted:
         return [w.strip() for w in re.findall(QUOTED, quoted.group(1)) if w.strip()][:20]
     plain = re.match(
-        r"([A-Za-z][\w-]*(?:\s*,\s*[A-Za-z][\w-]*)*(?:,?\s+(?:and|or)\s+[A-Za-z][\w-]*)?)\s*(?:[.;]|in\b|$)", after
+        r"([A-Za-z][\w-]*(?:\s*,\s*[A-Za-z][\w-]*)*(?:,?\s+(?:and|or)\s+[A-Za-z][\w-]*)?)\s*(?:[.;\n]|in\b|$)", after
     )
     if plain and re.search(r",|\s(?:and|or)\s", plain.group(1)):
         return [w.strip() for w in re.split(r",|\band\b|\bor\b", plain.group(1)) if w.strip()][:20]
@@ -278,7 +339,10 @@ def _listed(after: str) -> list[str]:
 
 def _cannot_appear(text: str, low: str) -> Iterator[dict[str, Any]]:
     """ "The words startup and capsule cannot be in the response"."""
-    said = r"\bthe words? (.{1,80}?) (?:cannot|can't|should not|must not|shouldn't|mustn't) (?:be|appear)\b"
+    said = (
+        r"\bthe words? (.{1,80}?) (?:cannot|can't|should not|must not|shouldn't|mustn't|does not|doesn't|do not|"
+        r"don't|should never|must never|may not) (?:be|appear)\b(?!\s+(?:more|over|less|fewer|at most|at least|twice|once|\d))"
+    )
     m = re.search(said, text, re.I)
     if m:
         words = re.findall(QUOTED, m.group(1)) or [w for w in re.split(r",|\band\b|\bor\b|\s", m.group(1)) if w.strip()]
@@ -288,23 +352,44 @@ def _cannot_appear(text: str, low: str) -> Iterator[dict[str, Any]]:
 
 def _frequencies(text: str, low: str) -> Iterator[dict[str, Any]]:
     """A word's or a letter's number of times."""
-    times = rf"(?:{REL}\s+{NUM}\s+times?|{REL}\s+(once|twice)|(once|twice))"
+    times = rf"(?:{REL}\s+{NUM}\s+times?|{REL}\s+(once|twice)|(once|twice)|{NUM}\s+or\s+more\s+times)"
     for m in re.finditer(rf"\bletter\s+[\"“']?([a-z])[\"”']?[^.]{{0,40}}?{times}", low):
-        rel, n = _times(m, 2)
+        rel, n = _not_more(low, m, *_times(m, 2))
         yield {"type": "letter_frequency", "letter": m.group(1), "relation": rel, "n": n}
-    for m in re.finditer(rf"\bword\s+[\"“']?([a-z][\w'-]*)[\"”']?[^.]{{0,40}}?{times}", low):
-        rel, n = _times(m, 2)
-        yield {"type": "word_frequency", "word": m.group(1), "relation": rel, "n": n}
+    for m in re.finditer(
+        r"\bthe letter\s+[\"“']?([a-z])[\"”']?(?![\w\"”'])(?![^.]{0,40}\b(?:times|once|twice)\b)", low
+    ):
+        if negated(low, m.start(), 40):  # "do not include the letter c anywhere": none of it
+            yield {"type": "letter_frequency", "letter": m.group(1), "relation": "at most", "n": 0}
+    for m in re.finditer(rf"\b(?:key)?word\s+[\"“']?([a-z][\w'-]*)[\"”']?[^.]{{0,40}}?{times}", low):
+        rel, n = _not_more(low, m, *_times(m, 2))
+        yield {"type": "word_frequency", "word": m.group(1).strip("'"), "relation": rel, "n": n}
+    ranged = rf"\b(letter|word)\s+[\"“']?([a-z][\w'-]*)[\"”']?[^.]{{0,40}}?\b(?:between\s+)?{NUM}\s+(?:to|and|-)\s+{NUM}\s+times"
+    for m in re.finditer(ranged, low):  # "the word unfortunately appears 3 to 5 times"
+        if m.group(1) == "word" or len(m.group(2)) == 1:
+            kind, what = ("word_frequency", "word") if m.group(1) == "word" else ("letter_frequency", "letter")
+            yield {"type": kind, what: m.group(2), "relation": "at least", "n": number(m.group(3))}
+            yield {"type": kind, what: m.group(2), "relation": "at most", "n": number(m.group(4))}
+
+
+def _not_more(low: str, m: re.Match[str], rel: str, n: int) -> tuple[str, int]:
+    """A count said under a negation: "avoid using the letter i more than twice" is at most 2."""
+    if rel == "at least" and (negated(low, m.start(), 40) or re.search(r"\bnot\b|n't\b|\bnever\b", m.group(0))):
+        return "at most", max(0, n - 1)
+    return rel, n
 
 
 def _times(m: re.Match[str], first: int) -> tuple[str, int]:
-    rel, n, rel2, once, bare = (
+    rel, n, rel2, once, bare, more = (
         m.group(first),
         m.group(first + 1),
         m.group(first + 2),
         m.group(first + 3),
         m.group(first + 4),
+        m.group(first + 5),
     )
+    if more is not None:  # "10 or more times"
+        return "at least", number(more)
     if rel is not None:
         return relation(rel, number(n))
     if rel2 is not None:
@@ -316,22 +401,28 @@ def _language(text: str, low: str) -> Iterator[dict[str, Any]]:
     """ "Answer in Finnish, no other language", "use only the Nepali language", "your
     response is in English": the language the whole response is in."""
     names = {name.lower().split()[0]: code for code, name in LANGUAGES.items() if code != "zh-tw"}
-    said = r"\b(?:in|use|using)\s+(?:only\s+)?(?:the\s+)?([a-z]+)(?:\s+language)?\b"
+    case = r"(?:(?:all\s+)?(?:lower\s*-?case|upper\s*-?case|capital)\s+)?"  # "in lowercase English"
+    said = rf"\b(?:in|use|using)\s+(?:only\s+)?(?:the\s+)?{case}([a-z]+)(?:\s+language)?\b"
     for m in re.finditer(said, low):
         code = names.get(m.group(1))
         if code is None:
             continue
         around = low[max(0, m.start() - 40) : m.end() + 60]
-        if re.search(r"no other language|only|entire|whole|throughout|respon|reply|answer|write|written", around):
+        # the reply's language, said of the reply or beside its letter case ("in English and all lowercase")
+        if re.search(
+            r"no other language|only|entire|whole|throughout|respon|reply|answer|write|written|(?:should|must) be in|"
+            r"capital|lower\s*-?case|upper\s*-?case",
+            around,
+        ):
             yield {"type": "language", "code": code}
             return
 
 
 def _repeat(text: str, low: str) -> Iterator[dict[str, Any]]:
     """ "First repeat the request above word for word": the reply starts with the request's text."""
-    sentences = [s for s in re.split(r"(?<=[.?!])\s+", text.strip()) if s]
+    sentences = [s for s in re.split(r"(?<=[.?!])\s+|(?<=[.?!][\"”'])\s+", text.strip()) if s]
     marks = [i for i, s in enumerate(sentences) if re.search(r"\brepeat", s, re.I)]
-    if not marks or not re.search(r"repeat[^.]{0,40}\b(?:request|question|sentence|prompt)", low):
+    if not marks or not re.search(r"repeat[^.]{0,40}\b(?:request|question|sentence|prompt|text)", low):
         return
     below = re.search(r"repeat[^.]{0,40}\bbelow\b", low) or marks[0] == 0  # the request follows the instruction
     part = sentences[marks[-1] + 1 :] if below else sentences[: marks[0]]
@@ -341,7 +432,7 @@ def _repeat(text: str, low: str) -> Iterator[dict[str, Any]]:
 
 
 RULES: tuple[Rule, ...] = (
-    _counts, _divided, _divided_sections, _highlights, _cannot_appear, _no_commas, _case, _capital_words, _forms, _postscript, _phrases, _paragraph_start,
+    _counts, _divided, _divided_sections, _shown_divided, _highlights, _cannot_appear, _no_commas, _case, _capital_words, _forms, _postscript, _phrases, _paragraph_start,
     _words, _frequencies, _language, _repeat,
 )  # fmt: skip
 
