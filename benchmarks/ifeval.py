@@ -80,7 +80,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "seq-3-focused-1": dict(
         strategy="sequential", samples=3, max_iterations=2, refine_form="focused", repair_samples=1, judging=False
     ),
-    # each check kind in its measured form (commas: rewrite), same budget as seq-3-focused-1
+    # each check kind in its measured form (commas: rewrite), same budget as seq-3-focused-1:
+    # chosen on the tuning rows as chat's --preset best (task/task.py REPAIR_BEST)
     "seq-3-by_kind-1": dict(
         strategy="sequential", samples=3, max_iterations=2, refine_form="by_kind", repair_samples=1, judging=False
     ),
