@@ -108,7 +108,7 @@ def test_a_task_without_code_checks_samples_and_selects_by_its_judge():
     assert result.output == "Apple"
     kept = result.iterations[0].verification
     assert kept.score is None and kept.judged == 0.9 and [j.question for j in kept.judgments] == ["follows", "correct"]
-    assert SelfRefine("chat", FakeBackend(), preset="best").config.samples == 4  # chat has a best now
+    assert SelfRefine("chat", FakeBackend(), preset="best").config.samples == 3  # chat has a best now
 
 
 def test_without_probabilities_the_judge_samples_verdicts_and_says_so():

@@ -235,9 +235,11 @@ def test_a_refinement_ends_where_it_would_go_on_with_the_prompts_own_pattern():
 
 
 def test_preset_best_on_chat_is_the_configuration_measured_best_on_ifeval():
-    # docs/ifeval.md (issue 45): drafts until one passes the derived checks, then focused repairs
+    # docs/ifeval.md (issue 45): drafts until one passes the derived checks (at most 3), then one
+    # repair a failed check, in its kind's form, one try each (chosen on the tuning rows)
     config = SelfRefine("chat", FakeBackend(), preset="best").config
-    assert (config.strategy, config.samples, config.refine_form, config.judging) == ("sequential", 4, "focused", False)
+    got = (config.strategy, config.samples, config.refine_form, config.repair_samples, config.max_iterations)
+    assert got == ("sequential", 3, "by_kind", 1, 2) and config.judging is False
 
 
 def test_preset_best_on_chat_stops_at_a_passing_draft_and_repairs_a_failing_one():
@@ -245,10 +247,11 @@ def test_preset_best_on_chat_stops_at_a_passing_draft_and_repairs_a_failing_one(
     fake = FakeBackend({"generate": ["Apple and pear and plum."]})
     result = SelfRefine("chat", fake, preset="best").run(request)
     assert [r.role for r in fake.requests] == ["generate"] and result.fails == []  # one draft: it passes
-    fake = FakeBackend({"generate": ["Apple, pear, plum."] * 4, "refine": ["Apple and pear and plum."]})
+    fake = FakeBackend({"generate": ["Apple, pear, plum."] * 3, "refine": ["Apple and pear and plum."]})
     result = SelfRefine("chat", fake, preset="best").run(request)
-    assert [r.role for r in fake.requests] == ["generate"] * 4 + ["refine"]  # no critic, no judge
-    assert result.output == "Apple and pear and plum." and result.iterations[-1].focus.kept
+    assert [r.role for r in fake.requests] == ["generate"] * 3 + ["refine"]  # no critic, no judge
+    focus = result.iterations[-1].focus
+    assert result.output == "Apple and pear and plum." and focus.kept and focus.form == "rewrite"  # commas: rewrite
 
 
 def test_draft_drops_a_repeated_cue(task):
