@@ -98,6 +98,19 @@ def iv(x) -> str:
     return "–" if x is None else f"{x.estimate:.3f} [{x.low:.3f}, {x.high:.3f}]"
 
 
+def verdict(diff, ratio: float) -> str:
+    """The paired difference in words: worse or better only where its interval excludes 0."""
+    if diff is None:
+        return "no paired rows"
+    cost = f"at {ratio:.2f}× the preset's tokens"
+    if diff.high < 0:
+        return f"the mechanism is **worse** than the task's preset, {diff.estimate:+.3f} {cost}"
+    if diff.low > 0:
+        return f"the mechanism is **better** than the task's preset, {diff.estimate:+.3f} {cost}"
+    side = "below" if diff.estimate < 0 else "above" if diff.estimate > 0 else "level with"
+    return f"{side} the task's preset by {abs(diff.estimate):.3f}, an interval that includes 0, {cost}"
+
+
 def report(args: argparse.Namespace) -> str:
     """Per task: each point on the rows both points finished, then repair − best, paired."""
     rows = [
@@ -108,6 +121,7 @@ def report(args: argparse.Namespace) -> str:
         "| task | n | repair − best [95%] | better / worse | tokens: repair / best | lists: repair − best |",
         "|---|---|---|---|---|---|",
     ]
+    verdicts = []
     for task in args.tasks:
         examples = fresh(task, FRESH_ROWS[task][1] - FRESH_ROWS[task][0] + 1, args.data_dir)
         by_id = {e.id: e for e in examples}
@@ -134,7 +148,8 @@ def report(args: argparse.Namespace) -> str:
         share = "–" if lists["ours-best"] is None else f"{lists['ours-repair'] - lists['ours-best']:+.3f}"
         signed = "–" if diff is None else f"{diff.estimate:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
         diffs.append(f"| {task} | {len(ids)} | {signed} | {better} / {worse} | {ratio:.2f}× | {share} |")
-    text = "\n".join(rows) + "\n\n" + "\n".join(diffs)
+        verdicts.append(f"- {task} ({len(ids)} rows): {verdict(diff, ratio)}")
+    text = "\n".join(rows) + "\n\n" + "\n".join(diffs) + "\n\n" + "\n".join(verdicts)
     write_between(args.doc, START, END, text)
     print(text)
     return text

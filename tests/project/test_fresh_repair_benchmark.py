@@ -9,12 +9,15 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import fresh_repair
 from _peers import Record, append_record, records_path
+
+from selfrefine.evaluation.stats import Interval
 
 SCENE = "A man and his dog walk through the park and throw a ball on the grass."
 LISTED = "Man.\nDog.\nPark.\nBall.\nGrass."
@@ -37,6 +40,18 @@ def test_report_pairs_rows_and_counts_outputs_flagged_as_lists(tmp_path: Path) -
     assert "| commongen | ours-best | 3 | 0.800 [" in text and "| 1000 | 1.00 | 0.667 |" in text
     assert "| commongen | ours-repair | 3 | 0.800 [" in text and "| 500 | 1.00 | 0.000 |" in text
     assert "| commongen | 3 | +0.000 [" in text and "| 1 / 1 | 0.50× | -0.667 |" in text
+    assert "- commongen (3 rows): level with the task's preset by 0.000, an interval that includes 0, at 0.50×" in text
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "said"),
+    [(-0.3, -0.1, "**worse** than the task's preset, -0.200"), (0.1, 0.3, "**better**"), (-0.1, 0.3, "above")],
+)
+def test_the_verdict_says_worse_or_better_only_where_the_interval_excludes_zero(
+    low: float, high: float, said: str
+) -> None:
+    diff = Interval(estimate=(low + high) / 2, low=low, high=high, n=5)
+    assert said in fresh_repair.verdict(diff, 2.0) and "2.00×" in fresh_repair.verdict(diff, 2.0)
 
 
 def test_a_task_outside_the_two_is_a_usage_error() -> None:
