@@ -26,7 +26,18 @@ import sys
 import time
 from pathlib import Path
 
-from _peers import DATA_DIR, ROOT, Record, append_record, read_records, records_path, select_rows, write_between
+from _peers import (
+    DATA_DIR,
+    ROOT,
+    Record,
+    append_record,
+    first_sentence,
+    metric,
+    read_records,
+    records_path,
+    select_rows,
+    write_between,
+)
 from frontier import FRESH_ROWS, OURS, _one
 from vs_peers import log
 
@@ -49,6 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--doc", type=Path, default=ROOT / "docs" / "frontier.md")
     p.add_argument("--data-dir", type=Path, default=DATA_DIR, help="where the dev files are")
     p.add_argument("--report-only", action="store_true")
+    p.add_argument(
+        "--replay", action="store_true", help="the report replays the mechanism's runs from the cache: repairs kept"
+    )
     args = p.parse_args(argv)
     args.tasks = args.tasks.split(",")
     bad = [t for t in args.tasks if t not in TASKS]
@@ -98,6 +112,10 @@ def iv(x) -> str:
     return "–" if x is None else f"{x.estimate:.3f} [{x.low:.3f}, {x.high:.3f}]"
 
 
+def signed_iv(x) -> str:
+    return "–" if x is None else f"{x.estimate:+.3f} [{x.low:+.3f}, {x.high:+.3f}]"
+
+
 def verdict(diff, ratio: float) -> str:
     """The paired difference in words: worse or better only where its interval excludes 0."""
     if diff is None:
@@ -111,15 +129,58 @@ def verdict(diff, ratio: float) -> str:
     return f"{side} the task's preset by {abs(diff.estimate):.3f}, an interval that includes 0, {cost}"
 
 
+def first_coverage(task: str, records: list[Record], by_id: dict[str, Example]) -> list[float] | None:
+    """commongen: each returned output's first sentence's coverage (the task asks for one sentence)."""
+    if task != "commongen":
+        return None
+    return [metric(task, by_id[r.id], first_sentence(r.output)) for r in records]
+
+
+def replay(args: argparse.Namespace, task: str, examples: list[Example]) -> str:
+    """The mechanism's runs replayed through the library from the response cache (a request
+    it does not hold reaches the model and is counted): how many first drafts passed every
+    check, and the focused repairs tried, kept, and why the others were rejected."""
+    from selfrefine.backends.embedded import LlamaCppBackend
+    from selfrefine.engine.loop import SelfRefine
+    from selfrefine.evaluation.response_cache import CachedBackend, ResponseCache
+
+    backend = CachedBackend(LlamaCppBackend(model="embedded", n_ctx=8192), ResponseCache(args.out / "responses.sqlite"))
+    engine = SelfRefine(task, backend, config=RefineConfig(**OURS["ours-repair"]))
+    passed, tries, kept, why = 0, 0, 0, {"its check still failed": 0, "it broke a passing check": 0, "other": 0}
+    for example in examples:
+        result = asyncio.run(engine.arun(example.input, example.reference))
+        first = result.iterations[0].verification if result.iterations else None
+        passed += bool(first and first.passed)
+        for focus in (it.focus for it in result.iterations if it.focus is not None):
+            tries += 1
+            kept += focus.kept
+            if not focus.kept:
+                reason = (
+                    "its check still failed"
+                    if focus.why.startswith("the check it was for still fails")
+                    else "it broke a passing check"
+                    if focus.why.startswith("it breaks a check")
+                    else "other"
+                )
+                why[reason] += 1
+    rejected = ", ".join(f"{n} {reason}" for reason, n in why.items() if n) or "none"
+    return (
+        f"  replayed from the response cache ({backend.misses} calls missed it): a first draft passed every "
+        f"check (no repair needed) on {passed} of {len(examples)} rows; focused repairs tried {tries}, kept {kept}; "
+        f"rejected: {rejected} (other: scored lower by the checks, or no change)"
+    )
+
+
 def report(args: argparse.Namespace) -> str:
     """Per task: each point on the rows both points finished, then repair − best, paired."""
     rows = [
-        "| task | point | n | returned [95%] | tokens/ex | calls/ex | outputs flagged as lists |",
-        "|---|---|---|---|---|---|---|",
+        "| task | point | n | returned [95%] | 1st sentence [95%] | tokens/ex | calls/ex | outputs flagged as lists |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     diffs = [
-        "| task | n | repair − best [95%] | better / worse | tokens: repair / best | lists: repair − best |",
-        "|---|---|---|---|---|---|",
+        "| task | n | repair − best [95%] | better / worse | 1st sentence: repair − best [95%] "
+        "| tokens: repair / best | lists: repair − best |",
+        "|---|---|---|---|---|---|---|",
     ]
     verdicts = []
     for task in args.tasks:
@@ -136,9 +197,10 @@ def report(args: argparse.Namespace) -> str:
             lists[p] = list_share(task, recs[p], by_id)
             calls = sum(r.calls for r in recs[p]) / len(ids)
             share = "–" if lists[p] is None else f"{lists[p]:.3f}"
+            first = first_coverage(task, recs[p], by_id)
             rows.append(
                 f"| {task} | {p} | {len(ids)} | {iv(bootstrap_mean([r.metric for r in recs[p]]))} "
-                f"| {tokens[p]:.0f} | {calls:.2f} | {share} |"
+                f"| {iv(first and bootstrap_mean(first))} | {tokens[p]:.0f} | {calls:.2f} | {share} |"
             )
         best, repair = ([r.metric for r in recs[p]] for p in POINTS)
         diff = paired_bootstrap_diff(best, repair)
@@ -146,9 +208,14 @@ def report(args: argparse.Namespace) -> str:
         worse = sum(r < b for b, r in zip(best, repair, strict=True))
         ratio = tokens["ours-repair"] / tokens["ours-best"] if tokens["ours-best"] else float("nan")
         share = "–" if lists["ours-best"] is None else f"{lists['ours-repair'] - lists['ours-best']:+.3f}"
-        signed = "–" if diff is None else f"{diff.estimate:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]"
-        diffs.append(f"| {task} | {len(ids)} | {signed} | {better} / {worse} | {ratio:.2f}× | {share} |")
+        firsts = [first_coverage(task, recs[p], by_id) for p in POINTS]
+        first = signed_iv(firsts[0] and paired_bootstrap_diff(*firsts))
+        diffs.append(
+            f"| {task} | {len(ids)} | {signed_iv(diff)} | {better} / {worse} | {first} | {ratio:.2f}× | {share} |"
+        )
         verdicts.append(f"- {task} ({len(ids)} rows): {verdict(diff, ratio)}")
+        if args.replay:
+            verdicts.append(replay(args, task, [by_id[i] for i in ids]))
     text = "\n".join(rows) + "\n\n" + "\n".join(diffs) + "\n\n" + "\n".join(verdicts)
     write_between(args.doc, START, END, text)
     print(text)

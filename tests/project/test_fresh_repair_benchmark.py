@@ -39,7 +39,8 @@ def test_report_pairs_rows_and_counts_outputs_flagged_as_lists(tmp_path: Path) -
     assert text.startswith("head\n") and text.endswith("tail\n") and "old" not in text
     assert "| commongen | ours-best | 3 | 0.800 [" in text and "| 1000 | 1.00 | 0.667 |" in text
     assert "| commongen | ours-repair | 3 | 0.800 [" in text and "| 500 | 1.00 | 0.000 |" in text
-    assert "| commongen | 3 | +0.000 [" in text and "| 1 / 1 | 0.50× | -0.667 |" in text
+    assert "| commongen | 3 | +0.000 [" in text and "| 1 / 1 | +0.533 [" in text
+    assert "| 0.50× | -0.667 |" in text  # the preset's first sentences are "Man.": 1 concept of 5
     assert "- commongen (3 rows): level with the task's preset by 0.000, an interval that includes 0, at 0.50×" in text
 
 
