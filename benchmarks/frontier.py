@@ -26,7 +26,8 @@ on rows nobody tuned on. Ids are unique per row, so both kinds share a point's f
   ``ours-k4-r0-quantities`` / ``-steps`` vote 4 samples written two ways in turn (a program,
   and a program quoting the question's numbers first / a step-by-step answer);
 - ``ours-auto-B``: ``strategy="auto"`` with a budget of B tokens per example;
-- ``ours-best``: ``preset="best"``; ``ours-paper``: the paper's loop;
+- ``ours-best``: ``preset="best"``; ``ours-paper``: the paper's loop; ``ours-repair``: ``REPAIR_BEST``
+  (chat's ``--preset best``: sequential first drafts, then focused repairs; ``fresh_repair.py``);
 - ``dspy-bestofn-nN``: DSPy ``BestOfN(N)``, ``dspy-refine-n3``: ``Refine(N=3)``, reward = the
   task's own reference-free check (threshold 1.0).
 
@@ -76,6 +77,7 @@ from selfrefine.engine.loop import SelfRefine
 from selfrefine.evaluation.datasets import Example
 from selfrefine.evaluation.response_cache import CachedBackend, ResponseCache
 from selfrefine.evaluation.stats import paired_bootstrap_diff
+from selfrefine.task.task import REPAIR_BEST
 
 TASKS = ("commongen", "gsm8k", "acronym", "sentiment")
 PEER_TASKS = ("commongen", "gsm8k")  # DSPy runs these (benchmarks/_peers_dspy.py has their signatures)
@@ -92,6 +94,7 @@ OURS: dict[str, dict] = {
     **{f"ours-k{k}-r{r}-v": {**VERIFIER, "samples": k, "max_iterations": r} for k in (1, 2, 4) for r in (1, 2)},
     **{f"ours-auto-{b}": {**HYBRID, "strategy": "auto", "max_total_tokens": b} for b in (1000, 1500, 3000, 6000)},
     "ours-best": {"preset": "best"},
+    "ours-repair": dict(REPAIR_BEST),  # chat's --preset best on the task (issue 45; benchmarks/fresh_repair.py)
     "ours-paper": {},
 }
 THEIRS = {
