@@ -190,9 +190,12 @@ def ifeval_sentence(ifeval: Any) -> str | None:
     if not others:
         return None
 
+    preset = (ifeval or {}).get("preset")
+
     def one(name: str, c: dict[str, Any]) -> str:
+        label = f"{name} (chat's `--preset best`)" if name == preset else name
         return (
-            f"{name} {num(c['one_step']['estimate'])} → {num(c['prompt_strict']['estimate'])} "
+            f"{label} {num(c['one_step']['estimate'])} → {num(c['prompt_strict']['estimate'])} "
             f"({interval(c['delta_vs_one_step'], signed=True)}, {c['better']} better / {c['worse']} worse, "
             f"{c['prompts']} prompts, {c['tokens'] / c['one_step_tokens']:.0f}× the tokens)"
         )

@@ -39,7 +39,6 @@ from _ifeval_official import follows as official_follows  # noqa: E402
 from _ifeval_official import prompts  # noqa: E402
 from _ifeval_repairs import (  # noqa: E402
     EARLIER,
-    FORMS,
     drafts_only,
     earlier_configs,
     earlier_derivation,
@@ -64,6 +63,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "preset-best": dict(preset="best"),
     # issue 45: first drafts one at a time until one passes (at most K), then focused repairs
     # judging off: among drafts the checks tie, the earlier (the judge cost 2-6k tokens a prompt there)
+    "seq-3": dict(strategy="sequential", samples=3, max_iterations=0, judging=False),
     "seq-4": dict(strategy="sequential", samples=4, max_iterations=0, judging=False),
     "seq-8": dict(strategy="sequential", samples=8, max_iterations=0, judging=False),
     "seq-4-focused": dict(
@@ -292,9 +292,16 @@ LOOKED_AT = {322, 3743, 3186, 3063, 2563, 32, 2314, 3041, 1107}  # report rows r
 
 def load(name: str, part: str, out: Path) -> dict[int, dict[str, Any]]:
     got = read_rows(out / f"{name}-{part}.jsonl")
-    if not got and name == "seq-4":  # the sequential drafts alone: a repair run's first step, its repairs left out
-        got = {k: drafts_only(r) for k, r in read_rows(out / f"seq-4-focused-{part}.jsonl").items()}
+    if not got and name in DRAFTS_OF:  # the sequential drafts alone: a repair run's first step, its repairs left out
+        got = {k: drafts_only(r) for k, r in read_rows(out / f"{DRAFTS_OF[name]}-{part}.jsonl").items()}
     return got
+
+
+PRESET = "seq-3-by_kind-1"  # chat's --preset best (task/task.py REPAIR_BEST)
+# the refinement's own share: a repair run against sampling alone (its own drafts; more drafts)
+SHARES = [("seq-3-by_kind-1", "seq-3"), ("seq-3-by_kind-1", "seq-4"), ("seq-4-focused", "seq-4"),
+          ("seq-4-focused", "seq-8"), ("seq-8", "seq-4")]  # fmt: skip
+DRAFTS_OF = {"seq-3": "seq-3-by_kind-1", "seq-4": "seq-4-focused"}  # sampling alone, read from a repair run
 
 
 def read_rows(path: Path) -> dict[int, dict[str, Any]]:
@@ -523,17 +530,25 @@ def report(out: Path) -> None:
             "",
             *earlier_configs(),
             "",
-            "`seq-4` is the first step of `seq-4-focused` (its sequential drafts, the same calls), its repairs left",
-            "out: what sampling until a draft passes gives alone.",
+            "`seq-3` and `seq-4` are the first steps of `seq-3-by_kind-1` and `seq-4-focused` (their sequential",
+            "drafts, the same calls), the repairs left out: what sampling until a draft passes gives alone.",
+            "`seq-3-by_kind-1` is chat's `--preset best` (`REPAIR_BEST`): at most 3 first drafts, then at most 2",
+            "repairs of one failed check, one try each, each in its kind's form (`refine_form by_kind`).",
+            "",
+            "### Chosen on the tuning rows",
+            "",
+            "The preset was chosen on the first tuning rows before any report row ran with it: the cheapest",
+            "configuration with the accuracy of `seq-4-focused` there (the report rows above were not read for it).",
+            "",
+            *config_table("tune", out)[0],
             "",
             "### The refinement's own share",
             "",
-            "Sequential drafts with focused repairs against sampling alone on the same prompts (paired bootstrap):",
-            "`seq-8` samples up to 8 first drafts instead of repairing, about the tokens the repairs cost.",
+            "Sequential drafts with repairs against sampling alone on the same prompts (paired bootstrap): the",
+            "same run's drafts (`seq-3`, `seq-4`), and more drafts instead of repairs at about the repairs' tokens",
+            "(`seq-4` for the preset, `seq-8` for `seq-4-focused`).",
             "",
-            *share_table(
-                load, out, "report", [("seq-4-focused", "seq-4"), ("seq-4-focused", "seq-8"), ("seq-8", "seq-4")]
-            ),
+            *share_table(load, out, "report", SHARES),
             "",
             "### Where the tokens go (tokens per prompt by purpose)",
             "",
@@ -555,7 +570,15 @@ def report(out: Path) -> None:
             "",
             *kinds_table(load, out, "tune"),
             "",
-            *(["On the report rows:", "", *kinds_table(load, out, "report", tuple(n for n in FORMS)), ""]),
+            'The two short forms differ by kind: rewrite fixed forbidden characters ("no commas") where',
+            "focused never did, and focused fixed counts where rewrite never did. So `refine_form by_kind`",
+            "(engine/focused.py `KIND_FORMS`) asks forbidden characters in the rewrite form and every other kind",
+            "in the focused form; chat's preset uses it (per kind on the tuning and report rows below:",
+            "`seq-3-by_kind-1`'s column counts both forms' tries).",
+            "",
+            *kinds_table(load, out, "tune", ("seq-3-by_kind-1",)),
+            "",
+            *(["On the report rows:", "", *kinds_table(load, out, "report", ("seq-4-focused", "seq-3-by_kind-1")), ""]),
             "## By instruction group (strict: one step → configuration / instructions given)",
             "",
             "Each configuration's column counts the prompts it ran with one step.",
@@ -571,7 +594,7 @@ def report(out: Path) -> None:
     earlier = json.loads(EARLIER.read_text(encoding="utf-8"))["configurations"] if EARLIER.exists() else {}
     csum.update({f"{n} (2026-11-27)": c for n, c in earlier.items() if n != "one-step"})  # rows not kept
     summary = {"generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": "report", "tune_rows": TUNE,
-               "report_rows": REPORT, "seed": SEED, "derivation": qsum, "configurations": csum, "groups": tsum}  # fmt: skip
+               "report_rows": REPORT, "seed": SEED, "preset": PRESET, "derivation": qsum, "configurations": csum, "groups": tsum}  # fmt: skip
     SUMMARY.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(text)
 

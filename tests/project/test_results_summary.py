@@ -70,6 +70,7 @@ def test_the_summary_is_computed_from_the_sources(results, monkeypatch, tmp_path
     (tmp_path / "ifeval_summary.json").write_text(json.dumps(ifeval))
     with_ifeval = "\n".join(results.summary_section())
     assert "## In six sentences" in with_ifeval and "→ 0.987 (" in with_ifeval and "42 better" in with_ifeval
+    assert f"{ifeval['preset']} (chat's `--preset best`)" in with_ifeval  # the shipped preset is named
     for name in (
         "judged_loop.json",
         "frontier.md",
@@ -102,3 +103,17 @@ def test_the_page_explains_commongens_one_draft_numbers_and_coverage_without_sen
     assert "Compare a system only with the one-draft number of its own table" in care
     assert "Coverage also rose without sense" in care and "found none a reader accepts as a scene" in care
     assert "`docs/judges.md`" in care
+
+
+def test_the_ifeval_page_measures_the_preset_chat_ships(monkeypatch):
+    # docs/ifeval.md names a configuration chat's --preset best; it must be REPAIR_BEST exactly,
+    # and the committed summary must say which, so a changed preset cannot keep old numbers
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import ifeval
+
+    from selfrefine.task.task import REPAIR_BEST
+
+    measured = ifeval.CONFIGS[ifeval.PRESET]
+    assert {k: measured.get(k) for k in REPAIR_BEST} == REPAIR_BEST
+    summary = json.loads((ROOT / "docs" / "ifeval_summary.json").read_text())
+    assert summary["preset"] == ifeval.PRESET and ifeval.PRESET in summary["configurations"]
