@@ -82,19 +82,7 @@ def _all_counts(text: str, low: str) -> Iterator[dict[str, Any]]:
     """A relation and a number before a unit: "at least 300 words", "less than 6 sentences";
     a bare number of paragraphs, bullet points or sections is that many ("3 paragraphs")."""
     for unit, noun in UNITS.items():
-        for m in re.finditer(rf"\b{NUM}\s+(?:to|-|or)\s+{NUM}\s+(?:{noun})\b", low):  # "100 to 120 words", "5 or 6"
-            yield {"type": "count", "unit": unit, "relation": "at least", "n": number(m.group(1))}
-            yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(2))}
-        for m in re.finditer(
-            rf"\b{NUM}\s+(?:(?:{noun})\s+or\s+(?:less|fewer)|or\s+(?:less|fewer)\s+(?:{noun}))\b", low
-        ):
-            yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(1))}  # "200 words or less"
-        for m in re.finditer(rf"\bnumber of (?:{noun})\b[^.]{{0,40}}?\b{RANGE}", low):  # "in the range of 40 to 60"
-            yield {"type": "count", "unit": unit, "relation": "at least", "n": number(m.group(1))}
-            yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(2))}
-        for m in re.finditer(rf"\b(?:longer|more) than\s+{NUM}\s+(?:{noun})\b", low):
-            if negated(low, m.start(), 40):  # "nothing longer than 30 words"
-                yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(1))}
+        yield from _range_counts(low, unit, noun)
         for m in re.finditer(rf"\b(?:{REL}\s+)?{NUM}(\+)?[\s-]+(or more\s+)?(?:{noun})\b", low):
             if re.search(rf"{NUM}\s+(?:to|-|or)\s+$", low[max(0, m.start() - 12) : m.start()]):
                 continue  # the upper end of a range (above)
@@ -122,6 +110,22 @@ def _all_counts(text: str, low: str) -> Iterator[dict[str, Any]]:
             if unit == "sections" and not marker:
                 continue  # sections counted by their headings: none named
             yield {**check, "marker": marker} if marker else check
+
+
+def _range_counts(low: str, unit: str, noun: str) -> Iterator[dict[str, Any]]:
+    """Counts said as a range or a bound after the number: "100 to 120 words", "5 or 6",
+    "200 words or less", "in the range of 40 to 60", "nothing longer than 30 words"."""
+    for m in re.finditer(rf"\b{NUM}\s+(?:to|-|or)\s+{NUM}\s+(?:{noun})\b", low):
+        yield {"type": "count", "unit": unit, "relation": "at least", "n": number(m.group(1))}
+        yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(2))}
+    for m in re.finditer(rf"\b{NUM}\s+(?:(?:{noun})\s+or\s+(?:less|fewer)|or\s+(?:less|fewer)\s+(?:{noun}))\b", low):
+        yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(1))}
+    for m in re.finditer(rf"\bnumber of (?:{noun})\b[^.]{{0,40}}?\b{RANGE}", low):
+        yield {"type": "count", "unit": unit, "relation": "at least", "n": number(m.group(1))}
+        yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(2))}
+    for m in re.finditer(rf"\b(?:longer|more) than\s+{NUM}\s+(?:{noun})\b", low):
+        if negated(low, m.start(), 40):
+            yield {"type": "count", "unit": unit, "relation": "at most", "n": number(m.group(1))}
 
 
 def _marker(text: str, low: str, unit: str) -> str:
