@@ -197,7 +197,7 @@ def ifeval_sentence(ifeval: Any) -> str | None:
         return (
             f"{label} {num(c['one_step']['estimate'])} → {num(c['prompt_strict']['estimate'])} "
             f"({interval(c['delta_vs_one_step'], signed=True)}, {c['better']} better / {c['worse']} worse, "
-            f"{c['prompts']} prompts, {c['tokens'] / c['one_step_tokens']:.0f}× the tokens)"
+            f"{c['prompts']} prompts, {c['tokens'] / c['one_step_tokens']:.1f}× the tokens)"
         )
 
     text = (
