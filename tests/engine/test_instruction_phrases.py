@@ -169,3 +169,14 @@ def test_a_new_phrasing_that_states_no_such_instruction_reads_none(request_):
     assert not any(c["type"] == "forbidden_words" or c.get("unit") == "highlights" for c in found)
     if "dragon" in request_:  # a count said once, no range
         assert not any(c["type"] == "word_frequency" and c["relation"] != "exactly" for c in found)
+
+
+def test_a_request_is_never_read_as_asking_both_letter_cases():
+    # IFEval-style: the lowercase is negated 50 characters back, beyond the plain reading's window
+    caps = (
+        "Use all capital letters to express the craziness. Basically, not a single word in your "
+        "entire reply should contain lowercase letters."
+    )
+    assert [c for c in kinds(caps) if c["type"] == "case"] == [{"type": "case", "letters": "upper"}]
+    both = "Write it in all lowercase letters. Write it in all capital letters."  # contradictory: code reads neither
+    assert [c for c in kinds(both) if c["type"] == "case"] == []

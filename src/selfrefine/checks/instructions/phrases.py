@@ -211,8 +211,22 @@ def _case(text: str, low: str) -> Iterator[dict[str, Any]]:
         low,
     )
     not_capitalized = re.search(r"\bnot (?:a single letter|any letter)[^.]{0,60}capitali[sz]ed", low)
-    if (lower and not negated(low, lower.start(), 20)) or not_capitalized:
+    said_lower = (lower is not None and not negated(low, lower.start(), 20)) or not_capitalized is not None
+    said_upper = _all_capitals(text, low)
+    if said_lower and said_upper:
+        # no reply is in both cases: "all capital letters ... not a single word should contain
+        # lowercase letters" negates the lowercase further back; else neither is read, and the
+        # model's derivation reads the wording (the case group stays uncovered)
+        negated_lower = lower is not None and not not_capitalized and negated(low, lower.start(), 60)
+        said_lower, said_upper = False, negated_lower
+    if said_lower:
         yield {"type": "case", "letters": "lower"}
+    if said_upper:
+        yield {"type": "case", "letters": "upper"}
+
+
+def _all_capitals(text: str, low: str) -> bool:
+    """Whether the whole reply is asked in capitals ("use all capital letters"), not some words."""
     capital = re.search(
         r"\b(?:all|only(?: use)?|entirely in|entire response[^.]{0,40}in)\s+(?:capital|upper\s*-?case|caps)\b"
         r"|\bcapitali[sz]e (?:all|every|each) (?:of )?(?:your |the )?(?:words|letters?)\b",
@@ -221,8 +235,7 @@ def _case(text: str, low: str) -> Iterator[dict[str, Any]]:
     some = capital and re.search(
         r"\b(?:some|a few|several|certain)\s+words?\s+$", low[max(0, capital.start() - 30) : capital.start()]
     )
-    if capital and not some and not any(True for _ in _capital_words(text, low)):
-        yield {"type": "case", "letters": "upper"}
+    return bool(capital and not some and not any(True for _ in _capital_words(text, low)))
 
 
 def _capital_words(text: str, low: str) -> Iterator[dict[str, Any]]:
