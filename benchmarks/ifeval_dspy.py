@@ -97,9 +97,13 @@ def server(threads: int) -> Iterator[str]:
             time.sleep(1)
         log(f"server {url} ({Path(cmd[0]).name if binary else 'llama_cpp.server'})")
         yield url
-    finally:
+    finally:  # llama_cpp.server finishes the request in flight on SIGTERM: minutes, with Refine's advice
         proc.terminate()
-        proc.wait(30)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def run(points: list[str], picked: list[dict[str, Any]], out: Path, threads: int, stop_at: float) -> None:
@@ -164,6 +168,7 @@ def point_line(point: str, rs: list[dict[str, Any]]) -> str:
 
 def report(out: Path, ours: Path, doc: Path) -> str:
     points = {p: got for p in POINTS if (got := scored(p, out, ours))}
+    order = [r["key"] for r in rows("report")]
 
     def loader(name: str, part: str, _out: Path) -> dict[int, dict[str, Any]]:
         return points[name] if name in points else load(name, part, ours)
@@ -188,6 +193,10 @@ def report(out: Path, ours: Path, doc: Path) -> str:
         "reading, the model's where code left wording uncovered). DSPy's tokens are every call's prompt and",
         "completion (Refine's advice calls included) plus that derivation call's, as ours include it. Same GGUF",
         "(the default model) for both; ours ran in-process, DSPy's through llama-cpp-python's OpenAI server.",
+        "Refine's advice call sees the reward's code and its value, as DSPy gives them, not which check failed.",
+        "",
+        f"Rows: the first {max(map(len, points.values()), default=0)} report rows (keys in the fixed order: "
+        f"{', '.join(map(str, sorted(set().union(*points.values()), key=order.index)))}).",
         "",
         *lines,
         "",
