@@ -58,3 +58,8 @@ def test_stop_time_is_the_earlier_bound() -> None:
     until = calendar.timegm((g.tm_year, g.tm_mon, g.tm_mday, g.tm_hour, g.tm_min, 0))
     if g.tm_mday == time.gmtime(now).tm_mday:  # not across midnight
         assert ifeval_dspy.stop_time(60, f"{g.tm_hour:02d}:{g.tm_min:02d}") == until
+
+
+def test_verdict_line_names_the_pair_and_the_token_ratio() -> None:
+    line = "| dspy-bestofn-n4 | seq-8 | 20 | 0.5 | 0.6 | -0.100 [-0.300, +0.100] | 1 / 3 | 900 | 1800 |"
+    assert ifeval_dspy.verdict_line(line) == "| dspy-bestofn-n4 | seq-8 | -0.100 [-0.300, +0.100] | level | 0.50 |"
