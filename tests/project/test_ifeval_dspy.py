@@ -26,7 +26,9 @@ def _write(path: Path, rows: list[dict]) -> None:
 
 
 def test_dspy_rows_are_scored_officially_and_charged_our_derivation(tmp_path: Path) -> None:
-    row = ifeval.rows("report")[0]
+    # an IFEval-shaped row (the dataset package is a benchmark-only dependency; the verifiers ship here)
+    row = {"key": 7, "prompt": "Reply in lowercase.", "instruction_id_list": ["change_case:english_lowercase"],
+           "kwargs": [{}]}  # fmt: skip
     ours, out = tmp_path / "ours", tmp_path / "dspy"
     verdict = ifeval.verdicts(row, "x")
     _write(ours / "seq-4-focused-report.jsonl", [{"key": row["key"], "checks": [{"type": "lowercase"}],
@@ -34,7 +36,7 @@ def test_dspy_rows_are_scored_officially_and_charged_our_derivation(tmp_path: Pa
            "tokens": 500, "first": "x", "output": "x"}])  # fmt: skip
     _write(out / "dspy-bestofn-n4.jsonl", [{"key": row["key"], "output": "y", "first": "", "rewards": [0.5, 1.0],
            "calls": 2, "prompt_tokens": 300, "completion_tokens": 50, "seconds": 3.0, "error": None}])  # fmt: skip
-    got = ifeval_dspy.scored("dspy-bestofn-n4", out, ours)[row["key"]]
+    got = ifeval_dspy.scored("dspy-bestofn-n4", out, ours, {row["key"]: row})[row["key"]]
     assert (got["dspy_tokens"], got["tokens"]) == (350, 750)
     assert got["returned"] == ifeval.verdicts(row, "y")
     assert got["draft0"]["strict"] == [False] * len(row["instruction_id_list"])  # no first reply: nothing passes
