@@ -57,6 +57,7 @@ def kinds_table(load: Loader, out: Path, part: str, names: tuple[str, ...] = FOR
         for row in load(name, part, out).values():
             for focus in row.get("focus", []):
                 kind = focus.get("kind") or focus.get("check", "?")
+                kind += " (continued)" if focus.get("form") == "extend" else ""  # a too-short draft's repair
                 cell = per.setdefault(kind, {}).setdefault(name, [0, 0, 0])
                 cell[0] += 1
                 cell[1] += bool(focus.get("fixed"))

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from selfrefine.backends.base import CompletionRequest, Turn, chat_messages, flat_prompt, shown_prompt
 from selfrefine.backends.fake import FakeBackend
 from selfrefine.backends.openai_compat import OpenAIBackend
+from selfrefine.core.bans import TokenBan
 from selfrefine.evaluation.response_cache import ResponseCache
 
 MESSAGES = [
@@ -75,11 +76,13 @@ def test_the_cache_key_holds_the_messages_and_keeps_the_old_keys():
     other = a.model_copy(update={"turns": [Turn(role="user", content="My name is Bo.")]})
     assert ResponseCache.key("m", a) != ResponseCache.key("m", other)
     assert ResponseCache.key("m", a) != ResponseCache.key("m", a.model_copy(update={"turns": None}))
-    # a request without turns hashes as it did before the field existed
+    # a request without turns (or a ban) hashes as it did before the field existed
     plain = CompletionRequest(role="generate", prompt="p", seed=1)
-    fields = plain.model_dump(mode="json", exclude={"top_logprobs", "turns", "purpose"})
+    fields = plain.model_dump(mode="json", exclude={"top_logprobs", "turns", "purpose", "ban"})
     old = hashlib.sha256(json.dumps({"model": "m", "request": fields}, sort_keys=True).encode()).hexdigest()
     assert ResponseCache.key("m", plain) == old
+    # a banned request is another reply: never answered from the unbanned one's entry
+    assert ResponseCache.key("m", plain.model_copy(update={"ban": TokenBan(chars=",")})) != old
 
 
 class Server(JsonServer):

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from selfrefine import SelfRefine, StopReason
 from selfrefine.backends.base import chat_messages, flat_prompt
 from selfrefine.backends.fake import FakeBackend
+from selfrefine.core.bans import TokenBan
 from selfrefine.core.errors import (
     ConfigError,
     DraftParseError,
@@ -235,11 +236,13 @@ def test_a_refinement_ends_where_it_would_go_on_with_the_prompts_own_pattern():
 
 
 def test_preset_best_on_chat_is_the_configuration_measured_best_on_ifeval():
-    # docs/ifeval.md (issue 45): drafts until one passes the derived checks (at most 3), then one
-    # repair a failed check, in its kind's form, one try each (chosen on the tuning rows)
+    # docs/ifeval.md (issue 45): drafts until one passes the derived checks (at most 3), decoded
+    # under their bans, then one repair a failed check, in its kind's form, one try each, and no
+    # call once 2,000 tokens are spent (chosen on the tuning rows)
     config = SelfRefine("chat", FakeBackend(), preset="best").config
     got = (config.strategy, config.samples, config.refine_form, config.repair_samples, config.max_iterations)
     assert got == ("sequential", 3, "by_kind", 1, 2) and config.judging is False
+    assert config.ban_tokens is True and config.max_total_tokens == 2000
 
 
 def test_preset_best_on_chat_stops_at_a_passing_draft_and_repairs_a_failing_one():
@@ -250,6 +253,7 @@ def test_preset_best_on_chat_stops_at_a_passing_draft_and_repairs_a_failing_one(
     fake = FakeBackend({"generate": ["Apple, pear, plum."] * 3, "refine": ["Apple and pear and plum."]})
     result = SelfRefine("chat", fake, preset="best").run(request)
     assert [r.role for r in fake.requests] == ["generate"] * 3 + ["refine"]  # no critic, no judge
+    assert {r.ban for r in fake.requests} == {TokenBan(chars=",")}  # each draft decoded under the check's ban
     focus = result.iterations[-1].focus
     assert result.output == "Apple and pear and plum." and focus.kept and focus.form == "rewrite"  # commas: rewrite
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..core.bans import TokenBan
 from ..core.records import (  # ModelInfo: re-exported, backends return it
     ModelInfo,
     Role,
@@ -50,6 +51,9 @@ class CompletionRequest(BaseModel):
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)
     json_schema: dict[str, Any] | None = None  # constrain output where supported
+    # characters no token of the reply may hold (a check's "use no commas", core/bans.py):
+    # refused at decoding by a backend whose ``bans`` is True, asked by the prompt alone elsewhere
+    ban: TokenBan | None = None
     # ask for the k most likely alternatives of each generated token with their log
     # probabilities (OpenAI's top_logprobs); None asks for none
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
@@ -100,6 +104,9 @@ class Backend(abc.ABC):
     #: one request can return several samples of its prompt (the OpenAI API's ``n``); False:
     #: :meth:`complete_n` sends one request per sample
     supports_n: bool = False
+    #: the backend refuses a request's ``ban`` at decoding (core/bans.py); False: the ban is
+    #: not applied, and the checks alone hold the reply to what the request forbids
+    bans: bool = False
 
     def __init__(self, name: str) -> None:
         self.name = name

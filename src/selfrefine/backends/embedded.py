@@ -52,6 +52,7 @@ from .base import (
 from .grammars import GrammarRefused, check_grammar
 from .prefix_cache import PrefixCache, as_tokens, common_prefix
 from .shared_llama import Loaded, release, shared_llama
+from .token_bans import BanMasks
 from .token_probabilities import TopRecorder
 
 log = logging.getLogger("selfrefine.embedded")
@@ -108,6 +109,7 @@ class LlamaCppBackend(Backend):
 
     # Calls are CPU-bound on the same cores; running two at once only splits the threads.
     max_concurrency = 1
+    bans = True  # a request's ban masks its tokens (token_bans.py)
 
     def __init__(
         self,
@@ -164,6 +166,7 @@ class LlamaCppBackend(Backend):
         self._shared: Loaded | None = None  # the process's Llama for this file, once loaded
         self._create_lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
+        self._bans = BanMasks()
 
     def cache_identity(self) -> str:
         # a catalogued file is known by its hash, so another file never reuses cached answers
@@ -327,6 +330,8 @@ class LlamaCppBackend(Backend):
         grammar = self._grammar(request.json_schema, llm) if request.json_schema is not None else None
         if grammar is not None:
             kwargs["grammar"] = grammar
+        if request.ban is not None:
+            kwargs["logits_processor"] = self._bans.processor(llm, request.ban)
         return kwargs
 
     # -- prompts and prefix reuse ---------------------------------------------------------

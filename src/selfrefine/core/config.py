@@ -39,7 +39,9 @@ REPAIR_FORMS = (
 )  # the refine forms that repair one failed check at a time (engine/focused.py)
 
 MAX_WAYS = 8
-UNRECORDED_WHEN_UNSET = ("ways", "checks", "derive_checks", "json_schema", "refine_form", "repair_samples")
+UNRECORDED_WHEN_UNSET = (
+    "ways", "checks", "derive_checks", "json_schema", "refine_form", "repair_samples", "ban_tokens",
+)  # fmt: skip
 DEFAULT_REPAIR_SAMPLES = 2
 _WAY_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 
@@ -145,6 +147,10 @@ class RefineConfig(Later):
       All need code checks.
     repair_samples: how many times a focused or rewrite repair is asked for before the next
       failed check is tried (the first that passes wins; None: 2).
+    ban_tokens: every draft decoded with the tokens its checks forbid outright refused
+      ("use no commas": no token holding a comma; "use only capital letters": none holding
+      a lowercase letter; core/bans.py), where the backend can (the embedded llama.cpp
+      model); elsewhere the request asks by its words alone. None: off.
     verifier_mode (tasks that can check themselves, e.g. by running code):
       ``self`` – the model's own critique only (paper); ``verifier`` – the task's tool
       findings replace the critic call; ``hybrid`` – the critique plus the tool findings.
@@ -405,6 +411,17 @@ class RefineConfig(Later):
             f"{DEFAULT_REPAIR_SAMPLES}; the first that passes wins).",
         ),
     ] = Field(default=None, ge=1, le=8)
+    ban_tokens: Annotated[
+        bool | None,
+        Offer(
+            ("--ban-tokens/--no-ban-tokens",),
+            api=True,
+            help="Decode every draft with the tokens its checks forbid outright refused: no token holding a comma "
+            "under 'use no commas', none holding a lowercase letter under 'use only capital letters' (the embedded "
+            "llama.cpp model; a remote model is asked by the request's words alone). Default: off; chat's "
+            "--preset best: on.",
+        ),
+    ] = None
 
     @model_validator(mode="before")
     @classmethod
@@ -517,6 +534,7 @@ class RunOptions(TypedDict, total=False):
     preset: Preset | None
     refine_form: RefineForm | None
     repair_samples: int | None
+    ban_tokens: bool | None
 
 
 DEFAULT_MAX_ITERATIONS = 4

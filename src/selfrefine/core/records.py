@@ -134,7 +134,7 @@ class Finding(Later):
     that repairs it, in the check's own words with its arguments ("Rewrite the text entirely in
     lowercase letters; change nothing else."), for a focused refinement (engine/focused.py)."""
 
-    LATER = ("kind",)
+    LATER = ("kind", "extend")
 
     check: str  # the check in words, the same for every draft it reads: "use only lowercase letters"
     text: str  # what it found in this draft: "has 3 capital letters (first in 'The')"
@@ -142,6 +142,9 @@ class Finding(Later):
     # the check's kind, to count by: an instruction's type ("case", "forbidden_chars"),
     # "json_schema", or a task's own ("program"); None: a check that names none (its words do)
     kind: str | None = None
+    # where more text after the draft's end repairs it (too few words or sentences): what the
+    # continuation must add ("at least 230 more words"); None: the draft must be edited
+    extend: str | None = None
 
 
 class Verification(Later):

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from ..backends.base import CompletionRequest, Turn
 from ..checks.incomplete import demoted, echo_check
 from ..checks.instructions import Instruction, InstructionChecks
+from ..core.bans import TokenBan, joined
 from ..core.errors import ParseError, TaskError
 from ..core.records import CallRecord, Candidate, Feedback, Role, Verification
 from ..core.seeds import attempt_seed
@@ -141,7 +142,12 @@ class RunContext:
             seed=attempt_seed(requests.seed, attempt, reseed),
             stop=requests.stop_sequences[role],
             json_schema=schema,
+            ban=self.ban() if role in DRAFT_ROLES and self.settings.requests.ban_tokens else None,
         )
+
+    def ban(self) -> TokenBan | None:
+        """What the run's checks forbid outright, refused at a draft's decoding (core/bans.py)."""
+        return joined(c.ban() for c in self._start_checks())
 
     # -- calls -----------------------------------------------------------------------------
 

@@ -15,7 +15,10 @@ it asks is the round's :class:`RepairForm`, one per ``refine_form`` (:data:`FORM
   model would copy. The tries of one check share their whole prompt;
 - ``by_kind`` asks each check kind in the form measured to fix it (:data:`KIND_FORMS`):
   on IFEval's tuning rows the focused form fixed "no commas" 0 times in 8 tries and rewrite
-  2 in 4, while rewrite fixed counts 0 in 6 and focused 3 in 10 (docs/ifeval.md).
+  2 in 4, while rewrite fixed counts 0 in 6 and focused 3 in 10 (docs/ifeval.md); and a
+  draft too short for its count (``Finding.extend``: "at least 230 more words") is continued
+  (``engine/prompts/refine_extend.j2``): the model writes only what follows the draft's
+  end, which is appended, where a focused edit rewrote the whole reply and stayed short.
 
 Both are judged alike:
 
@@ -84,9 +87,18 @@ class RepairForm:
     template: Template
     instruction: Callable[[Finding], str]  # what the prompt asks for (recorded as ``Focus.repair``)
 
+    appends: bool = False  # the reply continues the draft (appended to it) rather than replacing it
+
     def prompt(self, request: str, draft: str, finding: Finding) -> str:
         """The prompt for ``finding`` on ``draft`` (a form may leave the draft out)."""
         return self.template.render({"request": request, "draft": draft, "repair": self.instruction(finding)}).strip()
+
+    def repaired(self, draft: str, reply: str) -> str:
+        """The repaired draft: the reply, or where this form continues, the draft and the reply
+        after it; an empty reply leaves the draft as it was (the repair changed nothing)."""
+        if not reply.strip():
+            return draft
+        return f"{draft.rstrip()}\n\n{reply.strip()}" if self.appends else reply
 
     def of(self, finding: Finding) -> RepairForm:  # noqa: ARG002 - one form for every kind
         """The form that asks for ``finding``'s repair: this one."""
@@ -95,6 +107,7 @@ class RepairForm:
 
 FOCUSED = RepairForm("focused", _template("focused"), repair_of)
 REWRITE = RepairForm("rewrite", _template("rewrite"), requirement_of)
+EXTEND = RepairForm("extend", _template("extend"), lambda finding: finding.extend or "", appends=True)
 # the check kinds a form other than focused repairs better (measured on IFEval's tuning rows)
 KIND_FORMS: dict[str, RepairForm] = {"forbidden_chars": REWRITE}
 
@@ -107,12 +120,15 @@ class FormByKind:
     name: str
     forms: dict[str, RepairForm]
     default: RepairForm
+    extend: RepairForm | None = None  # the form of a draft too short for its check (Finding.extend)
 
     def of(self, finding: Finding) -> RepairForm:
+        if self.extend is not None and finding.extend:
+            return self.extend
         return self.forms.get(finding.kind or "", self.default)
 
 
-BY_KIND = FormByKind("by_kind", KIND_FORMS, FOCUSED)
+BY_KIND = FormByKind("by_kind", KIND_FORMS, FOCUSED, EXTEND)
 FORMS: dict[str, RepairForm | FormByKind] = {f.name: f for f in (FOCUSED, REWRITE, BY_KIND)}  # config.REPAIR_FORMS
 
 
@@ -213,18 +229,19 @@ class FocusedRound:
         second try samples (temperature at least 0.7, a new seed): greedy would repeat itself."""
         run, state = self.run, self.run.state
         n, parent = len(state.iterations), state.iterations[self.t]
-        prompt = self.form.of(finding).prompt(run.asked, parent.draft, finding)
+        form = self.form.of(finding)
+        prompt = form.prompt(run.asked, parent.draft, finding)
         reseed, first = state.rejections(), 1 if sample == 1 else 2
-        draft = ""
+        reply = ""
         for attempt in range(first, first + run.settings.requests.parse_retries + 1):
             request = run.request("refine", prompt, None, attempt, reseed)
             [(response, call)] = await run.caller.call("refine", n, request, stream=True)
             try:
-                draft = run.parse_draft(response.text)
+                reply = run.parse_draft(response.text)
                 break
             except ParseError as exc:
                 state.log.failed(call, f"parse: {exc}")
-                draft = raw_reply(call) or parent.draft
-        it = Iteration(index=n, draft=draft, finish_reason=call.finish_reason)
+                reply = raw_reply(call)
+        it = Iteration(index=n, draft=form.repaired(parent.draft, reply), finish_reason=call.finish_reason)
         state.iterations.append(it)
         return it, call

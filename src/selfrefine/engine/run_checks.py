@@ -235,9 +235,7 @@ def failed_findings(checks: Sequence[Instruction], draft: str) -> list[Finding]:
     for check in checks:
         outcome = _checked(check, draft)
         if not outcome.passed:
-            found.append(
-                Finding(check=check.describe(), text=outcome.finding, repair=check.repair(draft), kind=check.type)
-            )
+            found.append(check.finding(draft, outcome))
     return found
 
 

@@ -81,6 +81,7 @@ class RequestPolicy:
     seed: int | None
     parse_retries: int
     constrained: bool  # the critic's reply decoded under the task's JSON schema
+    ban_tokens: bool  # a draft decoded with what its checks forbid refused (core/bans.py)
 
     @classmethod
     def of(cls, config: RefineConfig, task: Task) -> RequestPolicy:
@@ -92,6 +93,7 @@ class RequestPolicy:
             seed=config.seed,
             parse_retries=config.parse_retries,
             constrained=config.constrained,
+            ban_tokens=bool(config.ban_tokens),
         )
 
 

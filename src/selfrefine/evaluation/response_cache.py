@@ -58,7 +58,7 @@ class ResponseCache:
     @staticmethod
     def key(identity: str, request: CompletionRequest) -> str:
         # fields added later are left out where not given, so the keys stay as they were
-        unasked = {name for name in ("top_logprobs", "purpose", "turns") if getattr(request, name) is None}
+        unasked = {name for name in ("top_logprobs", "purpose", "turns", "ban") if getattr(request, name) is None}
         payload = json.dumps(
             {"model": identity, "request": request.model_dump(mode="json", exclude=unasked or None)}, sort_keys=True
         )

@@ -76,11 +76,14 @@ LOOP_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1, "verifier_mode":
 # the same on a task without code checks, whose judge ranks the samples (engine/judge.py)
 JUDGED_BEST: dict[str, Any] = {"samples": 4, "max_iterations": 1}
 # on a task whose drafts code checks against stated instructions (chat, a task file with
-# checks): first drafts one at a time until one passes every check (at most 3), then one
-# failed check's repair at a time in its kind's form, one try each, at most 2, each kept only
-# when nothing breaks; no judge among drafts the checks tie. Chosen on IFEval's tuning rows
-# (the same accuracy as 4 drafts and 2 tries a repair at 0.76 of the tokens), reported on
-# others (docs/ifeval.md: issue 45)
+# checks): first drafts one at a time until one passes every check (at most 3), each decoded
+# with what its checks forbid outright refused (core/bans.py); then one failed check's repair
+# at a time in its kind's form (a draft too short continued), one try each, at most 2, each
+# kept only when nothing breaks; no judge among drafts the checks tie; no call started once
+# 2,000 tokens are spent. Chosen on IFEval's tuning rows (drafts and repairs: the accuracy of
+# 4 drafts and 2 tries a repair at 0.76 of the tokens; bans and continuations: better there at
+# no more tokens; the budget: the smallest of 1,500-3,000 that lost nothing there), reported
+# on others (docs/ifeval.md: issue 45)
 REPAIR_BEST: dict[str, Any] = {
     "strategy": "sequential",
     "samples": 3,
@@ -88,6 +91,8 @@ REPAIR_BEST: dict[str, Any] = {
     "refine_form": "by_kind",
     "repair_samples": 1,
     "judging": False,
+    "ban_tokens": True,
+    "max_total_tokens": 2000,
 }
 
 

@@ -201,11 +201,12 @@ class Chat(Task):
     judge_aspects = ("follows", "correct")
     defaults = TaskDefaults(
         # measured best (docs/ifeval.md, issue 45): first drafts one at a time until one passes
-        # the request's derived checks (at most 3), then one failed check's repair at a time
+        # the request's derived checks (at most 3), decoded under their bans, then one failed
+        # check's repair at a time, within 2,000 tokens
         best=REPAIR_BEST,
         best_measured=(
-            "IFEval, first 70 report prompts: every instruction followed 0.400 -> 0.543 "
-            "(11 better, 1 worse) at 4.6x one step's tokens, docs/ifeval.md"
+            "IFEval, first 70 report prompts: every instruction followed 0.400 -> 0.557 "
+            "(12 better, 1 worse) at 3.9x one step's tokens, docs/ifeval.md"
         ),
         system=system_message(
             "a helpful, knowledgeable and careful assistant. Each message shows a conversation between a User "

@@ -42,7 +42,7 @@ from typing import Annotated, Any, Union
 from pydantic import Field, TypeAdapter, ValidationError
 
 from ...core.errors import TaskError
-from ...core.records import DroppedCheck, Finding, Verification
+from ...core.records import DroppedCheck, Verification
 from ...core.saferegex import within_budget
 from .base import KINDS, MAX_CHECK_CHARS, Instruction, Outcome, Relation
 
@@ -242,11 +242,7 @@ class InstructionChecks:
         return [o.finding for o in self.outcomes(draft) if not o.passed]
 
     def __call__(self, input: str, draft: str) -> Verification:
-        found = [
-            Finding(check=c.describe(), text=o.finding, repair=c.repair(draft), kind=c.type)
-            for c, o in zip(self.checks, self.outcomes(draft))
-            if not o.passed
-        ]
+        found = [c.finding(draft, o) for c, o in zip(self.checks, self.outcomes(draft)) if not o.passed]
         problems = [f.text for f in found]
         score = (len(self.checks) - len(problems)) / len(self.checks)
         text = "; ".join(problems) or "all checks pass"

@@ -13,6 +13,8 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from ...core.bans import TokenBan
+from ...core.records import Finding
 from ...core.wording import plural
 from .grounding import names
 
@@ -97,6 +99,26 @@ class Instruction(BaseModel):
         if len(text) > MAX_CHECK_CHARS:
             return f"Shorten the text to well under {MAX_CHECK_CHARS:,} characters; keep what the request asks for."
         return self._repair(text)
+
+    def finding(self, text: str, outcome: Outcome) -> Finding:
+        """The record of this check failing on ``text`` (``outcome``, from :meth:`check`): the
+        check in words, what it found, its repair, its kind and where more text repairs it."""
+        kind = str(type(self).model_fields["type"].default)
+        return Finding(
+            check=self.describe(), text=outcome.finding, repair=self.repair(text), kind=kind,
+            extend=self.extension(text),
+        )  # fmt: skip
+
+    def extension(self, text: str) -> str | None:
+        """Where more text after ``text``'s end repairs this check's failure (it is too short):
+        what a continuation must add ("at least 230 more words"); None where it must be edited."""
+        return None
+
+    def ban(self) -> TokenBan | None:
+        """What this check forbids outright, which a decoder can refuse token by token
+        (core/bans.py: "use no commas", "use only capital letters"); None for a check a
+        ban cannot hold (counts, words, format)."""
+        return None
 
     def _repair(self, text: str) -> str:
         """Each kind's repair (a kind without its own says its instruction; a test holds that

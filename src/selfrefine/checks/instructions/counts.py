@@ -8,9 +8,10 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from ...core.bans import TokenBan
 from ...core.wording import plural
 from . import measures
-from .base import Instruction, Relation, amount, holds, quoted
+from .base import MAX_CHECK_CHARS, Instruction, Relation, amount, holds, quoted
 from .grounding import UNIT_WORDS, says, says_number
 from .sentences import sentences
 
@@ -88,6 +89,19 @@ class Count(Instruction):
         elif self.unit == "paragraphs" and marker:
             how = f" separated by the divider {marker}"
         return amount(self.relation, self.n, one, many) + how
+
+    def extension(self, text: str) -> str | None:
+        """Too few words or sentences, where more may follow: the count still missing (for "at
+        least", a tenth more words as margin: a continuation that restates a little still reaches it)."""
+        if self.unit not in ("words", "sentences") or self.relation == "at most" or len(text) > MAX_CHECK_CHARS:
+            return None
+        n, _ = self._measure(text)
+        if n >= self.n:
+            return None
+        one, many, _ = _NOUNS[self.unit]
+        missing = self.n - n
+        more = missing + (-(-missing // 10) if self.unit == "words" and self.relation == "at least" else 0)
+        return f"at least {plural(more, 'more ' + one, 'more ' + many)}"
 
     def _repair(self, text: str) -> str:
         n, standing = self._measure(text)
@@ -216,6 +230,11 @@ class LetterFrequency(Instruction):
 
     def describe(self) -> str:
         return f"the letter {quoted(self.letter.lower())} {amount(self.relation, self.n, 'time')}"
+
+    def ban(self) -> TokenBan | None:
+        if self.n == 0 and self.relation != "at least":  # "no letter e": counted in any case
+            return TokenBan(chars="".join(dict.fromkeys(self.letter.lower() + self.letter.upper())))
+        return None
 
     def _repair(self, text: str) -> str:
         n = text.lower().count(self.letter.lower())

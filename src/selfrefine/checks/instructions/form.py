@@ -9,6 +9,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, StringConstraints
 
+from ...core.bans import TokenBan
 from .base import Instruction, quoted
 from .grounding import says
 from .language import LANGUAGES, LanguageCode, detect
@@ -42,6 +43,9 @@ class Case(Instruction):
 
     def describe(self) -> str:
         return "use only lowercase letters" if self.letters == "lower" else "use only capital letters"
+
+    def ban(self) -> TokenBan:
+        return TokenBan(letters="upper" if self.letters == "lower" else "lower")
 
     def _repair(self, text: str) -> str:
         letters = "lowercase" if self.letters == "lower" else "capital"

@@ -7,6 +7,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, StringConstraints, field_validator
 
+from ...core.bans import TokenBan
 from ...core.saferegex import MAX_REGEX_CHARS, bounded, shown
 from ...core.wording import plural
 from .base import Instruction, quoted
@@ -96,6 +97,9 @@ class ForbiddenChars(Instruction):
 
     def grounded(self, text: str) -> bool:
         return all(forbidden_char(text, c) for c in self.chars)
+
+    def ban(self) -> TokenBan:
+        return TokenBan(chars="".join(c for c in dict.fromkeys(self.chars) if not c.isspace()))
 
     def describe(self) -> str:
         return "use no " + " and no ".join(_char_name(c)[1] for c in dict.fromkeys(self.chars) if not c.isspace())
