@@ -64,6 +64,32 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_ready(proc: subprocess.Popen, url: str, seconds: float, what: str) -> None:
+    """Until GET ``url`` answers 200; a RuntimeError (naming ``what``) when the process exits
+    first or ``seconds`` pass."""
+    deadline = time.time() + seconds
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}: {' '.join(map(str, proc.args))}")
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(url, timeout=2) as r:
+                if r.status == 200:
+                    return
+        if time.time() > deadline:
+            raise RuntimeError(f"{what} did not answer {url} in {seconds:.0f} s")
+        time.sleep(0.5)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Terminate a server, then kill it if it is still there after 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def server_binary() -> str:
     out = subprocess.run(
         ["bash", str(ROOT / "scripts" / "build_llama_server.sh")], check=True, stdout=subprocess.PIPE, text=True
@@ -109,24 +135,10 @@ def llama_server(slots: int = 4, ctx_per_slot: int = 4096, threads: int | None =
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited with {proc.returncode}: {' '.join(cmd)}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            if time.time() > deadline:
-                raise RuntimeError("llama-server did not become healthy in 120 s")
-            time.sleep(0.5)
+        wait_ready(proc, f"{url}/health", 120, "llama-server")
         yield Server(url, proc, slots)
     finally:
-        proc.terminate()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(10)
-        if proc.poll() is None:
-            proc.kill()
+        stop(proc)
         if log is not subprocess.DEVNULL:
             log.close()
 

@@ -52,6 +52,10 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "runs" / "ifeval"
 SEED, TUNE, REPORT = 38, 60, 120
 
+BANNED: dict[str, Any] = dict(
+    strategy="sequential", samples=3, max_iterations=2, refine_form="by_kind", repair_samples=1, judging=False,
+    ban_tokens=True,
+)  # fmt: skip
 # name -> the run's options (chat task); "equal tokens" pairs are read off the rows' tokens
 CONFIGS: dict[str, dict[str, Any]] = {
     "one-step": dict(max_iterations=0, derive_checks=False),
@@ -91,30 +95,10 @@ CONFIGS: dict[str, dict[str, Any]] = {
     ),
     # the same with each draft decoded under its checks' bans (core/bans.py: no comma token
     # under "use no commas", no lowercase letter under "use only capital letters")
-    "seq-3-by_kind-1-ban": dict(
-        strategy="sequential",
-        samples=3,
-        max_iterations=2,
-        refine_form="by_kind",
-        repair_samples=1,
-        judging=False,
-        ban_tokens=True,
-    ),  # fmt: skip
-    # the ban preset under a token budget per prompt (derivation included; a call starts only while
-    # the run has spent less): a prompt whose drafts loop to the length limit stops sooner
-    **{
-        f"seq-3-by_kind-1-ban-b{b}": dict(
-            strategy="sequential",
-            samples=3,
-            max_iterations=2,
-            refine_form="by_kind",
-            repair_samples=1,
-            judging=False,
-            ban_tokens=True,
-            max_total_tokens=b,
-        )
-        for b in (2000,)
-    },
+    "seq-3-by_kind-1-ban": BANNED,
+    # and under a token budget per prompt (derivation included; a call starts only while the
+    # run has spent less): a prompt whose drafts loop to the length limit stops sooner
+    "seq-3-by_kind-1-ban-b2000": {**BANNED, "max_total_tokens": 2000},
 }
 
 

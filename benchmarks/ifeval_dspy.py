@@ -32,7 +32,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,7 +69,7 @@ def chosen(ours: Path, limit: int) -> list[dict[str, Any]]:
 @contextlib.contextmanager
 def server(threads: int) -> Iterator[str]:
     """An OpenAI base URL serving the default model on 127.0.0.1, stopped afterwards."""
-    from _engines import free_port
+    from _engines import free_port, stop, wait_ready
 
     from selfrefine.backends.embedded import default_model_path
 
@@ -84,26 +83,11 @@ def server(threads: int) -> Iterator[str]:
     proc = subprocess.Popen([*cmd, "--host", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.time() + 180
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"the model server exited with {proc.returncode}: {' '.join(cmd)}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"{url}/models", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            if time.time() > deadline:
-                raise SystemExit("the model server did not answer in 180 s")
-            time.sleep(1)
+        wait_ready(proc, f"{url}/models", 180, "the model server")
         log(f"server {url} ({Path(cmd[0]).name if binary else 'llama_cpp.server'})")
         yield url
     finally:  # llama_cpp.server finishes the request in flight on SIGTERM: minutes, with Refine's advice
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def run(points: list[str], picked: list[dict[str, Any]], out: Path, threads: int, stop_at: float) -> None:
