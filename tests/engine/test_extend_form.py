@@ -41,6 +41,22 @@ def test_a_continuation_that_breaks_a_passing_check_is_rejected():
     assert result.output == DRAFT  # never worse by the same checks
 
 
+def test_a_continuation_cut_at_the_token_limit_ends_at_its_last_whole_sentence():
+    # the fake model counts a word a token: 10 tokens cut the reply mid-sentence ("length")
+    cut = "They purr when warm. They also chase small mice around the old house all day."
+    model = FakeBackend({"generate": ["Cats sleep a lot."], "refine": [cut]})
+    checks = [{**WORDS, "n": 8}]
+    engine = SelfRefine(
+        "chat", model, checks=checks, derive_checks=False, refine_form="by_kind", repair_samples=1,
+        max_iterations=1, max_tokens=10,
+    )  # fmt: skip
+    result = engine.run("Cats, at least 8 words.")
+    assert result.calls[-1].finish_reason == "length"  # the call says it was cut
+    repaired = result.iterations[1]
+    assert repaired.draft == "Cats sleep a lot.\n\nThey purr when warm." and repaired.focus.kept
+    assert result.output == repaired.draft  # whole: not demoted as a reply cut off
+
+
 def test_an_empty_continuation_changes_nothing():
     model = FakeBackend({"generate": ["Cats sleep a lot."], "refine": ["  "] * 3})  # the parse retries too
     result = engine(model, [WORDS]).run("Cats, at least 12 words.")

@@ -35,6 +35,7 @@ Both are judged alike:
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib import resources
@@ -130,6 +131,14 @@ class FormByKind:
 
 BY_KIND = FormByKind("by_kind", KIND_FORMS, FOCUSED, EXTEND)
 FORMS: dict[str, RepairForm | FormByKind] = {f.name: f for f in (FOCUSED, REWRITE, BY_KIND)}  # config.REPAIR_FORMS
+
+
+def whole_sentences(text: str) -> str:
+    """``text`` up to the end of its last whole sentence ("" when it has none): a continuation
+    the token limit cut mid-sentence is kept to where it reads as finished, so the draft it
+    extends is whole (a draft cut off would be demoted by its checks, its gain lost)."""
+    ends = [m.end() for m in re.finditer(r"[.!?][\"')\]*]*(?=\s|$)", text)]
+    return text[: ends[-1]].rstrip() if ends else ""
 
 
 async def repair_targets(run: RunContext, t: int) -> list[Finding]:
@@ -242,6 +251,9 @@ class FocusedRound:
             except ParseError as exc:
                 state.log.failed(call, f"parse: {exc}")
                 reply = raw_reply(call)
-        it = Iteration(index=n, draft=form.repaired(parent.draft, reply), finish_reason=call.finish_reason)
+        finish = call.finish_reason
+        if form.appends and finish == "length":  # a continuation cut at the token limit ends at its last sentence
+            reply, finish = whole_sentences(reply), "stop"
+        it = Iteration(index=n, draft=form.repaired(parent.draft, reply), finish_reason=finish)
         state.iterations.append(it)
         return it, call
