@@ -143,8 +143,9 @@ class RefineConfig(Later):
       next failed check is tried (engine/focused.py). ``rewrite`` – the same, but the prompt
       writes again from the request with the failed instruction stated first ("Important:
       use no commas."), without the draft. ``by_kind`` – each check kind in the form measured
-      to fix it (rewrite for forbidden characters, focused for the rest: docs/ifeval.md).
-      All need code checks.
+      to fix it (rewrite for forbidden characters, focused for the rest: docs/ifeval.md), and
+      a draft missing what more text can add (too few words) continued: the model writes what
+      follows its end, which is appended. All need code checks.
     repair_samples: how many times a focused or rewrite repair is asked for before the next
       failed check is tried (the first that passes wins; None: 2).
     ban_tokens: every draft decoded with the tokens its checks forbid outright refused
@@ -399,7 +400,8 @@ class RefineConfig(Later):
             "failed check at a time, a short prompt with the request, the draft and that check's repair, kept only "
             "when it passes and no passing check breaks; rewrite: the same, written again from the request with the "
             "failed instruction stated first, without the draft; by_kind: each check kind in the form measured to fix "
-            "it (rewrite for forbidden characters, focused for the rest).",
+            "it (rewrite for forbidden characters, focused for the rest), and a draft missing what more text can add "
+            "(too few words) continued, the model's continuation appended.",
         ),
     ] = None
     repair_samples: Annotated[
