@@ -356,46 +356,64 @@ def _dict(x: Any) -> dict[str, float] | None:
     return None if x is None else {"estimate": x.estimate, "low": x.low, "high": x.high}
 
 
+CONFIG_HEAD = [
+    "| configuration | prompts | prompt strict | one step, same prompts | Δ [95%] | better / worse | "
+    "prompt loose | instruction strict | kept first draft, prompt strict | tokens/prompt | × one step's | s/prompt |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
+]
+
+
 def config_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
     """Each configuration against one step on the prompts both ran: accuracies with intervals,
     the paired difference, prompts better / worse, tokens and seconds per prompt."""
-    from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff
-
     base = load("one-step", part, out)
-    lines = [
-        "| configuration | prompts | prompt strict | one step, same prompts | Δ [95%] | better / worse | "
-        "prompt loose | instruction strict | kept first draft, prompt strict | tokens/prompt | × one step's | s/prompt |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    summary: dict[str, Any] = {}
+    lines, summary = list(CONFIG_HEAD), {}
     for name in CONFIGS:
         got = load(name, part, out)
         keys = [k for k in got if k in base]
-        if not keys:
-            continue
-        rows_, ones = [got[k] for k in keys], [base[k] for k in keys]
-        strict, inst = accuracy(rows_, "returned", "strict")
-        loose, _ = accuracy(rows_, "returned", "loose")
-        first, _ = accuracy(rows_, "draft0", "strict")
-        one, _ = accuracy(ones, "returned", "strict")
-        diff = paired_bootstrap_diff(one, strict)
-        m, ml, mf, mo = (bootstrap_mean(x) for x in (strict, loose, first, one))
-        mi = ratio_interval(inst)
-        better, worse = sum(b > a for a, b in zip(one, strict)), sum(b < a for a, b in zip(one, strict))
-        tokens = sum(r["tokens"] for r in rows_) / len(rows_)
-        base_tokens = sum(r["tokens"] for r in ones) / len(ones)
-        seconds = sum(r["seconds"] for r in rows_) / len(rows_)
-        lines.append(
-            f"| {name} | {len(keys)} | {_iv(m)} | {_iv(mo)} | {_iv(diff, signed=True)} | {better} / {worse} | {_iv(ml)} | "
-            f"{_iv(mi)} | {_iv(mf)} | {tokens:.0f} | {tokens / base_tokens:.1f} | {seconds:.0f} |"
-        )
-        summary[name] = {
-            "prompts": len(keys), "prompt_strict": _dict(m), "one_step": _dict(mo), "delta_vs_one_step": _dict(diff),
-            "better": better, "worse": worse, "prompt_loose": _dict(ml), "instruction_strict": mi,
-            "draft0_prompt_strict": _dict(mf), "tokens": round(tokens), "one_step_tokens": round(base_tokens),
-            "seconds": round(seconds),
-        }  # fmt: skip
+        if keys:
+            line, summary[name] = compared(name, [got[k] for k in keys], [base[k] for k in keys])
+            lines.append(line)
     return lines, summary
+
+
+def split_table(part: str, out: Path, name: str, at: int) -> list[str]:
+    """``name`` against one step on its first ``at`` rows and on the rows after them."""
+    base, got = load("one-step", part, out), load(name, part, out)
+    keys = [k for k in got if k in base]
+    lines = list(CONFIG_HEAD)
+    for label, chosen in ((f"rows 1-{at}", keys[:at]), (f"rows {at + 1}-{len(keys)}", keys[at:])):
+        if chosen:
+            lines.append(compared(f"{name}, {label}", [got[k] for k in chosen], [base[k] for k in chosen])[0])
+    return lines
+
+
+def compared(name: str, rows_: list[dict[str, Any]], ones: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """One configuration's table line and summary against one step's rows on the same prompts."""
+    from selfrefine.evaluation.stats import bootstrap_mean, paired_bootstrap_diff
+
+    strict, inst = accuracy(rows_, "returned", "strict")
+    loose, _ = accuracy(rows_, "returned", "loose")
+    first, _ = accuracy(rows_, "draft0", "strict")
+    one, _ = accuracy(ones, "returned", "strict")
+    diff = paired_bootstrap_diff(one, strict)
+    m, ml, mf, mo = (bootstrap_mean(x) for x in (strict, loose, first, one))
+    mi = ratio_interval(inst)
+    better, worse = sum(b > a for a, b in zip(one, strict)), sum(b < a for a, b in zip(one, strict))
+    tokens = sum(r["tokens"] for r in rows_) / len(rows_)
+    base_tokens = sum(r["tokens"] for r in ones) / len(ones)
+    seconds = sum(r["seconds"] for r in rows_) / len(rows_)
+    line = (
+        f"| {name} | {len(rows_)} | {_iv(m)} | {_iv(mo)} | {_iv(diff, signed=True)} | {better} / {worse} | {_iv(ml)} | "
+        f"{_iv(mi)} | {_iv(mf)} | {tokens:.0f} | {tokens / base_tokens:.1f} | {seconds:.0f} |"
+    )
+    summary = {
+        "prompts": len(rows_), "prompt_strict": _dict(m), "one_step": _dict(mo), "delta_vs_one_step": _dict(diff),
+        "better": better, "worse": worse, "prompt_loose": _dict(ml), "instruction_strict": mi,
+        "draft0_prompt_strict": _dict(mf), "tokens": round(tokens), "one_step_tokens": round(base_tokens),
+        "seconds": round(seconds),
+    }  # fmt: skip
+    return line, summary
 
 
 def _iv(x: Any, signed: bool = False) -> str:
@@ -545,6 +563,12 @@ def report(out: Path) -> None:
             "wall time on 2 CPU cores shared with other work: compare tokens, not seconds.",
             "",
             *configs,
+            "",
+            f"Chat's preset (`{PRESET}`) ran all {REPORT} report rows; the other configurations the first 70,",
+            "the rows its choices were made beside (their tokens and verdicts were on this page while the",
+            "preset was chosen on the tuning rows). On the first 70 and on the 50 rows no run had touched before:",
+            "",
+            *split_table("report", out, PRESET, 70),
             "",
             "Measured on 2026-11-27 (main c3793c2) on the first 70 report rows, whose rows were not kept; today's",
             "one step on those rows reproduces that session's exactly (0.400 at 273 tokens per prompt):",
