@@ -377,15 +377,18 @@ def config_table(part: str, out: Path) -> tuple[list[str], dict[str, Any]]:
     return lines, summary
 
 
-def split_table(part: str, out: Path, name: str, at: int) -> list[str]:
+def split_table(part: str, out: Path, name: str, at: int) -> tuple[list[str], dict[str, Any]]:
     """``name`` against one step on its first ``at`` rows and on the rows after them."""
     base, got = load("one-step", part, out), load(name, part, out)
     keys = [k for k in got if k in base]
-    lines = list(CONFIG_HEAD)
+    lines, summary = list(CONFIG_HEAD), {}
     for label, chosen in ((f"rows 1-{at}", keys[:at]), (f"rows {at + 1}-{len(keys)}", keys[at:])):
         if chosen:
-            lines.append(compared(f"{name}, {label}", [got[k] for k in chosen], [base[k] for k in chosen])[0])
-    return lines
+            line, summary[f"{name}, {label}"] = compared(
+                f"{name}, {label}", [got[k] for k in chosen], [base[k] for k in chosen]
+            )
+            lines.append(line)
+    return lines, summary
 
 
 def compared(name: str, rows_: list[dict[str, Any]], ones: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
@@ -528,6 +531,8 @@ def agreement() -> list[str]:
 def report(out: Path) -> None:
     quality, qsum = quality_table("report", out) if (out / "derive-report.jsonl").exists() else ([], {})
     configs, csum = config_table("report", out)
+    split = split_table("report", out, PRESET, 70)
+    csum.update(split[1])
     types, tsum = type_table("report", out)
     derived = len(load("derive", "report", out))
     looked = sorted(LOOKED_AT & set(load("derive", "report", out)))
@@ -568,7 +573,7 @@ def report(out: Path) -> None:
             "the rows its choices were made beside (their tokens and verdicts were on this page while the",
             "preset was chosen on the tuning rows). On the first 70 and on the 50 rows no run had touched before:",
             "",
-            *split_table("report", out, PRESET, 70),
+            *split[0],
             "",
             "Measured on 2026-11-27 (main c3793c2) on the first 70 report rows, whose rows were not kept; today's",
             "one step on those rows reproduces that session's exactly (0.400 at 273 tokens per prompt):",
