@@ -52,7 +52,8 @@ class CompletionRequest(BaseModel):
     stop: list[str] = Field(default_factory=list)
     json_schema: dict[str, Any] | None = None  # constrain output where supported
     # characters no token of the reply may hold (a check's "use no commas", core/bans.py):
-    # refused at decoding by a backend whose ``bans`` is True, asked by the prompt alone elsewhere
+    # refused at decoding by the llama.cpp backend (token_bans.py); another backend ignores it
+    # and the checks alone hold the reply to what the request forbids
     ban: TokenBan | None = None
     # ask for the k most likely alternatives of each generated token with their log
     # probabilities (OpenAI's top_logprobs); None asks for none
@@ -104,9 +105,6 @@ class Backend(abc.ABC):
     #: one request can return several samples of its prompt (the OpenAI API's ``n``); False:
     #: :meth:`complete_n` sends one request per sample
     supports_n: bool = False
-    #: the backend refuses a request's ``ban`` at decoding (core/bans.py); False: the ban is
-    #: not applied, and the checks alone hold the reply to what the request forbids
-    bans: bool = False
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -109,7 +109,6 @@ class LlamaCppBackend(Backend):
 
     # Calls are CPU-bound on the same cores; running two at once only splits the threads.
     max_concurrency = 1
-    bans = True  # a request's ban masks its tokens (token_bans.py)
 
     def __init__(
         self,
@@ -166,7 +165,7 @@ class LlamaCppBackend(Backend):
         self._shared: Loaded | None = None  # the process's Llama for this file, once loaded
         self._create_lock = threading.Lock()
         self._grammars: dict[str, Any] = {}
-        self._bans = BanMasks()
+        self._bans = BanMasks()  # a request's ban masks its tokens (token_bans.py)
 
     def cache_identity(self) -> str:
         # a catalogued file is known by its hash, so another file never reuses cached answers
